@@ -91,7 +91,7 @@ func TestValidateEndpointURLRefusesBlockedRanges(t *testing.T) {
 	for i, s := range append(append([]string{}, blockedAddrs...), loopbackAddrs...) {
 		for _, raw := range []string{
 			fmt.Sprintf("https://h%d.example.com/hook", i), // name resolving to it
-			"https://" + urlHost(s) + "/hook",                 // literal
+			"https://" + urlHost(s) + "/hook",              // literal
 		} {
 			err := ValidateEndpointURL(raw, p)
 			if !errors.Is(err, ErrBlockedAddress) || !errors.Is(err, ErrInvalidEndpointURL) {
