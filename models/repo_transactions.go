@@ -1,0 +1,143 @@
+package models
+
+import (
+	"context"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// TransactionSource says where a transaction came from.
+const (
+	SourceCheckout = "checkout"
+	SourceAPI      = "api"
+)
+
+// RecordTransaction stores a transaction the merchant reports, claims its
+// hash (a hash backs one session or transaction, ever), adds it to the
+// link's totals and to the customer's (created when new), in one
+// transaction. A claimed hash is a conflict and nothing is written.
+func (s *Store) RecordTransaction(ctx context.Context, t *Transaction) error {
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		t.ID, t.CreatedAt, t.Status, t.Source = NewID(), s.Now(), "completed", SourceAPI
+		claim := TxHashClaim{Network: t.Network, TxHash: t.TxHash, TransactionID: &t.ID, CreatedAt: t.CreatedAt}
+		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&claim)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return apperr.Conflict("transaction already recorded")
+		}
+		return s.applyTransaction(tx, t)
+	})
+}
+
+// applyTransaction inserts t and adds it to the link's and the customer's
+// totals. The caller holds the hash claim.
+func (s *Store) applyTransaction(tx *gorm.DB, t *Transaction) error {
+	if t.CustomerEmail != "" {
+		id, err := s.upsertCustomerSpend(tx, t)
+		if err != nil {
+			return err
+		}
+		t.CustomerID = &id
+	}
+	if err := tx.Create(t).Error; err != nil {
+		if isUniqueViolation(err) {
+			return apperr.Conflict("transaction already recorded")
+		}
+		return err
+	}
+	if t.PaymentLinkID != nil {
+		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *t.PaymentLinkID).Updates(map[string]any{
+			"total_collected":    gorm.Expr("total_collected + ?", int64(t.Amount)),
+			"total_transactions": gorm.Expr("total_transactions + 1"),
+			"updated_at":         t.CreatedAt,
+		}).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upsertCustomerSpend creates the payer as a customer when new (insert or
+// nothing, so two payments racing on one new e-mail both succeed) and adds
+// the payment to its totals.
+func (s *Store) upsertCustomerSpend(tx *gorm.DB, t *Transaction) (string, error) {
+	now := t.CreatedAt
+	c := Customer{ID: NewID(), MerchantID: t.MerchantID, Mode: t.Mode, Email: t.CustomerEmail,
+		Name: t.CustomerName, WalletAddress: t.WalletAddress, Metadata: StringMap{}, CreatedAt: now, UpdatedAt: now}
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error; err != nil {
+		return "", err
+	}
+	var existing Customer
+	if err := tx.Where("merchant_id = ? AND mode = ? AND email = ?", t.MerchantID, t.Mode, t.CustomerEmail).Take(&existing).Error; err != nil {
+		return "", err
+	}
+	fields := map[string]any{
+		"total_spent":       gorm.Expr("total_spent + ?", int64(t.Amount)),
+		"transaction_count": gorm.Expr("transaction_count + 1"),
+		"updated_at":        now,
+	}
+	if existing.Name == "" && t.CustomerName != "" {
+		fields["name"] = t.CustomerName
+	}
+	if existing.WalletAddress == "" && t.WalletAddress != "" {
+		fields["wallet_address"] = t.WalletAddress
+	}
+	if err := tx.Model(&Customer{}).Where("id = ?", existing.ID).Updates(fields).Error; err != nil {
+		return "", err
+	}
+	return existing.ID, nil
+}
+
+// TransactionFilter narrows a transaction list; empty fields do not filter.
+type TransactionFilter struct {
+	Status        string
+	Network       string
+	TxHash        string
+	PaymentLinkID string
+	CustomerEmail string
+	Since, Until  *time.Time
+}
+
+// Transactions lists a page of the scope's transactions, newest first.
+func (s *Store) Transactions(ctx context.Context, sc Scope, f TransactionFilter, p Page) ([]Transaction, bool, error) {
+	q := s.scoped(ctx, sc)
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.Network != "" {
+		q = q.Where("network = ?", f.Network)
+	}
+	if f.TxHash != "" {
+		q = q.Where("tx_hash = ?", f.TxHash)
+	}
+	if f.PaymentLinkID != "" {
+		q = q.Where("payment_link_id = ?", f.PaymentLinkID)
+	}
+	if f.CustomerEmail != "" {
+		q = q.Where("customer_email = ?", f.CustomerEmail)
+	}
+	if f.Since != nil {
+		q = q.Where("created_at > ?", *f.Since)
+	}
+	if f.Until != nil {
+		q = q.Where("created_at < ?", *f.Until)
+	}
+	var rows []Transaction
+	if err := paginate(q, p).Find(&rows).Error; err != nil {
+		return nil, false, err
+	}
+	rows, more := trimPage(rows, p)
+	return rows, more, nil
+}
+
+// Transaction loads one of the scope's transactions.
+func (s *Store) Transaction(ctx context.Context, sc Scope, id string) (*Transaction, error) {
+	var t Transaction
+	err := s.scoped(ctx, sc).Where("id = ?", id).Take(&t).Error
+	return &t, notFound(err)
+}

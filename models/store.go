@@ -1,0 +1,130 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Store is the handle every repository hangs off.
+type Store struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// Options for Open.
+type Options struct {
+	// DatabaseURL selects PostgreSQL; empty means SQLite at SQLitePath.
+	DatabaseURL string
+	// SQLitePath is the embedded database file (created with its folder).
+	SQLitePath string
+	// Logger receives slow-query warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Open connects to the store (no migration; call Migrate).
+func Open(opts Options) (*Store, error) {
+	cfg := &gorm.Config{
+		Logger:                                   logger.Discard,
+		NowFunc:                                  func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+		DisableForeignKeyConstraintWhenMigrating: true,
+		TranslateError:                           false,
+	}
+	var db *gorm.DB
+	var err error
+	if opts.DatabaseURL != "" {
+		db, err = gorm.Open(postgres.Open(opts.DatabaseURL), cfg)
+	} else {
+		path := opts.SQLitePath
+		if path == "" {
+			return nil, errors.New("models: SQLitePath or DatabaseURL required")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("models: %w", err)
+		}
+		// WAL lets readers run beside the single writer; busy_timeout makes
+		// concurrent writers wait instead of failing with SQLITE_BUSY.
+		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+		db, err = gorm.Open(sqlite.Open(dsn), cfg)
+		if err == nil {
+			sqlDB, derr := db.DB()
+			if derr == nil {
+				sqlDB.SetMaxOpenConns(1)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("models: open: %w", err)
+	}
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}, nil
+}
+
+// Migrate moves the schema to the newest version.
+func (s *Store) Migrate() error { return Migrate(s.db) }
+
+// Dialect names the database ("sqlite" or "postgres").
+func (s *Store) Dialect() string { return s.db.Dialector.Name() }
+
+// Ping checks the database answers (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close releases the connections.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// SetClock replaces the store's clock (tests).
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+// Now is the store's clock, UTC.
+func (s *Store) Now() time.Time { return s.now().UTC() }
+
+// NewID returns a UUIDv7: ids sort in creation order, so cursors follow it.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// isUniqueViolation recognises a unique-constraint failure on either dialect.
+func isUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "23505"
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	// modernc's SQLite reports constraint failures through its error code
+	// (SQLITE_CONSTRAINT_UNIQUE 2067, PRIMARYKEY 1555); the text check covers
+	// wrapped forms of the same code.
+	type coder interface{ Code() int }
+	var c coder
+	if errors.As(err, &c) {
+		return c.Code() == 2067 || c.Code() == 1555
+	}
+	return strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+func (s *Store) ctx(ctx context.Context) *gorm.DB { return s.db.WithContext(ctx) }

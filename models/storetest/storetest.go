@@ -1,0 +1,112 @@
+// Package storetest opens migrated, throw-away stores for tests on every
+// dialect the service supports: always SQLite, and PostgreSQL when
+// DATABASE_URL points at a server. With PAYGATE_REQUIRE_POSTGRES=1 (as CI
+// sets it) an unreachable PostgreSQL fails the test instead of skipping it.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/paygate/paygate/models"
+)
+
+// Dialects lists the dialects to run a store-backed test on.
+func Dialects() []string {
+	if postgresURL() != "" || os.Getenv("PAYGATE_REQUIRE_POSTGRES") == "1" {
+		return []string{"sqlite", "postgres"}
+	}
+	return []string{"sqlite"}
+}
+
+func postgresURL() string {
+	if v := os.Getenv("PAYGATE_TEST_DATABASE_URL"); v != "" {
+		return v
+	}
+	return os.Getenv("DATABASE_URL")
+}
+
+// Open returns a migrated store of the dialect, isolated from every other
+// test: a new SQLite file, or a new PostgreSQL schema dropped at cleanup.
+func Open(t testing.TB, dialect string) *models.Store {
+	t.Helper()
+	var st *models.Store
+	var err error
+	switch dialect {
+	case "sqlite":
+		st, err = models.Open(models.Options{SQLitePath: filepath.Join(t.TempDir(), "paygate.db")})
+	case "postgres":
+		st, err = openPostgres(t)
+	default:
+		t.Fatalf("storetest: unknown dialect %q", dialect)
+	}
+	if err != nil {
+		t.Fatalf("storetest: open %s: %v", dialect, err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("storetest: migrate %s: %v", dialect, err)
+	}
+	return st
+}
+
+func openPostgres(t testing.TB) (*models.Store, error) {
+	base := postgresURL()
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("PAYGATE_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("storetest: PostgreSQL is required (PAYGATE_REQUIRE_POSTGRES=1) but %s is unreachable: %v", redact(base), err)
+		}
+		t.Skipf("storetest: PostgreSQL unreachable at %s: %v", redact(base), err)
+	}
+	schema := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("create schema: %w", err)
+	}
+	conn.Close(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return models.Open(models.Options{DatabaseURL: u.String()})
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// ForEach runs fn as a subtest on every dialect with a fresh store.
+func ForEach(t *testing.T, fn func(t *testing.T, st *models.Store)) {
+	for _, d := range Dialects() {
+		t.Run(d, func(t *testing.T) { fn(t, Open(t, d)) })
+	}
+}
