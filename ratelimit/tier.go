@@ -1,0 +1,99 @@
+package ratelimit
+
+import (
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+// Tier names used by DefaultTiers; they also name the logs in the store.
+const (
+	TierGlobal            = "global"
+	TierCheckoutMutation  = "checkout_mutation"
+	TierCheckoutPoll      = "checkout_poll"
+	TierKeyManagement     = "key_management"
+	TierWebhookManagement = "webhook_management"
+	TierRead              = "read"
+	TierAuthFailures      = "auth_failures"
+)
+
+// Tier is one rate limit: at most Limit requests per sliding Window per client
+// address, for the requests Match selects.
+type Tier struct {
+	// Name identifies the tier in the store; unique within a Config, and
+	// without '{' or '}'.
+	Name string
+	// Limit is the number of requests (or failed authentications) allowed
+	// within Window.
+	Limit int
+	// Window is the sliding window, a whole number of milliseconds.
+	Window time.Duration
+	// Match reports whether a request counts against the tier. It gets the
+	// method and the URL path cleaned with path.Clean (so "/api//webhooks/"
+	// matches like "/api/webhooks"). Ignored when AuthFailures is set.
+	Match func(method, path string) bool
+	// AuthFailures marks the tier that counts failed authentications, fed
+	// only by Limiter.RecordAuthFailure. Once an address has Limit failures
+	// inside Window every request from it is refused with 401 until the
+	// oldest of them leaves the window. At most one tier sets it.
+	AuthFailures bool
+}
+
+// Rule returns the tier as the Store sees it.
+func (t Tier) Rule() Rule { return Rule{Name: t.Name, Limit: t.Limit, Window: t.Window} }
+
+// DefaultTiers returns SPEC.md's tiers, in the order they are checked:
+//
+//	global              100 / 10 s  every /api request
+//	checkout_mutation    10 / 1 min /api/checkout/... except the GET session poll
+//	checkout_poll        30 / 1 min GET /api/checkout/session/{id}
+//	key_management        5 / 1 min /api/developer/keys and below
+//	webhook_management   10 / 1 min /api/webhooks and below
+//	read                 30 / 10 s  every GET under /api
+//	auth_failures        10 / 5 min failed authentications (RecordAuthFailure)
+//
+// HEAD counts as GET. OPTIONS (CORS preflight, answered without touching the
+// resource) counts only against the global tier.
+func DefaultTiers() []Tier {
+	return []Tier{
+		{Name: TierGlobal, Limit: 100, Window: 10 * time.Second, Match: func(_, p string) bool {
+			return under(p, "/api")
+		}},
+		{Name: TierCheckoutMutation, Limit: 10, Window: time.Minute, Match: func(m, p string) bool {
+			return m != http.MethodOptions && under(p, "/api/checkout") && !isCheckoutPoll(m, p)
+		}},
+		{Name: TierCheckoutPoll, Limit: 30, Window: time.Minute, Match: isCheckoutPoll},
+		{Name: TierKeyManagement, Limit: 5, Window: time.Minute, Match: func(m, p string) bool {
+			return m != http.MethodOptions && under(p, "/api/developer/keys")
+		}},
+		{Name: TierWebhookManagement, Limit: 10, Window: time.Minute, Match: func(m, p string) bool {
+			return m != http.MethodOptions && under(p, "/api/webhooks")
+		}},
+		{Name: TierRead, Limit: 30, Window: 10 * time.Second, Match: func(m, p string) bool {
+			return isRead(m) && under(p, "/api")
+		}},
+		{Name: TierAuthFailures, Limit: 10, Window: 5 * time.Minute, AuthFailures: true},
+	}
+}
+
+// under reports whether p is prefix or a path below it.
+func under(p, prefix string) bool {
+	return strings.HasPrefix(p, prefix) && (len(p) == len(prefix) || p[len(prefix)] == '/')
+}
+
+func isRead(method string) bool { return method == http.MethodGet || method == http.MethodHead }
+
+// isCheckoutPoll matches GET /api/checkout/session/{id} (and anything below).
+func isCheckoutPoll(method, p string) bool {
+	const prefix = "/api/checkout/session/"
+	return isRead(method) && len(p) > len(prefix) && strings.HasPrefix(p, prefix)
+}
+
+// cleanPath normalises a request path for matching.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return path.Clean(p)
+}
