@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -101,6 +104,7 @@ func newWebhookReceiver(t *testing.T, secret string, status int) *webhookReceive
 
 func newWebhookActivityEnv(t *testing.T, a *WebhookActivities) *testsuite.TestActivityEnvironment {
 	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
 	return env

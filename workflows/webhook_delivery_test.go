@@ -1,0 +1,581 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/webhook"
+)
+
+// webhookTestLogger keeps test output to warnings and errors.
+func webhookTestLogger() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// webhookCall is one AttemptDelivery call as the mock saw it.
+type webhookCall struct {
+	in     activities.DeliveryAttemptInput
+	offset time.Duration // since the workflow started, on the test clock
+}
+
+// webhookMock mocks AttemptDelivery: outcome(n) decides call n (1-based).
+type webhookMock struct {
+	mu    sync.Mutex
+	calls []webhookCall
+}
+
+func (m *webhookMock) install(env *testsuite.TestWorkflowEnvironment, start time.Time,
+	outcome func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error)) {
+	env.OnActivity(webhookActivities.AttemptDelivery, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+			m.mu.Lock()
+			m.calls = append(m.calls, webhookCall{in: in, offset: env.Now().Sub(start)})
+			n := len(m.calls)
+			m.mu.Unlock()
+			return outcome(n, in)
+		})
+}
+
+func (m *webhookMock) get() []webhookCall {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]webhookCall(nil), m.calls...)
+}
+
+func webhookFail(in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+	status := activities.DeliveryStatusPending
+	if in.Final {
+		status = activities.DeliveryStatusFailed
+	}
+	return activities.DeliveryAttemptResult{StatusCode: 503, Error: "status 503", Status: status}, nil
+}
+
+func webhookOK(activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+	return activities.DeliveryAttemptResult{Delivered: true, StatusCode: 204, Status: activities.DeliveryStatusDelivered}, nil
+}
+
+func newWebhookEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, time.Time) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(WebhookDeliveryWorkflow)
+	env.RegisterActivity(&activities.WebhookActivities{})
+	start := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	env.SetStartTime(start)
+	return env, start
+}
+
+// webhookScheduleOffsets is when each of the 8 scheduled attempts is due,
+// counted from the start: 0, 1m, 6m, 36m, 2h36m, 7h36m, 17h36m, 41h36m.
+func webhookScheduleOffsets() []time.Duration {
+	out := []time.Duration{0}
+	var at time.Duration
+	for _, d := range WebhookRetryDelays() {
+		at += d
+		out = append(out, at)
+	}
+	return out
+}
+
+func webhookResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) WebhookDeliveryResult {
+	t.Helper()
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	var res WebhookDeliveryResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func webhookCheckIDs(t *testing.T, calls []webhookCall, id string, firstAttempt int) {
+	t.Helper()
+	for i, c := range calls {
+		if c.in.DeliveryID != id {
+			t.Errorf("call %d: delivery id %q, want %q", i+1, c.in.DeliveryID, id)
+		}
+		if c.in.Attempt != firstAttempt+i {
+			t.Errorf("call %d: attempt %d, want %d", i+1, c.in.Attempt, firstAttempt+i)
+		}
+	}
+}
+
+func TestWebhookDeliveryWorkflowID(t *testing.T) {
+	if got := WebhookDeliveryWorkflowID("0192f3a4-5b6c"); got != "webhook-delivery:0192f3a4-5b6c" {
+		t.Fatal(got)
+	}
+	want := []time.Duration{0, time.Minute, 6 * time.Minute, 36 * time.Minute,
+		2*time.Hour + 36*time.Minute, 7*time.Hour + 36*time.Minute, 17*time.Hour + 36*time.Minute, 41*time.Hour + 36*time.Minute}
+	got := webhookScheduleOffsets()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("schedule %v, want %v", got, want)
+	}
+	WebhookRetryDelays()[0] = time.Hour // a copy: the schedule cannot be changed from outside
+	if WebhookRetryDelays()[0] != time.Minute {
+		t.Fatal("WebhookRetryDelays exposes the schedule")
+	}
+}
+
+func TestWebhookDeliveryWorkflowAlwaysFailing(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		return webhookFail(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_fail"})
+
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateFailed || res.Attempts != 8 || res.LastStatusCode != 503 {
+		t.Fatalf("result %+v", res)
+	}
+	calls := m.get()
+	if len(calls) != WebhookDeliveryMaxAttempts {
+		t.Fatalf("%d attempts, want 8", len(calls))
+	}
+	webhookCheckIDs(t, calls, "dlv_fail", 1)
+	for i, c := range calls {
+		if want := webhookScheduleOffsets()[i]; c.offset != want {
+			t.Errorf("attempt %d at +%v, want +%v", i+1, c.offset, want)
+		}
+		if c.in.Final != (i == 7) {
+			t.Errorf("attempt %d: Final=%v", i+1, c.in.Final)
+		}
+	}
+	if end := env.Now().Sub(start); end != 41*time.Hour+36*time.Minute {
+		t.Errorf("finished at +%v", end)
+	}
+}
+
+func TestWebhookDeliveryWorkflowRecoversOnAttempt4(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n == 4 {
+			return webhookOK(in)
+		}
+		return webhookFail(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_recover"})
+
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 4 || res.LastStatusCode != 204 {
+		t.Fatalf("result %+v", res)
+	}
+	calls := m.get()
+	if len(calls) != 4 {
+		t.Fatalf("%d attempts, want 4", len(calls))
+	}
+	webhookCheckIDs(t, calls, "dlv_recover", 1)
+	for i, c := range calls {
+		if want := webhookScheduleOffsets()[i]; c.offset != want || c.in.Final {
+			t.Errorf("attempt %d at +%v final=%v, want +%v", i+1, c.offset, c.in.Final, want)
+		}
+	}
+}
+
+func TestWebhookDeliveryWorkflowDeliveredAtOnce(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		return webhookOK(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_ok"})
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 1 || len(m.get()) != 1 || !env.Now().Equal(start) {
+		t.Fatalf("result %+v, calls %d, ended +%v", res, len(m.get()), env.Now().Sub(start))
+	}
+}
+
+func TestWebhookDeliveryWorkflowRetrySignalWhileWaiting(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	// Attempt 1 fails at +0; a retry at +20s fails too; the scheduled
+	// attempt 2 still comes at +1m (the signal does not reset the schedule)
+	// and fails; a retry at +3m delivers.
+	m.install(env, start, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n == 4 {
+			return webhookOK(in)
+		}
+		return webhookFail(in)
+	})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookRetrySignal, nil) }, 20*time.Second)
+	env.RegisterDelayedCallback(func() {
+		// Two signals in one burst make one attempt.
+		env.SignalWorkflow(WebhookRetrySignal, nil)
+		env.SignalWorkflow(WebhookRetrySignal, nil)
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_signal"})
+
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 4 {
+		t.Fatalf("result %+v", res)
+	}
+	calls := m.get()
+	want := []time.Duration{0, 20 * time.Second, time.Minute, 3 * time.Minute}
+	if len(calls) != len(want) {
+		t.Fatalf("%d attempts, want %d", len(calls), len(want))
+	}
+	webhookCheckIDs(t, calls, "dlv_signal", 1)
+	for i, c := range calls {
+		if c.offset != want[i] || c.in.Final {
+			t.Errorf("attempt %d at +%v final=%v, want +%v", i+1, c.offset, c.in.Final, want[i])
+		}
+	}
+	if env.Now().Sub(start) != 3*time.Minute {
+		t.Errorf("ended at +%v, want +3m (pending timer cancelled)", env.Now().Sub(start))
+	}
+}
+
+func TestWebhookDeliveryWorkflowStatusQuery(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n == 3 {
+			return webhookOK(in)
+		}
+		return webhookFail(in)
+	})
+	var st WebhookDeliveryStatus
+	var queryErr error
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(WebhookStatusQuery)
+		if err == nil {
+			err = v.Get(&st)
+		}
+		queryErr = err
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_query"})
+	webhookResult(t, env)
+	if queryErr != nil {
+		t.Fatal(queryErr)
+	}
+	// At +3m: attempts at +0 and +1m failed, the next is due at +6m.
+	if st.DeliveryID != "dlv_query" || st.State != WebhookDeliveryStatePending || st.Attempts != 2 ||
+		st.ScheduledAttempts != 2 || st.LastStatusCode != 503 || st.LastError != "status 503" ||
+		!st.NextAttemptAt.Equal(start.Add(6*time.Minute)) {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestWebhookDeliveryWorkflowManualRetryAfterFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		delivered bool
+		want      string
+	}{{"delivers", true, WebhookDeliveryStateDelivered}, {"fails again", false, WebhookDeliveryStateFailed}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, start := newWebhookEnv(t)
+			var m webhookMock
+			m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+				if tc.delivered {
+					return webhookOK(in)
+				}
+				return webhookFail(in)
+			})
+			// SignalWithStart on a closed workflow starts a new run with the
+			// manual input and delivers the retry signal to it.
+			env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookRetrySignal, nil) }, 0)
+			env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_manual", ManualRetry: true, PreviousAttempts: 8})
+
+			res := webhookResult(t, env)
+			if res.State != tc.want || res.Attempts != 9 {
+				t.Fatalf("result %+v", res)
+			}
+			calls := m.get()
+			if len(calls) != 1 || calls[0].offset != 0 || !calls[0].in.Final {
+				t.Fatalf("calls %+v, want one immediate final attempt", calls)
+			}
+			webhookCheckIDs(t, calls, "dlv_manual", 9)
+		})
+	}
+}
+
+func TestWebhookDeliveryWorkflowGoneStops(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n == 2 {
+			return activities.DeliveryAttemptResult{}, temporal.NewNonRetryableApplicationError("gone", activities.DeliveryGoneErrorType, nil)
+		}
+		return webhookFail(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_gone"})
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateGone || len(m.get()) != 2 {
+		t.Fatalf("result %+v after %d calls", res, len(m.get()))
+	}
+}
+
+// A store hiccup is retried by Temporal within the same attempt: same
+// delivery id, same attempt number.
+func TestWebhookDeliveryWorkflowActivityRetryKeepsAttemptNumber(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n <= 2 {
+			return activities.DeliveryAttemptResult{}, errors.New("database is locked")
+		}
+		return webhookOK(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_flaky"})
+	res := webhookResult(t, env)
+	calls := m.get()
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 1 || len(calls) != 3 {
+		t.Fatalf("result %+v after %d calls", res, len(calls))
+	}
+	for _, c := range calls {
+		if c.in.DeliveryID != "dlv_flaky" || c.in.Attempt != 1 {
+			t.Fatalf("call %+v", c.in)
+		}
+	}
+}
+
+func TestWebhookDeliveryWorkflowRejectsEmptyID(t *testing.T) {
+	env, _ := newWebhookEnv(t)
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{})
+	if err := env.GetWorkflowError(); err == nil {
+		t.Fatal("want an error for an empty delivery id")
+	}
+}
+
+// --- the real activity, an in-memory store and a real loopback receiver ---
+
+// webhookMemStore is an in-memory activities.DeliveryStore, idempotent by
+// (delivery, attempt) as the interface requires.
+type webhookMemStore struct {
+	mu      sync.Mutex
+	targets map[string]activities.DeliveryTarget
+	records map[string][]activities.DeliveryAttemptRecord
+}
+
+func (s *webhookMemStore) LoadDeliveryTarget(_ context.Context, id string) (activities.DeliveryTarget, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.targets[id]
+	if !ok {
+		return t, activities.ErrDeliveryGone
+	}
+	return t, nil
+}
+
+func (s *webhookMemStore) RecordDeliveryAttempt(_ context.Context, r activities.DeliveryAttemptRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, old := range s.records[r.DeliveryID] {
+		if old.Attempt == r.Attempt {
+			s.records[r.DeliveryID][i] = r
+			return nil
+		}
+	}
+	s.records[r.DeliveryID] = append(s.records[r.DeliveryID], r)
+	return nil
+}
+
+func (s *webhookMemStore) get(id string) []activities.DeliveryAttemptRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]activities.DeliveryAttemptRecord(nil), s.records[id]...)
+}
+
+// webhookRealReceiver answers with failUntil failures (503) then 204, and
+// checks every signature and webhook-id.
+type webhookRealReceiver struct {
+	*httptest.Server
+	hits   atomic.Int32
+	ids    sync.Map // webhook-id -> count
+	badSig atomic.Int32
+}
+
+func newWebhookRealSetup(t *testing.T, failUntil int32) (*webhookRealReceiver, *webhookMemStore, *activities.WebhookActivities) {
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"event":"checkout.completed","data":{"amount":"32.61","livemode":false},"webhookDeliveryId":"dlv_real","timestamp":"2026-11-22T03:00:00.000Z"}`)
+	r := &webhookRealReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		got, _ := io.ReadAll(req.Body)
+		n := r.hits.Add(1)
+		if string(got) != string(body) || webhook.Verify(secret, req.Header, got, webhook.DefaultTolerance, time.Now()) != nil {
+			r.badSig.Add(1)
+		}
+		r.ids.Store(req.Header.Get(webhook.HeaderID), true)
+		if failUntil < 0 || n <= failUntil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.Close)
+	store := &webhookMemStore{
+		targets: map[string]activities.DeliveryTarget{"dlv_real": {URL: r.URL + "/hooks", Secret: secret, Body: body, Active: true}},
+		records: map[string][]activities.DeliveryAttemptRecord{},
+	}
+	acts := &activities.WebhookActivities{
+		Store:  store,
+		Sender: webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: true}, webhook.WithTimeout(5*time.Second)),
+	}
+	return r, store, acts
+}
+
+// newWebhookRealEnv runs the workflow with the real activity; the returned
+// func lists the test-clock offsets at which attempts started.
+func newWebhookRealEnv(t *testing.T, acts *activities.WebhookActivities) (*testsuite.TestWorkflowEnvironment, func() []time.Duration) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(WebhookDeliveryWorkflow)
+	env.RegisterActivity(acts)
+	start := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	env.SetStartTime(start)
+	var mu sync.Mutex
+	var offsets []time.Duration
+	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) {
+		mu.Lock()
+		defer mu.Unlock()
+		offsets = append(offsets, env.Now().Sub(start))
+	})
+	return env, func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), offsets...)
+	}
+}
+
+func TestWebhookDeliveryWorkflowRealActivityAlwaysFailing(t *testing.T) {
+	rcv, store, acts := newWebhookRealSetup(t, -1)
+	env, offsets := newWebhookRealEnv(t, acts)
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_real"})
+
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateFailed || res.Attempts != 8 || res.LastStatusCode != 503 {
+		t.Fatalf("result %+v", res)
+	}
+	if got, want := fmt.Sprint(offsets()), fmt.Sprint(webhookScheduleOffsets()); got != want {
+		t.Fatalf("attempts at %s, want %s", got, want)
+	}
+	if rcv.hits.Load() != 8 || rcv.badSig.Load() != 0 {
+		t.Fatalf("receiver: %d hits, %d bad signatures", rcv.hits.Load(), rcv.badSig.Load())
+	}
+	webhookCheckReceiverIDs(t, rcv, "dlv_real")
+	recs := store.get("dlv_real")
+	if len(recs) != 8 {
+		t.Fatalf("%d records, want 8", len(recs))
+	}
+	for i, r := range recs {
+		want := activities.DeliveryStatusPending
+		if i == 7 {
+			want = activities.DeliveryStatusFailed
+		}
+		if r.Attempt != i+1 || r.Status != want || r.ResponseStatus != 503 {
+			t.Errorf("record %d: %+v", i+1, r)
+		}
+	}
+
+	// Support retries the failed delivery: SignalWithStart starts a manual
+	// run, the receiver has recovered, and attempt 9 delivers.
+	rcv2, store2, acts2 := newWebhookRealSetup(t, 0)
+	store2.records["dlv_real"] = recs
+	env2, offsets2 := newWebhookRealEnv(t, acts2)
+	env2.RegisterDelayedCallback(func() { env2.SignalWorkflow(WebhookRetrySignal, nil) }, 0)
+	env2.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_real", ManualRetry: true, PreviousAttempts: len(recs)})
+	res = webhookResult(t, env2)
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 9 || len(offsets2()) != 1 || rcv2.hits.Load() != 1 {
+		t.Fatalf("manual retry: %+v, %d attempts", res, len(offsets2()))
+	}
+	recs = store2.get("dlv_real")
+	if last := recs[len(recs)-1]; len(recs) != 9 || last.Attempt != 9 || last.Status != activities.DeliveryStatusDelivered || last.ResponseStatus != 204 {
+		t.Fatalf("records after manual retry: %+v", recs)
+	}
+}
+
+func TestWebhookDeliveryWorkflowRealActivityRecoversOnAttempt4(t *testing.T) {
+	rcv, store, acts := newWebhookRealSetup(t, 3)
+	env, offsets := newWebhookRealEnv(t, acts)
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_real"})
+
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 4 || res.LastStatusCode != 204 {
+		t.Fatalf("result %+v", res)
+	}
+	if got, want := fmt.Sprint(offsets()), fmt.Sprint(webhookScheduleOffsets()[:4]); got != want {
+		t.Fatalf("attempts at %s, want %s", got, want)
+	}
+	webhookCheckReceiverIDs(t, rcv, "dlv_real")
+	recs := store.get("dlv_real")
+	if len(recs) != 4 || recs[3].Status != activities.DeliveryStatusDelivered || recs[2].Status != activities.DeliveryStatusPending {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+func TestWebhookDeliveryWorkflowRealActivityRetrySignal(t *testing.T) {
+	rcv, store, acts := newWebhookRealSetup(t, 1)
+	env, offsets := newWebhookRealEnv(t, acts)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookRetrySignal, nil) }, 10*time.Second)
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_real"})
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if got := fmt.Sprint(offsets()); got != fmt.Sprint([]time.Duration{0, 10 * time.Second}) {
+		t.Fatalf("attempts at %s", got)
+	}
+	if rcv.hits.Load() != 2 || len(store.get("dlv_real")) != 2 {
+		t.Fatalf("hits %d records %d", rcv.hits.Load(), len(store.get("dlv_real")))
+	}
+}
+
+// webhookCheckReceiverIDs asserts every attempt carried the same webhook-id.
+func webhookCheckReceiverIDs(t *testing.T, rcv *webhookRealReceiver, id string) {
+	t.Helper()
+	var ids []string
+	rcv.ids.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+	if len(ids) != 1 || ids[0] != id {
+		t.Fatalf("webhook-id headers seen: %v, want only %q", ids, id)
+	}
+}
+
+// A retry signal that arrives while the 8th attempt is running must not be
+// lost when that attempt fails: one more final attempt answers it.
+func TestWebhookDeliveryWorkflowRetryDuringFinalAttempt(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n == 8 {
+			env.SignalWorkflow(WebhookRetrySignal, nil)
+		}
+		return webhookFail(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_late"})
+	res := webhookResult(t, env)
+	calls := m.get()
+	if res.State != WebhookDeliveryStateFailed || res.Attempts != 9 || len(calls) != 9 {
+		t.Fatalf("result %+v after %d calls", res, len(calls))
+	}
+	if !calls[7].in.Final || !calls[8].in.Final || calls[8].offset != calls[7].offset {
+		t.Fatalf("late retry: %+v / %+v", calls[7], calls[8])
+	}
+	webhookCheckIDs(t, calls, "dlv_late", 1)
+}
