@@ -173,8 +173,9 @@ func NewRedisStore(client redis.UniversalClient, prefix string, opts ...RedisOpt
 // OpenStore returns the store for a deployment: a MemoryStore when redisURL is
 // empty (one process), otherwise a RedisStore on a client parsed from
 // redisURL (redis:// or rediss://) with keys under prefix. Unless the URL sets
-// them, dial, read and write timeouts are 1s, failed commands are not retried
-// and context deadlines are honoured. Call close at shutdown; it closes the client OpenStore created.
+// them, dial, read and write timeouts are 1s, failed dials and commands are
+// not retried (the fallback answers instead) and context deadlines are
+// honoured. Call close at shutdown; it closes the client OpenStore created.
 // An unreachable Redis is not an error here: the store falls back as
 // RedisStore describes.
 func OpenStore(redisURL, prefix string, opts ...RedisOption) (store Store, close func() error, err error) {
@@ -198,6 +199,10 @@ func OpenStore(redisURL, prefix string, opts ...RedisOption) (store Store, close
 		// No retries: the fallback covers a failed call, and a script retried
 		// after a lost reply would count its event twice.
 		o.MaxRetries = -1
+	}
+	if o.DialerRetries == 0 {
+		// One dial attempt per call; the retry interval paces the probes.
+		o.DialerRetries = 1
 	}
 	o.ContextTimeoutEnabled = true
 	c := redis.NewClient(o)
