@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync"
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -36,6 +37,9 @@ type Transactor struct {
 	key     *ecdsa.PrivateKey
 	chainID *big.Int
 	from    common.Address
+
+	mu   sync.Mutex
+	next uint64 // next nonce this transactor will use, at least
 	// GasLimit, when non-zero, is used instead of estimating gas. Set it to
 	// broadcast a transaction that will revert (estimation refuses those).
 	GasLimit uint64
@@ -60,10 +64,15 @@ func (t *Transactor) From() common.Address { return t.from }
 // Send signs and broadcasts a call of data to the contract at to (nil deploys
 // a contract). It returns once the transaction is in the node's pool.
 func (t *Transactor) Send(ctx context.Context, to *common.Address, data []byte) (*types.Transaction, error) {
+	// The pool may not reflect a transaction sent a moment ago, so the nonce
+	// is the larger of the pool's and our own count.
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	nonce, err := t.backend.PendingNonceAt(ctx, t.from)
 	if err != nil {
 		return nil, fmt.Errorf("contracts: nonce: %w", err)
 	}
+	nonce = max(nonce, t.next)
 	head, err := t.backend.HeaderByNumber(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("contracts: head: %w", err)
@@ -89,6 +98,7 @@ func (t *Transactor) Send(ctx context.Context, to *common.Address, data []byte) 
 	if err := t.backend.SendTransaction(ctx, tx); err != nil {
 		return nil, fmt.Errorf("contracts: send: %w", err)
 	}
+	t.next = nonce + 1
 	return tx, nil
 }
 

@@ -1,0 +1,238 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	ethereum "github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// transferTopic is topic 0 of the ERC-20 event Transfer(address,address,uint256).
+var transferTopic = crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
+
+// EVMClient is the part of an Ethereum JSON-RPC client the EVM verifier uses.
+// *ethclient.Client and the simulated backend's client satisfy it.
+type EVMClient interface {
+	ethereum.TransactionReader
+	ethereum.ChainIDReader
+	ethereum.BlockNumberReader
+	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+}
+
+// rawRPC is implemented by ethclient.Client (and the simulated backend's
+// client, which embeds one): access to the underlying JSON-RPC connection.
+type rawRPC interface {
+	Client() *rpc.Client
+}
+
+// DialEVM connects to n.RPCURL with go-ethereum's ethclient. It is the default
+// [EVMDialer]; the chain id is checked by [NewEVMVerifier].
+func DialEVM(ctx context.Context, n Network) (EVMClient, error) {
+	return ethclient.DialContext(ctx, n.RPCURL)
+}
+
+// EVMVerifier verifies USDC payments on one EVM network.
+//
+// A transaction pays the merchant when its receipt has status 1 and the
+// Transfer logs emitted by the network's USDC contract credit the merchant
+// address with at least the expected amount (net of any Transfer out of the
+// merchant address in the same transaction). Logs of any other contract are
+// ignored, whatever they claim to be. The transaction may come from an EOA or
+// a contract (smart wallet, router); only the token's logs count.
+//
+// A verdict is final (complete or failed) only once the receipt's block has
+// the network's confirmations and is still the canonical block at its height;
+// until then the result is pending, so a reorg that drops or replaces the
+// block never turns into a wrong verdict.
+type EVMVerifier struct {
+	net    Network
+	client EVMClient
+	usdc   common.Address
+}
+
+// NewEVMVerifier checks that client serves n's chain (by chain id) and returns
+// a verifier for it. A chain id mismatch is [ErrChainIDMismatch]; a failed RPC
+// call is returned as is (transient).
+func NewEVMVerifier(ctx context.Context, n Network, client EVMClient) (*EVMVerifier, error) {
+	if n.Family != FamilyEVM {
+		return nil, fmt.Errorf("%w: %s is not an EVM network", ErrUnknownNetwork, n.Name)
+	}
+	if !common.IsHexAddress(n.USDC) {
+		return nil, fmt.Errorf("chain: %s: bad USDC address %q", n.Name, n.USDC)
+	}
+	id, err := client.ChainID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("chain: %s: read chain id: %w", n.Name, err)
+	}
+	if !id.IsUint64() || id.Uint64() != n.ChainID {
+		return nil, fmt.Errorf("%w: %s expects chain id %d, %s serves %s", ErrChainIDMismatch, n.Name, n.ChainID, redactURL(n.RPCURL), id)
+	}
+	return &EVMVerifier{net: n, client: client, usdc: common.HexToAddress(n.USDC)}, nil
+}
+
+// Network returns the network this verifier checks.
+func (v *EVMVerifier) Network() Network { return v.net }
+
+// Verify implements [Verifier].
+func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	if req.Network != "" && req.Network != v.net.Name {
+		return VerifyResult{}, fmt.Errorf("%w: verifier of %s asked about %s", ErrUnknownNetwork, v.net.Name, req.Network)
+	}
+	hashStr, err := ParseTxHash(FamilyEVM, req.TxHash)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("%w: txHash: %v", ErrInvalidRequest, err)
+	}
+	merchantStr, err := ParseAddress(FamilyEVM, req.MerchantAddress)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("%w: merchantAddress: %v", ErrInvalidRequest, err)
+	}
+	expected, err := parseExpected(req.ExpectedUnits)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	hash, merchant := common.HexToHash(hashStr), common.HexToAddress(merchantStr)
+
+	res := VerifyResult{Required: v.net.Confirmations, Verdict: VerdictPending}
+	receipt, err := v.client.TransactionReceipt(ctx, hash)
+	if errors.Is(err, ethereum.NotFound) {
+		res.Message = "transaction not found on chain yet"
+		return res, nil
+	}
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: receipt of %s: %w", v.net.Name, hashStr, err)
+	}
+	if receipt == nil || receipt.BlockNumber == nil || receipt.TxHash != hash {
+		return VerifyResult{}, fmt.Errorf("chain: %s: rpc returned an inconsistent receipt for %s", v.net.Name, hashStr)
+	}
+	res.Seen = true
+	res.BlockNumber = receipt.BlockNumber.Uint64()
+	res.BlockHash = receipt.BlockHash.Hex()
+
+	received, payer := v.netTransfer(receipt, merchant)
+	res.ReceivedUnits = received.String()
+	if payer != (common.Address{}) {
+		res.Payer = payer.Hex()
+	}
+
+	// Re-check that the receipt's block is still the canonical block at its
+	// height: a receipt served from a stale node or an orphaned block must not
+	// complete a payment.
+	canonical, err := v.canonicalHash(ctx, res.BlockNumber)
+	if errors.Is(err, ethereum.NotFound) {
+		res.Message = fmt.Sprintf("block %d is no longer on the canonical chain (reorg); waiting", res.BlockNumber)
+		return res, nil
+	}
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: canonical block %d: %w", v.net.Name, res.BlockNumber, err)
+	}
+	if canonical != receipt.BlockHash {
+		res.Message = fmt.Sprintf("block %d was replaced by %s (reorg); waiting", res.BlockNumber, canonical.Hex())
+		return res, nil
+	}
+
+	head, err := v.client.BlockNumber(ctx)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
+	}
+	if head >= res.BlockNumber {
+		res.Confirmations = head - res.BlockNumber + 1
+	}
+
+	// What the verdict will be once the block is confirmed.
+	verdict, reason, msg := VerdictComplete, "", ""
+	switch {
+	case receipt.Status != types.ReceiptStatusSuccessful:
+		verdict, reason, msg = VerdictFailed, ReasonTxReverted, "transaction reverted on chain"
+	case received.Sign() <= 0:
+		verdict, reason, msg = VerdictFailed, ReasonInvalidTransfer,
+			fmt.Sprintf("no USDC transfer from %s to %s in this transaction", v.usdc.Hex(), merchant.Hex())
+	case received.Cmp(expected) < 0:
+		verdict, reason, msg = VerdictFailed, ReasonInvalidTransfer,
+			fmt.Sprintf("merchant received %s units, expected %s", received, expected)
+	case received.Cmp(expected) > 0:
+		msg = fmt.Sprintf("merchant received %s units, %s more than expected", received, new(big.Int).Sub(received, expected))
+	default:
+		msg = fmt.Sprintf("merchant received %s units", received)
+	}
+	if res.Confirmations < res.Required {
+		res.Message = fmt.Sprintf("%d of %d confirmations", res.Confirmations, res.Required)
+		return res, nil
+	}
+	res.Verdict, res.Reason, res.Message = verdict, reason, msg
+	return res, nil
+}
+
+// netTransfer sums the USDC credited to merchant by the receipt's Transfer
+// logs, minus USDC debited from it, and names the first sender.
+func (v *EVMVerifier) netTransfer(r *types.Receipt, merchant common.Address) (*big.Int, common.Address) {
+	net := new(big.Int)
+	var payer common.Address
+	for _, l := range r.Logs {
+		if l == nil || l.Removed || l.Address != v.usdc || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 {
+			continue
+		}
+		from, okFrom := topicAddress(l.Topics[1])
+		to, okTo := topicAddress(l.Topics[2])
+		if !okFrom || !okTo || from == to {
+			continue
+		}
+		value := new(big.Int).SetBytes(l.Data)
+		switch merchant {
+		case to:
+			net.Add(net, value)
+			if payer == (common.Address{}) {
+				payer = from
+			}
+		case from:
+			net.Sub(net, value)
+		}
+	}
+	return net, payer
+}
+
+// topicAddress decodes an indexed address topic; the 12 high bytes must be zero.
+func topicAddress(t common.Hash) (common.Address, bool) {
+	for _, b := range t[:12] {
+		if b != 0 {
+			return common.Address{}, false
+		}
+	}
+	return common.BytesToAddress(t[12:]), true
+}
+
+// canonicalHash returns the hash of the canonical block at height n. When the
+// client exposes its JSON-RPC connection the hash is the one the node
+// reports; otherwise it is computed from the header, which is exact for
+// Ethereum but could differ on a chain whose header has fields go-ethereum
+// does not know.
+func (v *EVMVerifier) canonicalHash(ctx context.Context, n uint64) (common.Hash, error) {
+	if raw, ok := v.client.(rawRPC); ok && raw.Client() != nil {
+		var blk *struct {
+			Hash   common.Hash    `json:"hash"`
+			Number hexutil.Uint64 `json:"number"`
+		}
+		if err := raw.Client().CallContext(ctx, &blk, "eth_getBlockByNumber", hexutil.EncodeUint64(n), false); err != nil {
+			return common.Hash{}, err
+		}
+		if blk == nil {
+			return common.Hash{}, ethereum.NotFound
+		}
+		if uint64(blk.Number) != n {
+			return common.Hash{}, fmt.Errorf("asked for block %d, got %d", n, blk.Number)
+		}
+		return blk.Hash, nil
+	}
+	h, err := v.client.HeaderByNumber(ctx, new(big.Int).SetUint64(n))
+	if err != nil {
+		return common.Hash{}, err
+	}
+	return h.Hash(), nil
+}

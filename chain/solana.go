@@ -1,0 +1,242 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
+)
+
+// SolanaClient is the part of a Solana JSON-RPC client the Solana verifier
+// uses; *rpc.Client satisfies it.
+type SolanaClient interface {
+	GetTransaction(ctx context.Context, sig solana.Signature, opts *rpc.GetTransactionOpts) (*rpc.GetTransactionResult, error)
+}
+
+// DialSolana returns a solana-go RPC client for n.RPCURL. It is the default
+// [SolanaDialer]; nothing is sent until the first verification.
+func DialSolana(_ context.Context, n Network) (SolanaClient, error) {
+	if _, err := url.ParseRequestURI(n.RPCURL); err != nil {
+		return nil, fmt.Errorf("bad RPC URL: %w", err)
+	}
+	return rpc.New(n.RPCURL), nil
+}
+
+// SolanaVerifier verifies USDC payments on one Solana cluster.
+//
+// It reads the transaction at the finalized commitment (so a found
+// transaction cannot be rolled back and no confirmation counting is needed),
+// with maxSupportedTransactionVersion 0 so that versioned transactions with
+// address lookup tables are returned. The amount received is the raw-amount
+// delta, between meta.preTokenBalances and meta.postTokenBalances, of token
+// accounts of the network's USDC mint that belong to the classic SPL Token
+// program and are owned by the merchant wallet; a token account missing from
+// the pre balances (created in the same transaction) starts at 0. Balances of
+// any other mint or program (Token-2022 look-alikes included) are ignored.
+type SolanaVerifier struct {
+	net    Network
+	client SolanaClient
+	mint   solana.PublicKey
+}
+
+// NewSolanaVerifier returns a verifier for the Solana network n.
+func NewSolanaVerifier(n Network, client SolanaClient) (*SolanaVerifier, error) {
+	if n.Family != FamilySolana {
+		return nil, fmt.Errorf("%w: %s is not a Solana network", ErrUnknownNetwork, n.Name)
+	}
+	mint, err := solana.PublicKeyFromBase58(n.USDC)
+	if err != nil {
+		return nil, fmt.Errorf("chain: %s: bad USDC mint %q: %w", n.Name, n.USDC, err)
+	}
+	return &SolanaVerifier{net: n, client: client, mint: mint}, nil
+}
+
+// Network returns the network this verifier checks.
+func (v *SolanaVerifier) Network() Network { return v.net }
+
+// Verify implements [Verifier].
+func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	if req.Network != "" && req.Network != v.net.Name {
+		return VerifyResult{}, fmt.Errorf("%w: verifier of %s asked about %s", ErrUnknownNetwork, v.net.Name, req.Network)
+	}
+	sigStr, err := ParseTxHash(FamilySolana, req.TxHash)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("%w: txHash: %v", ErrInvalidRequest, err)
+	}
+	merchantStr, err := ParseAddress(FamilySolana, req.MerchantAddress)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("%w: merchantAddress: %v", ErrInvalidRequest, err)
+	}
+	expected, err := parseExpected(req.ExpectedUnits)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	sig := solana.MustSignatureFromBase58(sigStr)
+	merchant := solana.MustPublicKeyFromBase58(merchantStr)
+
+	required := v.net.Confirmations
+	if required == 0 {
+		required = 1
+	}
+	res := VerifyResult{Required: required, Verdict: VerdictPending}
+
+	tx, err := v.get(ctx, sig, rpc.CommitmentFinalized)
+	if errors.Is(err, rpc.ErrNotFound) {
+		// Not final yet; tell the caller whether it is at least confirmed
+		// (the session moves to txn_confirming).
+		conf, cerr := v.get(ctx, sig, rpc.CommitmentConfirmed)
+		switch {
+		case errors.Is(cerr, rpc.ErrNotFound):
+			res.Message = "transaction not found on chain yet"
+		case cerr != nil:
+			return VerifyResult{}, cerr
+		default:
+			res.Seen = true
+			res.BlockNumber = conf.Slot
+			res.Message = "transaction confirmed, waiting for finalization"
+		}
+		return res, nil
+	}
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	res.Seen = true
+	res.BlockNumber = tx.Slot
+	res.Confirmations = required
+
+	if tx.Meta == nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s has no meta in the RPC answer", v.net.Name, sigStr)
+	}
+	if tx.Meta.Err != nil {
+		res.Verdict, res.Reason = VerdictFailed, ReasonTxReverted
+		res.Message = fmt.Sprintf("transaction failed on chain: %v", tx.Meta.Err)
+		res.ReceivedUnits = "0"
+		return res, nil
+	}
+	if tx.Transaction != nil {
+		// Guard against an RPC answering for another signature.
+		if decoded, derr := tx.Transaction.GetTransaction(); derr == nil && decoded != nil && len(decoded.Signatures) > 0 && decoded.Signatures[0] != sig {
+			return VerifyResult{}, fmt.Errorf("chain: %s: rpc returned transaction %s for %s", v.net.Name, decoded.Signatures[0], sigStr)
+		}
+	}
+
+	received, payer, ignored, err := v.delta(tx, merchant)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, sigStr, err)
+	}
+	res.ReceivedUnits = received.String()
+	res.Payer = payer
+
+	switch {
+	case received.Sign() <= 0:
+		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
+		res.Message = fmt.Sprintf("no USDC (mint %s, SPL Token program) received by %s in this transaction", v.mint, merchant)
+		if ignored != "" {
+			res.Message += "; ignored " + ignored
+		}
+	case received.Cmp(expected) < 0:
+		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
+		res.Message = fmt.Sprintf("merchant received %s units, expected %s", received, expected)
+	case received.Cmp(expected) > 0:
+		res.Verdict = VerdictComplete
+		res.Message = fmt.Sprintf("merchant received %s units, %s more than expected", received, new(big.Int).Sub(received, expected))
+	default:
+		res.Verdict = VerdictComplete
+		res.Message = fmt.Sprintf("merchant received %s units", received)
+	}
+	return res, nil
+}
+
+func (v *SolanaVerifier) get(ctx context.Context, sig solana.Signature, c rpc.CommitmentType) (*rpc.GetTransactionResult, error) {
+	version := uint64(0)
+	tx, err := v.client.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{
+		// base64: the verifier reads only meta; a binary envelope never fails
+		// to decode because of a message shape the library does not know.
+		Encoding:                       solana.EncodingBase64,
+		Commitment:                     c,
+		MaxSupportedTransactionVersion: &version,
+	})
+	if errors.Is(err, rpc.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chain: %s: getTransaction(%s, %s): %w", v.net.Name, c, sig, err)
+	}
+	if tx == nil {
+		return nil, rpc.ErrNotFound
+	}
+	return tx, nil
+}
+
+// delta returns the net raw USDC amount received by token accounts that the
+// merchant owns, the owner whose USDC balance fell the most (the payer), and a
+// description of USDC-looking balances it ignored.
+func (v *SolanaVerifier) delta(tx *rpc.GetTransactionResult, merchant solana.PublicKey) (*big.Int, string, string, error) {
+	received := new(big.Int)
+	perOwner := map[solana.PublicKey]*big.Int{}
+	var ignored string
+	add := func(balances []rpc.TokenBalance, sign int) error {
+		for _, b := range balances {
+			if b.Mint != v.mint {
+				continue
+			}
+			if b.ProgramId == nil || *b.ProgramId != solana.TokenProgramID {
+				prog := "unknown program"
+				if b.ProgramId != nil {
+					prog = "program " + b.ProgramId.String()
+				}
+				ignored = "a token account of " + prog
+				continue
+			}
+			if b.Owner == nil || b.UiTokenAmount == nil {
+				continue
+			}
+			amt, ok := new(big.Int).SetString(b.UiTokenAmount.Amount, 10)
+			if !ok || amt.Sign() < 0 {
+				return fmt.Errorf("bad token amount %q for account index %d", b.UiTokenAmount.Amount, b.AccountIndex)
+			}
+			if sign < 0 {
+				amt.Neg(amt)
+			}
+			if *b.Owner == merchant {
+				received.Add(received, amt)
+			}
+			if perOwner[*b.Owner] == nil {
+				perOwner[*b.Owner] = new(big.Int)
+			}
+			perOwner[*b.Owner].Add(perOwner[*b.Owner], amt)
+		}
+		return nil
+	}
+	if err := add(tx.Meta.PostTokenBalances, +1); err != nil {
+		return nil, "", "", err
+	}
+	if err := add(tx.Meta.PreTokenBalances, -1); err != nil {
+		return nil, "", "", err
+	}
+	var payer string
+	var most *big.Int
+	for owner, d := range perOwner {
+		if owner == merchant || d.Sign() >= 0 {
+			continue
+		}
+		if most == nil || d.Cmp(most) < 0 || (d.Cmp(most) == 0 && owner.String() < payer) {
+			most, payer = d, owner.String()
+		}
+	}
+	return received, payer, ignored, nil
+}
+
+// redactURL keeps only the scheme and host of an RPC URL for error messages:
+// provider URLs often carry an API key in the path or query.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return "the configured RPC URL"
+	}
+	return u.Scheme + "://" + u.Host
+}

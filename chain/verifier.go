@@ -1,0 +1,236 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+)
+
+// Verdict is the outcome of one verification of a submitted transaction.
+type Verdict string
+
+const (
+	// VerdictPending: not seen yet, not enough confirmations, or the block
+	// holding the transaction was reorganised away. Check again later.
+	VerdictPending Verdict = "pending"
+	// VerdictComplete: the merchant received at least the expected amount in a
+	// confirmed, successful transaction.
+	VerdictComplete Verdict = "complete"
+	// VerdictFailed: the confirmed transaction reverted or did not pay the
+	// merchant enough USDC; see VerifyResult.Reason.
+	VerdictFailed Verdict = "failed"
+)
+
+// Failure reasons of a failed verdict (the machine codes of checkout.failed).
+const (
+	// ReasonInvalidTransfer: no USDC transfer to the merchant, or less than expected.
+	ReasonInvalidTransfer = "INVALID_TRANSFER"
+	// ReasonTxReverted: the transaction failed on chain (EVM status 0, Solana meta.err).
+	ReasonTxReverted = "TX_REVERTED"
+)
+
+// VerifyRequest asks whether a transaction paid a merchant.
+type VerifyRequest struct {
+	// Network is the API network name, e.g. "base_sepolia".
+	Network string
+	// TxHash is the EVM transaction hash or the Solana signature.
+	TxHash string
+	// MerchantAddress is the receiving wallet (for Solana, the wallet that owns
+	// the token account, not the token account itself).
+	MerchantAddress string
+	// ExpectedUnits is the amount due in integer token units (USDC has 6
+	// decimals: "32610000" is 32.61 USDC), as a decimal string.
+	ExpectedUnits string
+}
+
+// VerifyResult is what the chain says about a transaction.
+type VerifyResult struct {
+	// Seen is true once the transaction is in a block (EVM) or confirmed (Solana).
+	Seen bool
+	// BlockNumber is the block (EVM) or slot (Solana) holding the transaction.
+	BlockNumber uint64
+	// BlockHash is the hash of the EVM block holding the transaction; empty on Solana.
+	BlockHash string
+	// Confirmations counts the blocks from the transaction's block to the head, inclusive.
+	Confirmations uint64
+	// Required is the number of confirmations a final verdict needs.
+	Required uint64
+	// ReceivedUnits is the net amount of USDC the merchant received in the
+	// transaction, in integer token units (decimal string). Set once seen.
+	ReceivedUnits string
+	// Payer is the wallet the USDC came from, when known.
+	Payer string
+	// Verdict is pending, complete or failed.
+	Verdict Verdict
+	// Reason is the machine code of a failed verdict ([ReasonInvalidTransfer],
+	// [ReasonTxReverted]); empty otherwise.
+	Reason string
+	// Message explains the verdict to a human.
+	Message string
+}
+
+// Verifier checks a submitted transaction against the chain.
+//
+// A returned error is never a verdict. Errors wrapping [ErrInvalidRequest],
+// [ErrUnknownNetwork] or [ErrChainIDMismatch] are permanent (see
+// [IsPermanent]); any other error is a transient fault (RPC unreachable,
+// timeout, malformed answer) and the caller should retry.
+type Verifier interface {
+	Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error)
+}
+
+var (
+	// ErrInvalidRequest marks a request that can never be verified as given
+	// (malformed hash, address or amount). Retrying does not help.
+	ErrInvalidRequest = errors.New("chain: invalid verify request")
+	// ErrUnknownNetwork marks a network that is not in the registry, or that a
+	// verifier does not handle.
+	ErrUnknownNetwork = errors.New("chain: unknown network")
+	// ErrChainIDMismatch marks an RPC endpoint that serves another chain than
+	// the network's configured chain id. It is a configuration fault: no
+	// verdict is given until the RPC URL or chain id is fixed.
+	ErrChainIDMismatch = errors.New("chain: rpc endpoint serves another chain")
+)
+
+// IsPermanent reports whether a Verify error cannot be cured by retrying.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrUnknownNetwork) || errors.Is(err, ErrChainIDMismatch)
+}
+
+// parseExpected parses ExpectedUnits: a positive integer in decimal.
+func parseExpected(s string) (*big.Int, error) {
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok || v.Sign() <= 0 || len(s) > 78 { // 78 digits hold any uint256
+		return nil, fmt.Errorf("%w: expectedUnits must be a positive integer, got %q", ErrInvalidRequest, s)
+	}
+	return v, nil
+}
+
+// EVMDialer connects to the RPC endpoint of an EVM network.
+type EVMDialer func(ctx context.Context, n Network) (EVMClient, error)
+
+// SolanaDialer connects to the RPC endpoint of a Solana network.
+type SolanaDialer func(ctx context.Context, n Network) (SolanaClient, error)
+
+// Option configures a [MultiVerifier].
+type Option func(*MultiVerifier)
+
+// WithEVMDialer replaces the default EVM dialer (ethclient.DialContext on the
+// network's RPC URL); tests use it to plug in a simulated backend.
+func WithEVMDialer(d EVMDialer) Option { return func(m *MultiVerifier) { m.dialEVM = d } }
+
+// WithSolanaDialer replaces the default Solana dialer (rpc.New on the
+// network's RPC URL).
+func WithSolanaDialer(d SolanaDialer) Option { return func(m *MultiVerifier) { m.dialSolana = d } }
+
+// MultiVerifier dispatches each request to the verifier of its network. It
+// dials each network lazily on first use and, for EVM networks, checks the
+// endpoint's chain id before trusting it. When the registry entry of a
+// network changes (e.g. the dev profile points it elsewhere) the next request
+// redials. It is safe for concurrent use.
+type MultiVerifier struct {
+	reg        *Registry
+	dialEVM    EVMDialer
+	dialSolana SolanaDialer
+
+	mu        sync.Mutex
+	verifiers map[string]cachedVerifier
+}
+
+type cachedVerifier struct {
+	net Network
+	v   Verifier
+	cl  any // client, closed on redial if it has Close()
+}
+
+// NewMultiVerifier returns a verifier for every network of reg.
+func NewMultiVerifier(reg *Registry, opts ...Option) *MultiVerifier {
+	m := &MultiVerifier{
+		reg:        reg,
+		dialEVM:    DialEVM,
+		dialSolana: DialSolana,
+		verifiers:  make(map[string]cachedVerifier),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Verify implements [Verifier].
+func (m *MultiVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	v, err := m.verifier(ctx, req.Network)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	return v.Verify(ctx, req)
+}
+
+func (m *MultiVerifier) verifier(ctx context.Context, name string) (Verifier, error) {
+	n, ok := m.reg.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownNetwork, name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.verifiers[name]; ok {
+		if c.net == n {
+			return c.v, nil
+		}
+		closeClient(c.cl)
+		delete(m.verifiers, name)
+	}
+	var (
+		v  Verifier
+		cl any
+	)
+	switch n.Family {
+	case FamilyEVM:
+		c, err := m.dialEVM(ctx, n)
+		if err != nil {
+			return nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
+		}
+		ev, err := NewEVMVerifier(ctx, n, c)
+		if err != nil {
+			closeClient(c)
+			return nil, err
+		}
+		v, cl = ev, c
+	case FamilySolana:
+		c, err := m.dialSolana(ctx, n)
+		if err != nil {
+			return nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
+		}
+		sv, err := NewSolanaVerifier(n, c)
+		if err != nil {
+			closeClient(c)
+			return nil, err
+		}
+		v, cl = sv, c
+	default:
+		return nil, fmt.Errorf("%w: %q has unsupported family %q", ErrUnknownNetwork, name, n.Family)
+	}
+	m.verifiers[name] = cachedVerifier{net: n, v: v, cl: cl}
+	return v, nil
+}
+
+// Close closes every client the verifier dialled.
+func (m *MultiVerifier) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, c := range m.verifiers {
+		closeClient(c.cl)
+		delete(m.verifiers, name)
+	}
+}
+
+func closeClient(c any) {
+	switch c := c.(type) {
+	case interface{ Close() }:
+		c.Close()
+	case interface{ Close() error }:
+		_ = c.Close()
+	}
+}
