@@ -36,7 +36,7 @@ type Merchant struct {
 	Email        string `gorm:"size:320;not null;uniqueIndex"`
 	PasswordHash string `gorm:"size:255;not null"`
 	BusinessName string `gorm:"size:200;not null"`
-	WalletEVM    string `gorm:"size:128"`
+	WalletEVM    string `gorm:"column:wallet_evm;size:128"`
 	WalletSolana string `gorm:"size:128"`
 	LogoURL      string `gorm:"size:2048"`
 	KYBStatus    string `gorm:"size:16;not null;default:none"`

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
+)
+
+// Error codes of SPEC.md "Errors".
+const (
+	CodeBadRequest   = "BAD_REQUEST"
+	CodeUnauthorized = "UNAUTHORIZED"
+	CodeForbidden    = "FORBIDDEN"
+	CodeNotFound     = "NOT_FOUND"
+	CodeConflict     = "CONFLICT"
+	CodeRateLimited  = "RATE_LIMITED"
+	CodeInternal     = "INTERNAL_ERROR"
+	CodeTimeout      = "TIMEOUT"
+)
+
+// mapping is the one table from domain error kinds to HTTP.
+var mapping = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{apperr.ErrBadRequest, http.StatusBadRequest, CodeBadRequest},
+	{apperr.ErrUnauthorized, http.StatusUnauthorized, CodeUnauthorized},
+	{apperr.ErrForbidden, http.StatusForbidden, CodeForbidden},
+	{apperr.ErrNotFound, http.StatusNotFound, CodeNotFound},
+	{apperr.ErrConflict, http.StatusConflict, CodeConflict},
+	{apperr.ErrTimeout, http.StatusGatewayTimeout, CodeTimeout},
+}
+
+// ErrorStatus maps an error to its HTTP status and code (exported for tests
+// and for the OpenAPI document's error table).
+func ErrorStatus(err error) (int, string) {
+	for _, m := range mapping {
+		if errors.Is(err, m.kind) {
+			return m.status, m.code
+		}
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+// fail writes err in the error envelope and stops the chain. Anything that
+// is not a domain error is logged and shown only as an internal error.
+func fail(c *gin.Context, err error) {
+	status, code := ErrorStatus(err)
+	body := errorBody{Status: "error", Code: code, Message: err.Error()}
+	var de *apperr.Error
+	if errors.As(err, &de) {
+		body.Hint = de.Hint
+	}
+	switch status {
+	case http.StatusInternalServerError:
+		slog.ErrorContext(c.Request.Context(), "request failed", "err", err, "requestId", requestID(c),
+			"method", c.Request.Method, "route", c.FullPath())
+		body.Message = "internal error; retry in 1 to 2 seconds"
+	case http.StatusGatewayTimeout:
+		body.Hint = "retry in 2 to 5 seconds"
+	}
+	c.AbortWithStatusJSON(status, body)
+}

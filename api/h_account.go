@@ -1,0 +1,268 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+)
+
+func (s *Server) registerAuth(g *gin.RouterGroup) {
+	s.Handle(g, http.MethodPost, "/auth/signup", AuthNone, s.signup)
+	s.Handle(g, http.MethodPost, "/auth/login", AuthNone, s.login)
+	s.Handle(g, http.MethodPost, "/auth/logout", AuthSession, s.logout)
+}
+
+func (s *Server) registerMerchant(g *gin.RouterGroup) {
+	s.Handle(g, http.MethodGet, "/merchant", AuthSession, s.getMerchant)
+	s.Handle(g, http.MethodPatch, "/merchant", AuthSession, s.patchMerchant)
+	s.Handle(g, http.MethodPatch, "/merchant/logo", AuthSession, s.patchMerchantLogo)
+}
+
+// Password bounds: 12 characters at least (DESIGN.md), 256 at most so a
+// huge body cannot make hashing expensive.
+const (
+	minPassword = 12
+	maxPassword = 256
+)
+
+type walletsJSON struct {
+	EVM    string `json:"evm"`
+	Solana string `json:"solana"`
+}
+
+type merchantJSON struct {
+	ID           string      `json:"id"`
+	Email        string      `json:"email"`
+	BusinessName string      `json:"businessName"`
+	Wallets      walletsJSON `json:"wallets"`
+	LogoURL      string      `json:"logoUrl"`
+	KYBStatus    string      `json:"kybStatus"`
+	CreatedAt    Time        `json:"createdAt"`
+	UpdatedAt    Time        `json:"updatedAt"`
+}
+
+func toMerchantJSON(m *models.Merchant) merchantJSON {
+	return merchantJSON{ID: m.ID, Email: m.Email, BusinessName: m.BusinessName,
+		Wallets: walletsJSON{EVM: m.WalletEVM, Solana: m.WalletSolana}, LogoURL: m.LogoURL,
+		KYBStatus: m.KYBStatus, CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt)}
+}
+
+type keyCreatedJSON struct {
+	FullKey   string `json:"fullKey"`
+	KeyType   string `json:"keyType"`
+	KeyPrefix string `json:"keyPrefix"`
+	KeySuffix string `json:"keySuffix"`
+}
+
+type signupRequest struct {
+	Email        string `json:"email"`
+	Password     string `json:"password"`
+	BusinessName string `json:"businessName"`
+}
+
+func (s *Server) signup(c *gin.Context) {
+	var req signupRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	email := v.email("email", req.Email, true)
+	checkPassword(&v, req.Password)
+	name := v.text("businessName", req.BusinessName, true, 200)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	hash, err := auth.HashPassword(req.Password)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	token, err := auth.GenerateSessionToken()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	key, err := auth.GenerateAPIKey("test")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	m := &models.Merchant{Email: email, PasswordHash: hash, BusinessName: name}
+	sess := &models.DashboardSession{TokenHash: s.Hasher.Hash(token), ExpiresAt: s.Store.Now().Add(s.SessionTTL)}
+	if _, err := s.Store.CreateMerchant(c.Request.Context(), m, sess,
+		models.NewKey{Hash: s.Hasher.Hash(key.Full), Prefix: key.Prefix, Suffix: key.Suffix, Type: models.ModeTest}); err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, gin.H{
+		"merchant":     toMerchantJSON(m),
+		"sessionToken": token,
+		"expiresAt":    ts(sess.ExpiresAt),
+		"testKey":      keyCreatedJSON{FullKey: key.Full, KeyType: "test", KeyPrefix: key.Prefix, KeySuffix: key.Suffix},
+	})
+}
+
+func checkPassword(v *checker, p string) {
+	switch n := len([]rune(p)); {
+	case n == 0:
+		v.Add("password", "is required")
+	case n < minPassword:
+		v.Add("password", "must be at least 12 characters")
+	case n > maxPassword:
+		v.Add("password", "must be at most 256 characters")
+	}
+}
+
+type loginRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+func (s *Server) login(c *gin.Context) {
+	var req loginRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	email := v.email("email", req.Email, true)
+	if req.Password == "" {
+		v.Add("password", "is required")
+	} else if len(req.Password) > 4*maxPassword {
+		v.Add("password", "must be at most 256 characters")
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	m, err := s.Store.MerchantByEmail(c.Request.Context(), email)
+	if err != nil && !errors.Is(err, apperr.ErrNotFound) {
+		fail(c, err)
+		return
+	}
+	if err != nil {
+		auth.BurnPasswordCheck(req.Password)
+		s.unauthorized(c, "invalid email or password", "")
+		return
+	}
+	if auth.CheckPassword(m.PasswordHash, req.Password) != nil {
+		s.unauthorized(c, "invalid email or password", "")
+		return
+	}
+	token, err := auth.GenerateSessionToken()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	sess := &models.DashboardSession{MerchantID: m.ID, TokenHash: s.Hasher.Hash(token), ExpiresAt: s.Store.Now().Add(s.SessionTTL)}
+	if err := s.Store.CreateDashboardSession(c.Request.Context(), sess); err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, gin.H{"sessionToken": token, "expiresAt": ts(sess.ExpiresAt), "merchant": toMerchantJSON(m)})
+}
+
+func (s *Server) logout(c *gin.Context) {
+	if err := s.Store.RevokeDashboardSession(c.Request.Context(), principal(c).SessionID); err != nil {
+		fail(c, err)
+		return
+	}
+	respondMessage(c, http.StatusOK, "signed out")
+}
+
+func (s *Server) getMerchant(c *gin.Context) {
+	m, err := s.Store.Merchant(c.Request.Context(), principal(c).MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, toMerchantJSON(m))
+}
+
+type patchMerchantRequest struct {
+	BusinessName *string `json:"businessName"`
+	Wallets      *struct {
+		EVM    *string `json:"evm"`
+		Solana *string `json:"solana"`
+	} `json:"wallets"`
+	LogoURL *string `json:"logoUrl"`
+}
+
+func (s *Server) patchMerchant(c *gin.Context) {
+	var req patchMerchantRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	var u models.MerchantUpdate
+	if req.BusinessName != nil {
+		n := v.text("businessName", *req.BusinessName, true, 200)
+		u.BusinessName = &n
+	}
+	if req.Wallets != nil {
+		// An empty string removes the default wallet of that family.
+		if w := req.Wallets.EVM; w != nil {
+			a := ""
+			if strings.TrimSpace(*w) != "" {
+				a = v.addressOfFamily("wallets.evm", chain.FamilyEVM, *w)
+			}
+			u.WalletEVM = &a
+		}
+		if w := req.Wallets.Solana; w != nil {
+			a := ""
+			if strings.TrimSpace(*w) != "" {
+				a = v.addressOfFamily("wallets.solana", chain.FamilySolana, *w)
+			}
+			u.WalletSolana = &a
+		}
+	}
+	if req.LogoURL != nil {
+		l := v.webURL("logoUrl", *req.LogoURL)
+		u.LogoURL = &l
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	m, err := s.Store.UpdateMerchant(c.Request.Context(), principal(c).MerchantID, u)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, toMerchantJSON(m))
+}
+
+type logoRequest struct {
+	LogoURL string `json:"logoUrl"`
+}
+
+func (s *Server) patchMerchantLogo(c *gin.Context) {
+	var req logoRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	if strings.TrimSpace(req.LogoURL) == "" {
+		v.Add("logoUrl", "is required")
+	}
+	l := v.webURL("logoUrl", req.LogoURL)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if _, err := s.Store.UpdateMerchant(c.Request.Context(), principal(c).MerchantID, models.MerchantUpdate{LogoURL: &l}); err != nil {
+		fail(c, err)
+		return
+	}
+	respondMessage(c, http.StatusOK, "logo updated")
+}

@@ -1,0 +1,265 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+)
+
+func (s *Server) registerLinks(g *gin.RouterGroup) {
+	s.Handle(g, http.MethodPost, "/payment-links", AuthKey, s.createLink)
+	s.Handle(g, http.MethodGet, "/payment-links", AuthKey, s.listLinks)
+	s.Handle(g, http.MethodGet, "/payment-links/:id", AuthKey, s.getLink)
+	s.Handle(g, http.MethodPatch, "/payment-links/:id", AuthKey, s.patchLink)
+	s.Handle(g, http.MethodDelete, "/payment-links/:id", AuthSession, s.deleteLink)
+}
+
+// LinkDeleteHook lets the checkout feature fail a deleted link's open
+// sessions; it runs after the link is deleted.
+type LinkDeleteHook func(c *gin.Context, link *models.PaymentLink) error
+
+type linkJSON struct {
+	ID                      string            `json:"id"`
+	Name                    string            `json:"name"`
+	Description             string            `json:"description"`
+	Amount                  money.Amount      `json:"amount"`
+	Currency                string            `json:"currency"`
+	Network                 string            `json:"network"`
+	Networks                []string          `json:"networks"`
+	Token                   string            `json:"token"`
+	Active                  bool              `json:"active"`
+	MerchantWalletAddress   string            `json:"merchantWalletAddress"`
+	MerchantWalletAddresses map[string]string `json:"merchantWalletAddresses"`
+	MerchantName            string            `json:"merchantName"`
+	TotalCollected          money.Amount      `json:"totalCollected"`
+	TotalTransactions       int64             `json:"totalTransactions"`
+	Mode                    string            `json:"mode"`
+	CreatedAt               Time              `json:"createdAt"`
+	UpdatedAt               Time              `json:"updatedAt"`
+}
+
+func toLinkJSON(l *models.PaymentLink, merchantName string) linkJSON {
+	return linkJSON{ID: l.ID, Name: l.Name, Description: l.Description, Amount: l.Amount, Currency: l.Currency,
+		Network: l.Network, Networks: append([]string{}, l.Networks...), Token: l.Token, Active: l.Active,
+		MerchantWalletAddress: l.MerchantWalletAddress, MerchantWalletAddresses: map[string]string(l.WalletAddresses),
+		MerchantName: merchantName, TotalCollected: l.TotalCollected, TotalTransactions: l.TotalTransactions,
+		Mode: string(l.Mode), CreatedAt: ts(l.CreatedAt), UpdatedAt: ts(l.UpdatedAt)}
+}
+
+type createLinkRequest struct {
+	Name                    string            `json:"name"`
+	Description             string            `json:"description"`
+	Amount                  json.RawMessage   `json:"amount"`
+	Currency                string            `json:"currency"`
+	Network                 string            `json:"network"`
+	Networks                []string          `json:"networks"`
+	Token                   string            `json:"token"`
+	MerchantWalletAddresses map[string]string `json:"merchantWalletAddresses"`
+}
+
+func (s *Server) createLink(c *gin.Context) {
+	var req createLinkRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	p := principal(c)
+	m, err := s.Store.Merchant(c.Request.Context(), p.MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	name := v.text("name", req.Name, true, 200)
+	desc := v.text("description", req.Description, false, 2000)
+	amount := v.amount("amount", req.Amount, true, 2)
+	if req.Currency == "" {
+		req.Currency = "USD"
+	}
+	v.oneOf("currency", req.Currency, true, "USD")
+	if req.Token == "" {
+		req.Token = "USDC"
+	}
+	v.oneOf("token", req.Token, true, "USDC")
+	primary := v.network("network", req.Network, p.Mode)
+	// The accepted networks: the primary first, then the others, each once.
+	networks := []string{primary}
+	seen := map[string]bool{primary: true}
+	for i, n := range req.Networks {
+		field := "networks[" + strconv.Itoa(i) + "]"
+		n = v.network(field, n, p.Mode)
+		if !seen[n] {
+			seen[n] = true
+			networks = append(networks, n)
+		}
+	}
+	wallets := map[string]string{}
+	var extra []string
+	for n := range req.MerchantWalletAddresses {
+		if !seen[n] {
+			extra = append(extra, n)
+		}
+	}
+	sort.Strings(extra)
+	for _, n := range extra {
+		v.Add("merchantWalletAddresses."+n, "is not one of the link's networks")
+	}
+	if !v.Has("network") {
+		for _, n := range networks {
+			fam, ok := chain.FamilyOf(n)
+			if !ok {
+				continue
+			}
+			field := "merchantWalletAddresses." + n
+			if a, given := req.MerchantWalletAddresses[n]; given {
+				wallets[n] = v.addressOfFamily(field, fam, a)
+				continue
+			}
+			def := m.WalletEVM
+			if fam == chain.FamilySolana {
+				def = m.WalletSolana
+			}
+			if def == "" {
+				v.Add(field, "is required: no default "+string(fam)+" wallet is set on the merchant profile")
+				continue
+			}
+			wallets[n] = def
+		}
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	l := &models.PaymentLink{MerchantID: p.MerchantID, Mode: p.Mode, Name: name, Description: desc, Amount: amount,
+		Currency: req.Currency, Network: primary, Networks: networks, Token: req.Token, WalletAddresses: wallets,
+		MerchantWalletAddress: wallets[primary]}
+	if err := s.Store.CreatePaymentLink(c.Request.Context(), l); err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, toLinkJSON(l, m.BusinessName))
+}
+
+func (s *Server) listLinks(c *gin.Context) {
+	p := principal(c)
+	m, err := s.Store.Merchant(c.Request.Context(), p.MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	wallet := v.text("merchantWalletAddress", c.Query("merchantWalletAddress"), false, 128)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	links, err := s.Store.PaymentLinks(c.Request.Context(), p.Scope(), wallet)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]linkJSON, 0, len(links))
+	for i := range links {
+		out = append(out, toLinkJSON(&links[i], m.BusinessName))
+	}
+	respondArray(c, out)
+}
+
+func (s *Server) getLink(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	p := principal(c)
+	l, err := s.Store.PaymentLink(c.Request.Context(), p.Scope(), id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.respondLink(c, l)
+}
+
+func (s *Server) respondLink(c *gin.Context, l *models.PaymentLink) {
+	m, err := s.Store.Merchant(c.Request.Context(), l.MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, toLinkJSON(l, m.BusinessName))
+}
+
+type patchLinkRequest struct {
+	Name        *string         `json:"name"`
+	Description *string         `json:"description"`
+	Amount      json.RawMessage `json:"amount"`
+	Active      *bool           `json:"active"`
+}
+
+func (s *Server) patchLink(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req patchLinkRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	p := principal(c)
+	if _, err := s.Store.PaymentLink(c.Request.Context(), p.Scope(), id); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	u := models.PaymentLinkUpdate{Active: req.Active}
+	if req.Name != nil {
+		n := v.text("name", *req.Name, true, 200)
+		u.Name = &n
+	}
+	if req.Description != nil {
+		d := v.text("description", *req.Description, false, 2000)
+		u.Description = &d
+	}
+	if req.Amount != nil {
+		a := v.amount("amount", req.Amount, true, 2)
+		u.Amount = &a
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	l, err := s.Store.UpdatePaymentLink(c.Request.Context(), p.Scope(), id, u)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.respondLink(c, l)
+}
+
+func (s *Server) deleteLink(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	l, err := s.Store.DeletePaymentLink(c.Request.Context(), principal(c).MerchantID, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if s.OnLinkDeleted != nil {
+		if err := s.OnLinkDeleted(c, l); err != nil {
+			fail(c, err)
+			return
+		}
+	}
+	respondMessage(c, http.StatusOK, "payment link deleted")
+}

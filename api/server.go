@@ -1,0 +1,188 @@
+// Package api is the HTTP interface of SPEC.md on Gin: the router and its
+// middleware, one file per resource, the response envelope and the single
+// error mapper. Handlers bind and validate, call the store or a workflow,
+// and map results to response structs; GORM models never reach JSON.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+)
+
+// Auth says which credential a route takes.
+type Auth string
+
+// The credential kinds of SPEC.md's endpoint tags.
+const (
+	AuthNone    Auth = "NONE"
+	AuthKey     Auth = "KEY"
+	AuthSession Auth = "SESSION"
+)
+
+// RouteInfo describes one route of the table (method, path, credential).
+type RouteInfo struct {
+	Method string
+	Path   string
+	Auth   Auth
+}
+
+// AuthFailureRecorder counts failed authentications per client IP (the rate
+// limiter's brute-force tier).
+type AuthFailureRecorder interface {
+	RecordAuthFailure(ctx context.Context, ip string) error
+}
+
+// Deps is what the API needs from the rest of the service.
+type Deps struct {
+	Store    *models.Store
+	Hasher   *auth.Hasher
+	Networks *chain.Registry
+	// SessionTTL is the lifetime of a dashboard session (12 h).
+	SessionTTL time.Duration
+	// Limiter, when set, is mounted in front of every /api route.
+	Limiter gin.HandlerFunc
+	// AuthFailures, when set, is told about every failed authentication.
+	AuthFailures AuthFailureRecorder
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// Logger receives request logs; nil uses slog.Default.
+	Logger *slog.Logger
+	// OnLinkDeleted, when set, fails the open checkout sessions of a
+	// deleted link (the checkout feature provides it).
+	OnLinkDeleted LinkDeleteHook
+	// Extra registers routes of later features on the /api group.
+	Extra []func(s *Server, g *gin.RouterGroup)
+}
+
+// Server holds the API's dependencies and its route table.
+type Server struct {
+	Deps
+	engine *gin.Engine
+	routes []RouteInfo
+}
+
+// New builds the router.
+func New(d Deps) (*Server, error) {
+	if d.SessionTTL == 0 {
+		d.SessionTTL = 12 * time.Hour
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Networks == nil {
+		d.Networks = chain.DefaultRegistry()
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	proxies := make([]string, 0, len(d.TrustedProxies))
+	for _, p := range d.TrustedProxies {
+		proxies = append(proxies, p.String())
+	}
+	if err := e.SetTrustedProxies(proxies); err != nil {
+		return nil, fmt.Errorf("api: trusted proxies: %w", err)
+	}
+	s := &Server{Deps: d, engine: e}
+	e.Use(s.requestID, s.recovery, s.accessLog)
+	e.NoRoute(func(c *gin.Context) {
+		fail(c, apperr.New(apperr.ErrNotFound, "not found: no route "+c.Request.Method+" "+c.Request.URL.Path))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Status: "error", Code: CodeBadRequest,
+			Message: "method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path})
+	})
+	g := e.Group("/api")
+	if d.Limiter != nil {
+		g.Use(d.Limiter)
+	}
+	s.registerAuth(g)
+	s.registerMerchant(g)
+	s.registerKeys(g)
+	s.registerKYB(g)
+	s.registerLinks(g)
+	s.registerCustomers(g)
+	s.registerTransactions(g)
+	s.registerSubscriptions(g)
+	s.registerSettlements(g)
+	for _, f := range d.Extra {
+		f(s, g)
+	}
+	return s, nil
+}
+
+// Handler is the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Engine exposes the Gin engine (its own route table is read by tests).
+func (s *Server) Engine() *gin.Engine { return s.engine }
+
+// Routes returns the route table with each route's credential.
+func (s *Server) Routes() []RouteInfo { return append([]RouteInfo(nil), s.routes...) }
+
+// Handle adds a route to the group and the table, behind the credential
+// check its Auth kind requires.
+func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.HandlerFunc) {
+	full := strings.TrimSuffix(g.BasePath(), "/") + path
+	s.routes = append(s.routes, RouteInfo{Method: method, Path: full, Auth: a})
+	switch a {
+	case AuthKey:
+		g.Handle(method, path, s.requireKey, h)
+	case AuthSession:
+		g.Handle(method, path, s.requireSession, h)
+	default:
+		g.Handle(method, path, h)
+	}
+}
+
+const requestIDKey = "requestId"
+
+// requestID gives every request an id (or keeps a sane one from the
+// caller), echoed in X-Request-Id and attached to every log line.
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-Id")
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\r\n\"") {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		id = "req_" + hex.EncodeToString(b)
+	}
+	c.Set(requestIDKey, id)
+	c.Header("X-Request-Id", id)
+	c.Next()
+}
+
+func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
+
+func (s *Server) recovery(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.Logger.Error("panic serving request", "requestId", requestID(c), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			fail(c, fmt.Errorf("panic: %v", r))
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "(no route)"
+	}
+	s.Logger.Info("request", "requestId", requestID(c), "method", c.Request.Method, "route", route,
+		"status", c.Writer.Status(), "durationMs", time.Since(start).Milliseconds(), "clientIp", c.ClientIP())
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/config"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/notify"
+)
+
+// app holds what every command shares: configuration, logger, store.
+type app struct {
+	cfg      config.Config
+	log      *slog.Logger
+	store    *models.Store
+	networks *chain.Registry
+}
+
+func newApp() (*app, error) {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	if _, err := cfg.EnsureSecret(); err != nil {
+		return nil, err
+	}
+	networks, err := chain.RegistryFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	st, err := models.Open(models.Options{DatabaseURL: cfg.DatabaseURL, SQLitePath: filepath.Join(cfg.DataDir, "paygate.db"), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &app{cfg: cfg, log: log, store: st, networks: networks}, nil
+}
+
+func (a *app) close() { _ = a.store.Close() }
+
+// apiServer builds the HTTP API with every feature wired in.
+func (a *app) apiServer() (*api.Server, error) {
+	return api.New(api.Deps{
+		Store:          a.store,
+		Hasher:         auth.NewHasher(a.cfg.SecretKey),
+		Networks:       a.networks,
+		SessionTTL:     a.cfg.SessionTTL,
+		TrustedProxies: a.cfg.RateLimit.TrustedProxies,
+		Logger:         a.log,
+	})
+}
+
+// serveHTTP serves h until ctx ends, then lets in-flight requests finish.
+func serveHTTP(ctx context.Context, log *slog.Logger, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("PAYGATE_ADDR: %w", err)
+	}
+	log.Info("API listening", "addr", "http://"+ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	log.Info("API shutting down; waiting for in-flight requests")
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func runAPI(ctx context.Context, _ []string) error {
+	a, err := newApp()
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.store.Migrate(); err != nil {
+		return err
+	}
+	srv, err := a.apiServer()
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler())
+}
+
+// runDev runs the embedded profile: everything this machine needs, from one
+// command, with state under PAYGATE_DATA_DIR.
+func runDev(ctx context.Context, args []string) error {
+	return runAPI(ctx, args)
+}
+
+func runMigrate(_ context.Context, args []string) error {
+	a, err := newApp()
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if len(args) > 0 && args[0] == "status" {
+		for _, id := range models.MigrationIDs() {
+			fmt.Println(id)
+		}
+		return nil
+	}
+	if err := a.store.Migrate(); err != nil {
+		return err
+	}
+	fmt.Printf("schema is up to date (%s, %d migrations)\n", a.store.Dialect(), len(models.MigrationIDs()))
+	return nil
+}
+
+func runKYB(ctx context.Context, args []string) error {
+	if len(args) < 2 || (args[0] != "approve" && args[0] != "reject") {
+		return usageError("kyb needs approve|reject MERCHANT_ID [NOTE]")
+	}
+	approve := args[0] == "approve"
+	merchantID := args[1]
+	note := strings.Join(args[2:], " ")
+	a, err := newApp()
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.store.Migrate(); err != nil {
+		return err
+	}
+	m, err := a.store.Merchant(ctx, merchantID)
+	if err != nil {
+		return fmt.Errorf("merchant %s: %w", merchantID, err)
+	}
+	n := kybNotice(m.BusinessName, approve, note)
+	app, err := a.store.ReviewKYB(ctx, merchantID, approve, note, n)
+	if err != nil {
+		return fmt.Errorf("review: %w", err)
+	}
+	mailer := notify.NewMailer(a.cfg.SMTP, a.log)
+	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := mailer.Send(sendCtx, notify.Message{To: m.Email, Subject: n.Subject, Body: n.Body}); err != nil {
+		a.log.Warn("KYB decision stored but the e-mail failed; the notification is kept", "err", err)
+	} else if a.cfg.SMTP.Host != "" {
+		_ = a.store.MarkNotificationEmailed(ctx, n.ID)
+	}
+	fmt.Printf("KYB application of %s (%s) is now %s\n", m.BusinessName, merchantID, app.Status)
+	return nil
+}
+
+func kybNotice(business string, approved bool, note string) *models.Notification {
+	n := &models.Notification{Kind: "kyb.reviewed"}
+	if approved {
+		n.Subject = "Your business verification was approved"
+		n.Body = "Hello " + business + ",\n\nyour KYB application was approved. You can now create a live API key and accept payments on mainnet networks."
+	} else {
+		n.Subject = "Your business verification was not approved"
+		n.Body = "Hello " + business + ",\n\nyour KYB application was not approved."
+	}
+	if note != "" {
+		n.Body += "\n\nReviewer's note: " + note
+	}
+	return n
+}
