@@ -9,17 +9,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/paygate/paygate/activities"
 	"github.com/paygate/paygate/webhook"
@@ -578,4 +585,146 @@ func TestWebhookDeliveryWorkflowRetryDuringFinalAttempt(t *testing.T) {
 		t.Fatalf("late retry: %+v / %+v", calls[7], calls[8])
 	}
 	webhookCheckIDs(t, calls, "dlv_late", 1)
+}
+
+// --- replay over histories recorded on a real Temporal dev server ---
+
+// webhookHistoryFiles are the saved histories; regenerate them with
+// TestWebhookDeliveryRecordHistories.
+var webhookHistoryFiles = []string{
+	"testdata/webhook_delivery_retry_signal.json",
+	"testdata/webhook_delivery_manual_retry.json",
+}
+
+// TestWebhookDeliveryReplay replays every saved history against the current
+// workflow code: a change that is not deterministic fails here.
+func TestWebhookDeliveryReplay(t *testing.T) {
+	for _, file := range webhookHistoryFiles {
+		t.Run(file, func(t *testing.T) {
+			replayer := worker.NewWorkflowReplayer()
+			replayer.RegisterWorkflow(WebhookDeliveryWorkflow)
+			if err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file); err != nil {
+				t.Fatalf("replay %s: %v", file, err)
+			}
+		})
+	}
+}
+
+// webhookDeliveryWaitFirst is WebhookDeliveryWorkflow with one change that
+// breaks determinism: it waits before the first attempt.
+func webhookDeliveryWaitFirst(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeliveryResult, error) {
+	if err := workflow.Sleep(ctx, time.Second); err != nil {
+		return WebhookDeliveryResult{}, err
+	}
+	return WebhookDeliveryWorkflow(ctx, in)
+}
+
+// TestWebhookDeliveryReplayDetectsNondeterminism proves the replay test has
+// teeth: a changed workflow fails against the saved histories.
+func TestWebhookDeliveryReplayDetectsNondeterminism(t *testing.T) {
+	for _, file := range webhookHistoryFiles {
+		replayer := worker.NewWorkflowReplayer()
+		replayer.RegisterWorkflowWithOptions(webhookDeliveryWaitFirst, workflow.RegisterOptions{Name: "WebhookDeliveryWorkflow"})
+		err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file)
+		if err == nil {
+			t.Fatalf("replay of %s with a changed workflow succeeded", file)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "TMPRL1100") && !strings.Contains(msg, "nondeterministic") {
+			t.Fatalf("replay of %s failed for another reason: %v", file, err)
+		}
+	}
+}
+
+// TestWebhookDeliveryRecordHistories records the histories replayed above
+// from a real Temporal server. It runs only when WEBHOOK_RECORD_TEMPORAL is
+// set to the server's host:port, e.g.
+//
+//	.cache/bin/temporal server start-dev --headless --port 7399 &
+//	WEBHOOK_RECORD_TEMPORAL=127.0.0.1:7399 go test ./workflows/ -run TestWebhookDeliveryRecordHistories
+func TestWebhookDeliveryRecordHistories(t *testing.T) {
+	addr := os.Getenv("WEBHOOK_RECORD_TEMPORAL")
+	if addr == "" {
+		t.Skip("set WEBHOOK_RECORD_TEMPORAL=host:port of a dev server to re-record the replay histories")
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: webhookTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// Receiver: the first POST fails, every later one succeeds.
+	rcv, store, acts := newWebhookRealSetup(t, 1)
+	queue := "webhook-record-" + time.Now().UTC().Format("150405.000")
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(WebhookDeliveryWorkflow)
+	w.RegisterActivity(acts)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// 1. Attempt 1 fails, the retry signal makes attempt 2 at once, which
+	// delivers; the 1-minute timer is cancelled.
+	id1 := WebhookDeliveryWorkflowID("dlv_real") + "-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id1, TaskQueue: queue}, WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_real"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRunID := run.GetRunID()
+	for len(store.get("dlv_real")) < 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("attempt 1 never happened")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := c.SignalWorkflow(ctx, id1, "", WebhookRetrySignal, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res WebhookDeliveryResult
+	if err := run.Get(ctx, &res); err != nil || res.State != WebhookDeliveryStateDelivered || res.Attempts != 2 {
+		t.Fatalf("run 1: %+v %v", res, err)
+	}
+
+	// 2. The manual path: SignalWithStart on a closed workflow id starts a
+	// one-attempt run that delivers attempt 3.
+	run, err = c.SignalWithStartWorkflow(ctx, id1, WebhookRetrySignal, nil,
+		client.StartWorkflowOptions{ID: id1, TaskQueue: queue}, WebhookDeliveryWorkflow,
+		WebhookDeliveryInput{DeliveryID: "dlv_real", ManualRetry: true, PreviousAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manualRunID := run.GetRunID()
+	if err := run.Get(ctx, &res); err != nil || res.State != WebhookDeliveryStateDelivered || res.Attempts != 3 {
+		t.Fatalf("run 2: %+v %v", res, err)
+	}
+	if rcv.hits.Load() != 3 {
+		t.Fatalf("receiver hits %d, want 3", rcv.hits.Load())
+	}
+
+	webhookSaveHistory(ctx, t, c, id1, firstRunID, webhookHistoryFiles[0])
+	webhookSaveHistory(ctx, t, c, id1, manualRunID, webhookHistoryFiles[1])
+}
+
+func webhookSaveHistory(ctx context.Context, t *testing.T, c client.Client, id, runID, file string) {
+	t.Helper()
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("saved %d events of %s to %s", len(hist.Events), id, file)
 }
