@@ -1,0 +1,411 @@
+// Package temporaldev runs the Temporal CLI's dev server (`temporal server
+// start-dev`, built from tools/go.mod by tools/build-temporal.sh) as a child
+// process for `paygate dev` and for integration tests, and holds the namespace
+// set-up that production shares with it: registering paygate's custom search
+// attributes and raising the retention.
+//
+// The dev server keeps its state in one SQLite file, so workflows survive a
+// restart. Search attributes and retention given to start-dev at launch only
+// apply when that file is created, which is why Start applies them at every
+// boot through the API.
+package temporaldev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+)
+
+// Defaults applied by Start to zero Options fields.
+const (
+	DefaultHost      = "127.0.0.1"
+	DefaultPort      = 7233
+	DefaultUIPort    = 8233
+	DefaultNamespace = "default"
+	// DBFileName is the SQLite state file Start keeps in Options.DataDir.
+	DBFileName = "temporal.db"
+)
+
+// StartTimeout bounds how long Start waits for the server to become healthy
+// when its context has no deadline. A warm start takes about a second.
+const StartTimeout = time.Minute
+
+// StopTimeout is how long Stop waits after SIGINT before killing the server.
+const StopTimeout = 10 * time.Second
+
+// devDynamicConfig is the dynamic config the dev server runs with, on top of
+// what start-dev sets itself (search attribute cache refresh on read, higher
+// persistence QPS).
+var devDynamicConfig = []string{
+	// Do not phone home: the server otherwise polls Temporal's version
+	// service, and tests must only talk to loopback.
+	"frontend.enableServerVersionCheck=false",
+	// One partition per task queue: with one worker per queue, tasks and
+	// polls meet at once instead of being forwarded between partitions.
+	"matching.numTaskqueueReadPartitions=1",
+	"matching.numTaskqueueWritePartitions=1",
+}
+
+// Options configures Start. The zero value runs a server on 127.0.0.1:7233
+// with its Web UI on :8233, state in memory, and the default namespace.
+type Options struct {
+	// Binary is the Temporal CLI to run; empty means DefaultBinary().
+	Binary string
+	// DataDir holds the state file <DataDir>/temporal.db, created (with the
+	// directory) when missing. Empty keeps state in memory only.
+	DataDir string
+	// Host is the IP the frontend and the UI bind to; empty means 127.0.0.1.
+	Host string
+	// Port is the frontend gRPC port; 0 means 7233.
+	Port int
+	// UIPort is the Web UI's port; 0 runs headless (no UI). Callers that want
+	// the usual UI set DefaultUIPort.
+	UIPort int
+	// Namespace is the namespace to create and configure; empty means "default".
+	Namespace string
+	// Retention is the minimum retention of closed workflows in Namespace;
+	// 0 means DefaultRetention (720h).
+	Retention time.Duration
+	// SearchAttributes are registered in Namespace at every boot (see
+	// RegisterSearchAttributes); usually PaygateSearchAttributes().
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// Log receives the server's own output (warnings and errors) and a line
+	// when it is ready; nil discards it. Writes are serialized.
+	Log io.Writer
+}
+
+// ErrPortInUse is returned (wrapped) by Start when the frontend or UI port is
+// already taken, typically by another dev server.
+var ErrPortInUse = errors.New("port in use")
+
+// errExitedEarly marks a server that exited before it became healthy.
+var errExitedEarly = errors.New("exited before becoming healthy")
+
+// Server is a running dev server child process.
+type Server struct {
+	opts Options
+	cmd  *exec.Cmd
+	out  *output // the child's output and our messages, tail kept for errors
+
+	done          chan struct{} // closed when the child has exited
+	waitErr       error         // cmd.Wait's result, set before done closes
+	exitedOnOwn   bool          // the child exited without Stop asking; set before done closes
+	stopRequested atomic.Bool
+	killed        atomic.Bool
+	stopOnce      sync.Once
+}
+
+// Start launches `temporal server start-dev` with opts, waits until its
+// frontend answers a health check, then registers opts.SearchAttributes and
+// raises the retention of opts.Namespace. ctx bounds that start-up (StartTimeout
+// when it has no deadline); it does not stop the server later: call Stop.
+//
+// The child gets SIGKILL if the calling process dies (Linux), so it never
+// outlives it. Start fails at once, without launching anything, when the
+// binary is missing (ErrBinaryNotFound) or a port is already taken.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPortFree(opts.Host, opts.Port); err != nil {
+		return nil, fmt.Errorf("temporaldev: frontend port: %w", err)
+	}
+	if opts.UIPort > 0 {
+		if err := checkPortFree(opts.Host, opts.UIPort); err != nil {
+			return nil, fmt.Errorf("temporaldev: UI port: %w", err)
+		}
+	}
+	if opts.DataDir != "" {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("temporaldev: data dir: %w", err)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, StartTimeout)
+		defer cancel()
+	}
+
+	s := &Server{opts: opts, out: &output{log: opts.Log, max: 16 << 10}, done: make(chan struct{})}
+	s.cmd = exec.Command(opts.Binary, opts.args()...)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out // the same writer: one copier at a time
+	s.cmd.SysProcAttr = sysProcAttr()
+
+	began := time.Now()
+	if err := s.launch(); err != nil {
+		return nil, fmt.Errorf("temporaldev: starting %s: %w", opts.Binary, err)
+	}
+	c, err := s.waitHealthy(ctx)
+	if err == nil {
+		err = s.configure(ctx, c)
+		c.Close()
+	}
+	if err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	fmt.Fprintf(s.out, "temporaldev: Temporal dev server ready in %s at %s (namespace %s%s)\n",
+		time.Since(began).Round(time.Millisecond), s.Address(), opts.Namespace, uiNote(s.UIURL()))
+	return s, nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Binary == "" {
+		bin, err := DefaultBinary()
+		if err != nil {
+			return o, fmt.Errorf("temporaldev: %w", err)
+		}
+		o.Binary = bin
+	} else if _, err := checkBinary(o.Binary); err != nil {
+		return o, fmt.Errorf("temporaldev: %w", err)
+	}
+	if o.Host == "" {
+		o.Host = DefaultHost
+	}
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Retention < 0 || o.Port < 0 || o.UIPort < 0 {
+		return o, errors.New("temporaldev: negative Retention, Port or UIPort")
+	}
+	return o, nil
+}
+
+// args are start-dev's command line for o (defaults applied).
+func (o Options) args() []string {
+	args := []string{"server", "start-dev",
+		"--ip", o.Host,
+		"--port", strconv.Itoa(o.Port),
+		"--log-level", "warn",
+	}
+	if o.DataDir != "" {
+		args = append(args, "--db-filename", filepath.Join(o.DataDir, DBFileName))
+	}
+	if o.UIPort > 0 {
+		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))
+	} else {
+		args = append(args, "--headless")
+	}
+	// start-dev always creates "default"; naming it again would duplicate it.
+	if o.Namespace != DefaultNamespace {
+		args = append(args, "--namespace", o.Namespace)
+	}
+	for _, kv := range devDynamicConfig {
+		args = append(args, "--dynamic-config-value", kv)
+	}
+	return args
+}
+
+// launch starts the child and a goroutine that reaps it. That goroutine stays
+// locked to the OS thread that forked the child for the child's whole life:
+// Linux delivers Pdeathsig when the forking thread exits, not the process, and
+// the thread must not end before the child does.
+func (s *Server) launch() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.waitErr = s.cmd.Wait()
+		s.exitedOnOwn = !s.stopRequested.Load()
+		close(s.done)
+	}()
+	return <-started
+}
+
+// waitHealthy polls until the frontend accepts connections and reports
+// SERVING, and returns a client connected to it.
+func (s *Server) waitHealthy(ctx context.Context) (client.Client, error) {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("temporaldev: %s %w (%v); its output:\n%s",
+				s.opts.Binary, errExitedEarly, s.waitErr, s.out)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("temporaldev: server at %s not healthy: %w (last error: %v); its output:\n%s",
+				s.Address(), ctx.Err(), lastErr, s.out)
+		case <-tick.C:
+		}
+		// A plain TCP probe first: dialing gRPC before the port is open would
+		// put the connection into its reconnect backoff.
+		conn, err := net.DialTimeout("tcp", s.Address(), time.Second)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		conn.Close()
+		c, err := s.dialHealthy(ctx)
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+}
+
+func (s *Server) dialHealthy(ctx context.Context) (client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  s.Address(),
+		Namespace: s.opts.Namespace,
+		Logger:    sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.out, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// configure applies what start-dev only applies to a new database.
+func (s *Server) configure(ctx context.Context, c client.Client) error {
+	if err := RegisterSearchAttributes(ctx, c, s.opts.Namespace, s.opts.SearchAttributes); err != nil {
+		return fmt.Errorf("temporaldev: %w", err)
+	}
+	if err := EnsureRetention(ctx, c, s.opts.Namespace, s.opts.Retention); err != nil {
+		return fmt.Errorf("temporaldev: %w", err)
+	}
+	return nil
+}
+
+// Address is the frontend's host:port, for client.Options.HostPort.
+func (s *Server) Address() string {
+	return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+}
+
+// Namespace is the namespace Start created and configured.
+func (s *Server) Namespace() string { return s.opts.Namespace }
+
+// UIURL is the Web UI's base URL, or "" when the server runs headless.
+func (s *Server) UIURL() string {
+	if s.opts.UIPort == 0 {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.UIPort))
+}
+
+// Stop shuts the server down gracefully (SIGINT, which lets it close the
+// SQLite file cleanly), kills it if it has not exited after StopTimeout, and
+// returns what Wait returns. It may be called more than once.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.stopRequested.Store(true)
+		if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+			// Already exited, or no SIGINT on this platform: nothing to wait for.
+			_ = s.cmd.Process.Kill()
+		}
+		timer := time.NewTimer(StopTimeout)
+		defer timer.Stop()
+		select {
+		case <-s.done:
+		case <-timer.C:
+			s.killed.Store(true)
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s.Wait()
+}
+
+// Wait blocks until the server process exits. It returns nil after a clean
+// Stop, and an error (with the end of the server's output) when the server
+// exited on its own or had to be killed.
+func (s *Server) Wait() error {
+	<-s.done
+	switch {
+	case s.exitedOnOwn:
+		return fmt.Errorf("temporaldev: server exited unexpectedly (%v); its output:\n%s", exitStatus(s.waitErr), s.out)
+	case s.killed.Load():
+		return fmt.Errorf("temporaldev: server did not stop within %s of SIGINT and was killed", StopTimeout)
+	case s.waitErr != nil:
+		return fmt.Errorf("temporaldev: server failed while stopping (%v); its output:\n%s", s.waitErr, s.out)
+	}
+	return nil
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+func uiNote(url string) string {
+	if url == "" {
+		return ", headless"
+	}
+	return ", UI " + url
+}
+
+// checkPortFree fails when host:port is taken. start-dev checks too, but a
+// health probe could then reach whichever server already listens there.
+func checkPortFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("%w: %s:%d (another Temporal server running?): %v", ErrPortInUse, host, port, err)
+	}
+	return l.Close()
+}
+
+// output receives the child's stdout and stderr and our own messages. It
+// forwards them to log, serialized, and keeps the last max bytes for error
+// messages. It never fails: an error from log must not stop os/exec copying
+// the child's output, or the child would block on a full pipe.
+type output struct {
+	mu   sync.Mutex
+	log  io.Writer
+	max  int
+	tail []byte
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.log != nil {
+		_, _ = o.log.Write(p)
+	}
+	o.tail = append(o.tail, p...)
+	if over := len(o.tail) - o.max; over > 0 {
+		o.tail = append(o.tail[:0], o.tail[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the last output kept.
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return string(o.tail)
+}

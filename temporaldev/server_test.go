@@ -1,0 +1,272 @@
+package temporaldev
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	namespacepb "go.temporal.io/api/namespace/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+var checkoutStatus = temporal.NewSearchAttributeKeyKeyword("CheckoutStatus")
+
+// TestRestartKeepsStateAndReappliesSetup boots a server twice on one data
+// dir: the workflow started before the restart is still there and found by a
+// CheckoutStatus query, and the second boot adds the search attributes the
+// first lacked and raises a retention lowered in between.
+func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := Options{
+		Binary:           binaryForTest(t),
+		DataDir:          t.TempDir(),
+		Port:             freePort(t),
+		SearchAttributes: map[string]enumspb.IndexedValueType{"CheckoutStatus": enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+	}
+	const id = "checkout:restart-test"
+
+	srv := startOrFatal(t, ctx, opts)
+	c := dialOrFatal(t, srv)
+	wantSearchAttributes(t, ctx, c, opts.SearchAttributes)
+	wantRetention(t, ctx, c, DefaultRetention)
+	// A workflow type nobody polls: it stays running, in state only.
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             "temporaldev-test-unpolled",
+		TypedSearchAttributes: temporal.NewSearchAttributes(checkoutStatus.ValueSet("open")),
+	}, "NobodyPollsThisWorkflow")
+	if err != nil {
+		t.Fatalf("start workflow: %v", err)
+	}
+	wantListed(t, ctx, c, `CheckoutStatus = "open"`, id)
+	// Lower the retention by hand: the next boot must raise it again.
+	if _, err := c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
+		Namespace: srv.Namespace(),
+		Config:    &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(48 * time.Hour)},
+	}); err != nil {
+		t.Fatalf("lower retention: %v", err)
+	}
+	wantRetention(t, ctx, c, 48*time.Hour)
+	c.Close()
+	if err := srv.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	opts.SearchAttributes = PaygateSearchAttributes()
+	srv = startOrFatal(t, ctx, opts)
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	c = dialOrFatal(t, srv)
+	defer c.Close()
+	wantSearchAttributes(t, ctx, c, PaygateSearchAttributes())
+	wantRetention(t, ctx, c, DefaultRetention)
+
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatalf("describe workflow after restart: %v", err)
+	}
+	if got := desc.GetWorkflowExecutionInfo(); got.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || got.GetExecution().GetRunId() != run.GetRunID() {
+		t.Fatalf("after restart: status %v run %s, want RUNNING run %s", got.GetStatus(), got.GetExecution().GetRunId(), run.GetRunID())
+	}
+	wantListed(t, ctx, c, `CheckoutStatus = "open" AND WorkflowType = "NobodyPollsThisWorkflow"`, id)
+
+	t.Run("RegisterSearchAttributes is idempotent", func(t *testing.T) {
+		if err := RegisterSearchAttributes(ctx, c, srv.Namespace(), PaygateSearchAttributes()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("RegisterSearchAttributes refuses a type change", func(t *testing.T) {
+		err := RegisterSearchAttributes(ctx, c, srv.Namespace(), map[string]enumspb.IndexedValueType{"CheckoutStatus": enumspb.INDEXED_VALUE_TYPE_TEXT})
+		if !errors.Is(err, ErrSearchAttributeConflict) {
+			t.Fatalf("got %v, want ErrSearchAttributeConflict", err)
+		}
+	})
+	t.Run("EnsureRetention never lowers", func(t *testing.T) {
+		if err := EnsureRetention(ctx, c, srv.Namespace(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		wantRetention(t, ctx, c, DefaultRetention)
+	})
+}
+
+// TestStartForTest runs a workflow on a worker against the helper's server
+// and finds it by the CheckoutStatus the workflow upserted.
+func TestStartForTest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := StartForTest(t)
+	if srv.UIURL() != "" {
+		t.Errorf("UIURL() = %q, want headless", srv.UIURL())
+	}
+	c := dialOrFatal(t, srv)
+	defer c.Close()
+	wantSearchAttributes(t, ctx, c, PaygateSearchAttributes())
+	wantRetention(t, ctx, c, DefaultRetention)
+
+	const queue = "temporaldev-test"
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, status string) (string, error) {
+		return status, workflow.UpsertTypedSearchAttributes(ctx, checkoutStatus.ValueSet(status))
+	}, workflow.RegisterOptions{Name: "SetStatus"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "checkout:helper-test", TaskQueue: queue}, "SetStatus", "paid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := run.Get(ctx, &got); err != nil || got != "paid" {
+		t.Fatalf("workflow result %q, %v", got, err)
+	}
+	wantListed(t, ctx, c, `CheckoutStatus = "paid" AND ExecutionStatus = "Completed"`, "checkout:helper-test")
+}
+
+func TestStartRefusesTakenPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	self, err := os.Executable() // any executable: Start must fail before running it
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(context.Background(), Options{Binary: self, Port: l.Addr().(*net.TCPAddr).Port})
+	if !errors.Is(err, ErrPortInUse) {
+		t.Fatalf("got %v, want ErrPortInUse", err)
+	}
+}
+
+func TestMissingBinaryNamesTheBuildScript(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "temporal")
+	_, err := Start(context.Background(), Options{Binary: missing})
+	if !errors.Is(err, ErrBinaryNotFound) || !strings.Contains(err.Error(), "tools/build-temporal.sh") {
+		t.Fatalf("Start: got %v, want ErrBinaryNotFound naming tools/build-temporal.sh", err)
+	}
+	t.Setenv(BinaryEnv, missing)
+	if _, err := DefaultBinary(); !errors.Is(err, ErrBinaryNotFound) {
+		t.Fatalf("DefaultBinary with %s=%s: got %v, want ErrBinaryNotFound", BinaryEnv, missing, err)
+	}
+}
+
+// TestStartReportsEarlyExit uses a stand-in binary that fails at once: Start
+// returns promptly with the binary's output in the error.
+func TestStartReportsEarlyExit(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "temporal")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'boom: cannot open database' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err := Start(context.Background(), Options{Binary: bin, Port: freePort(t)})
+	if !errors.Is(err, errExitedEarly) || !strings.Contains(err.Error(), "boom: cannot open database") {
+		t.Fatalf("got %v, want an early-exit error with the output", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("Start took %s to notice the exit", d)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	o, err := Options{Binary: os.Args[0], DataDir: "/data", UIPort: 8233, Namespace: "paygate"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(o.args(), " ")
+	want := "server start-dev --ip 127.0.0.1 --port 7233 --log-level warn --db-filename /data/temporal.db --ui-port 8233 --namespace paygate " +
+		"--dynamic-config-value frontend.enableServerVersionCheck=false " +
+		"--dynamic-config-value matching.numTaskqueueReadPartitions=1 " +
+		"--dynamic-config-value matching.numTaskqueueWritePartitions=1"
+	if got != want {
+		t.Errorf("args:\n got %s\nwant %s", got, want)
+	}
+	if !strings.Contains(strings.Join(Options{}.args(), " "), "--headless") {
+		t.Error("UIPort 0 must run headless")
+	}
+}
+
+func startOrFatal(t *testing.T, ctx context.Context, opts Options) *Server {
+	t.Helper()
+	srv, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+func dialOrFatal(t *testing.T, srv *Server) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{
+		HostPort:  srv.Address(),
+		Namespace: srv.Namespace(),
+		Logger:    sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func wantSearchAttributes(t *testing.T, ctx context.Context, c client.Client, want map[string]enumspb.IndexedValueType) {
+	t.Helper()
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range want {
+		if got, ok := resp.GetCustomAttributes()[name]; !ok || got != typ {
+			t.Errorf("search attribute %s: got %v (registered %v), want %v", name, got, ok, typ)
+		}
+	}
+}
+
+func wantRetention(t *testing.T, ctx context.Context, c client.Client, want time.Duration) {
+	t.Helper()
+	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(); got != want {
+		t.Errorf("retention %s, want %s", got, want)
+	}
+}
+
+// wantListed waits for visibility (updated asynchronously) to list id for query.
+func wantListed(t *testing.T, ctx context.Context, c client.Client, query, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			t.Fatalf("ListWorkflow(%s): %v", query, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if e.GetExecution().GetWorkflowId() == id {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ListWorkflow(%s) does not list %s: %d executions", query, id, len(resp.GetExecutions()))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

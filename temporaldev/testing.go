@@ -1,0 +1,91 @@
+package temporaldev
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// StartForTest starts a headless dev server for an integration test: loopback
+// on a free port, state in t.TempDir(), paygate's search attributes
+// registered, default namespace. t.Cleanup stops it and, if the test failed,
+// logs the server's output. Dial it with client.Options{HostPort: s.Address()}.
+//
+// When the Temporal CLI binary is missing the test is skipped with a hint to
+// run tools/build-temporal.sh, unless the CI environment variable is set: then
+// it fails, so CI never passes by skipping.
+func StartForTest(t testing.TB) *Server {
+	t.Helper()
+	bin := binaryForTest(t)
+	var (
+		srv *Server
+		err error
+	)
+	// A port found free can be taken before the server binds it, and start-dev
+	// picks free ports for its internal services the same way: try again.
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		srv, err = Start(ctx, Options{
+			Binary:           bin,
+			DataDir:          t.TempDir(),
+			Host:             DefaultHost,
+			Port:             freePort(t),
+			SearchAttributes: PaygateSearchAttributes(),
+		})
+		cancel()
+		if err == nil || attempt == 3 || !(errors.Is(err, ErrPortInUse) || errors.Is(err, errExitedEarly)) {
+			break
+		}
+		t.Logf("temporaldev: start attempt %d: %v", attempt, err)
+	}
+	if err != nil {
+		t.Fatalf("temporaldev: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("temporaldev: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("temporaldev: dev server output:\n%s", srv.out)
+		}
+	})
+	return srv
+}
+
+// binaryForTest returns DefaultBinary(), or skips t (fails it under CI) when
+// the binary is missing.
+func binaryForTest(t testing.TB) string {
+	t.Helper()
+	bin, err := DefaultBinary()
+	switch {
+	case err == nil:
+		return bin
+	case errors.Is(err, ErrBinaryNotFound) && os.Getenv("CI") == "":
+		t.Skipf("temporaldev: %v", err)
+	default:
+		t.Fatalf("temporaldev: %v", err)
+	}
+	return ""
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	port, err := pickFreePort()
+	if err != nil {
+		t.Fatalf("temporaldev: finding a free port: %v", err)
+	}
+	return port
+}
+
+func pickFreePort() (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(DefaultHost, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
