@@ -30,10 +30,14 @@ const (
 // statuses; WebhookDeliveryStateGone means the delivery or its endpoint was
 // deleted while the workflow ran, so it stopped without a verdict.
 const (
-	WebhookDeliveryStatePending   = activities.DeliveryStatusPending
+	// WebhookDeliveryStatePending: attempts are still scheduled.
+	WebhookDeliveryStatePending = activities.DeliveryStatusPending
+	// WebhookDeliveryStateDelivered: a receiver answered 2xx.
 	WebhookDeliveryStateDelivered = activities.DeliveryStatusDelivered
-	WebhookDeliveryStateFailed    = activities.DeliveryStatusFailed
-	WebhookDeliveryStateGone      = "gone"
+	// WebhookDeliveryStateFailed: the last allowed attempt failed.
+	WebhookDeliveryStateFailed = activities.DeliveryStatusFailed
+	// WebhookDeliveryStateGone: the delivery or endpoint was deleted.
+	WebhookDeliveryStateGone = "gone"
 )
 
 // webhookRetryDelays[i] is the wait after the failure of scheduled attempt
