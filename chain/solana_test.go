@@ -1,0 +1,437 @@
+package chain
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+	ata "github.com/gagliardetto/solana-go/programs/associated-token-account"
+	"github.com/gagliardetto/solana-go/programs/token"
+	"github.com/gagliardetto/solana-go/rpc"
+)
+
+// solanaRPC is an httptest JSON-RPC server that answers getTransaction the
+// way a Solana node does: null for unknown signatures (and for transactions
+// not yet at the requested commitment), and error -32015 when a versioned
+// transaction is requested without maxSupportedTransactionVersion.
+type solanaRPC struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	docs     map[string]txDoc
+	requests []map[string]any
+	fail     bool
+}
+
+type txDoc struct {
+	doc       map[string]any
+	version   any // "legacy" or 0
+	finalized bool
+}
+
+func newSolanaRPC(t *testing.T) *solanaRPC {
+	s := &solanaRPC{docs: map[string]txDoc{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *solanaRPC) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params []any           `json:"params"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	reply := func(result any, rpcErr map[string]any) {
+		out := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+		if rpcErr != nil {
+			out["error"] = rpcErr
+		} else {
+			out["result"] = result
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail {
+		http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if req.Method != "getTransaction" || len(req.Params) == 0 {
+		reply(nil, map[string]any{"code": -32601, "message": "Method not found"})
+		return
+	}
+	cfg, _ := req.Params[len(req.Params)-1].(map[string]any)
+	s.requests = append(s.requests, cfg)
+	sig, _ := req.Params[0].(string)
+	d, ok := s.docs[sig]
+	if !ok {
+		reply(nil, nil)
+		return
+	}
+	if d.version != "legacy" {
+		if v, ok := cfg["maxSupportedTransactionVersion"].(float64); !ok || v < 0 {
+			reply(nil, map[string]any{"code": -32015, "message": "Transaction version (0) is not supported by the requesting client. " +
+				"Please try the request again with the following configuration parameter: \"maxSupportedTransactionVersion\": 0"})
+			return
+		}
+	}
+	if cfg["commitment"] == "finalized" && !d.finalized {
+		reply(nil, nil)
+		return
+	}
+	if cfg["encoding"] != "base64" {
+		reply(nil, map[string]any{"code": -32602, "message": "test server only speaks base64"})
+		return
+	}
+	reply(d.doc, nil)
+}
+
+func (s *solanaRPC) lastRequest() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[len(s.requests)-1]
+}
+
+// solanaPayment describes one transaction to publish on the fake node.
+type solanaPayment struct {
+	mint          solana.PublicKey // mint the transfer moves (default: the network's USDC)
+	program       solana.PublicKey // token program of the balances (default: classic SPL Token)
+	to            solana.PublicKey // wallet that owns the receiving token account (default: merchant)
+	units         uint64
+	merchantPre   uint64 // merchant's balance before
+	createAccount bool   // receiving token account created in the same transaction (no pre entry)
+	versioned     bool   // v0 transaction, receiving account loaded through an address lookup table
+	failed        bool   // meta.err set
+	notFinal      bool   // only at confirmed commitment
+}
+
+type solanaEnv struct {
+	t        *testing.T
+	rpc      *solanaRPC
+	net      Network
+	usdc     solana.PublicKey
+	merchant solana.PublicKey
+	customer solana.PrivateKey
+	verifier *SolanaVerifier
+}
+
+func newSolanaEnv(t *testing.T) *solanaEnv {
+	t.Helper()
+	e := &solanaEnv{t: t, rpc: newSolanaRPC(t)}
+	e.net, _ = DefaultRegistry().Lookup(NetworkSolanaDevnet)
+	e.net.RPCURL = e.rpc.srv.URL
+	e.usdc = solana.MustPublicKeyFromBase58(e.net.USDC)
+	e.merchant = solana.NewWallet().PublicKey()
+	e.customer = solana.NewWallet().PrivateKey
+	var err error
+	e.verifier, err = NewSolanaVerifier(e.net, rpc.New(e.rpc.srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// publish builds and signs a real transaction for p, stores the
+// getTransaction document a node would return for it, and returns its
+// signature.
+func (e *solanaEnv) publish(p solanaPayment) string {
+	e.t.Helper()
+	if p.mint.IsZero() {
+		p.mint = e.usdc
+	}
+	if p.program.IsZero() {
+		p.program = solana.TokenProgramID
+	}
+	if p.to.IsZero() {
+		p.to = e.merchant
+	}
+	payer := e.customer.PublicKey()
+	src, _, err := solana.FindAssociatedTokenAddress(payer, p.mint)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	dst, _, err := solana.FindAssociatedTokenAddress(p.to, p.mint)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ixs []solana.Instruction
+	if p.createAccount {
+		ixs = append(ixs, ata.NewCreateInstruction(payer, p.to, p.mint).Build())
+	}
+	transfer := token.NewTransferCheckedInstruction(p.units, USDCDecimals, src, p.mint, dst, payer, nil).Build()
+	ixs = append(ixs, transfer)
+
+	var opts []solana.TransactionOption
+	opts = append(opts, solana.TransactionPayer(payer))
+	tables := map[solana.PublicKey]solana.PublicKeySlice{}
+	if p.versioned {
+		table := solana.NewWallet().PublicKey()
+		tables[table] = solana.PublicKeySlice{dst, p.mint}
+		opts = append(opts, solana.TransactionAddressTables(tables))
+	}
+	var blockhash solana.Hash
+	copy(blockhash[:], solana.NewWallet().PublicKey().Bytes())
+	tx, err := solana.NewTransaction(ixs, blockhash, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
+		if k == payer {
+			return &e.customer
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	raw, err := tx.MarshalBinary()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+
+	// Account indexes as the node numbers them: static keys, then loaded
+	// writable, then loaded readonly addresses.
+	keys := append(solana.PublicKeySlice{}, tx.Message.AccountKeys...)
+	loadedW, loadedR := []string{}, []string{}
+	for _, l := range tx.Message.AddressTableLookups {
+		for _, i := range l.WritableIndexes {
+			loadedW = append(loadedW, tables[l.AccountKey][i].String())
+		}
+	}
+	for _, l := range tx.Message.AddressTableLookups {
+		for _, i := range l.ReadonlyIndexes {
+			loadedR = append(loadedR, tables[l.AccountKey][i].String())
+		}
+	}
+	for _, k := range append(loadedW, loadedR...) {
+		keys = append(keys, solana.MustPublicKeyFromBase58(k))
+	}
+	index := func(k solana.PublicKey) int {
+		for i, x := range keys {
+			if x == k {
+				return i
+			}
+		}
+		e.t.Fatalf("account %s not in transaction", k)
+		return -1
+	}
+	if p.versioned && len(loadedW) == 0 {
+		e.t.Fatal("versioned fixture loads no writable account through its lookup table")
+	}
+
+	const customerPre = 250_000_000
+	moved := p.units
+	if p.failed {
+		moved = 0
+	}
+	bal := func(k, owner solana.PublicKey, units uint64) map[string]any {
+		return map[string]any{
+			"accountIndex": index(k),
+			"mint":         p.mint.String(),
+			"owner":        owner.String(),
+			"programId":    p.program.String(),
+			"uiTokenAmount": map[string]any{
+				"amount":         fmt.Sprint(units),
+				"decimals":       USDCDecimals,
+				"uiAmount":       float64(units) / 1e6,
+				"uiAmountString": fmt.Sprintf("%d.%06d", units/1e6, units%1e6),
+			},
+		}
+	}
+	pre := []any{bal(src, payer, customerPre)}
+	if !p.createAccount {
+		pre = append(pre, bal(dst, p.to, p.merchantPre))
+	}
+	post := []any{bal(src, payer, customerPre-moved), bal(dst, p.to, p.merchantPre+moved)}
+
+	var metaErr, status any = nil, map[string]any{"Ok": nil}
+	logs := []string{
+		"Program " + p.program.String() + " invoke [1]",
+		"Program log: Instruction: TransferChecked",
+		"Program " + p.program.String() + " consumed 6200 of 200000 compute units",
+		"Program " + p.program.String() + " success",
+	}
+	if p.failed {
+		metaErr = map[string]any{"InstructionError": []any{len(ixs) - 1, map[string]any{"Custom": 1}}}
+		status = map[string]any{"Err": metaErr}
+		logs = append(logs[:2], "Program log: Error: insufficient funds",
+			"Program "+p.program.String()+" failed: custom program error: 0x1")
+	}
+	balances := make([]uint64, len(keys))
+	for i := range balances {
+		balances[i] = 2_039_280
+	}
+	var version any = "legacy"
+	if p.versioned {
+		version = 0
+	}
+	sig := tx.Signatures[0].String()
+	doc := map[string]any{
+		"blockTime": time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC).Unix(),
+		"slot":      331_234_567,
+		"version":   version,
+		"transaction": []any{
+			base64.StdEncoding.EncodeToString(raw), "base64",
+		},
+		"meta": map[string]any{
+			"computeUnitsConsumed": 6200,
+			"err":                  metaErr,
+			"status":               status,
+			"fee":                  5000,
+			"innerInstructions":    []any{},
+			"loadedAddresses":      map[string]any{"writable": loadedW, "readonly": loadedR},
+			"logMessages":          logs,
+			"preBalances":          balances,
+			"postBalances":         balances,
+			"preTokenBalances":     pre,
+			"postTokenBalances":    post,
+			"rewards":              []any{},
+		},
+	}
+	e.rpc.mu.Lock()
+	e.rpc.docs[sig] = txDoc{doc: doc, version: version, finalized: !p.notFinal}
+	e.rpc.mu.Unlock()
+	return sig
+}
+
+func (e *solanaEnv) verify(sig string, expected uint64) VerifyResult {
+	e.t.Helper()
+	res, err := e.verifier.Verify(context.Background(), VerifyRequest{
+		Network: e.net.Name, TxHash: sig, MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(expected),
+	})
+	if err != nil {
+		e.t.Fatalf("Verify(%s): %v", sig, err)
+	}
+	return res
+}
+
+func TestSolanaScenarios(t *testing.T) {
+	e := newSolanaEnv(t)
+	const due = 32_610_000
+	otherMint := solana.NewWallet().PublicKey()
+	cases := []struct {
+		name     string
+		pay      solanaPayment
+		seen     bool
+		verdict  Verdict
+		reason   string
+		received string
+	}{
+		{"valid transfer", solanaPayment{units: due, merchantPre: 5_000_000}, true, VerdictComplete, "", "32610000"},
+		{"overpayment", solanaPayment{units: due + 1}, true, VerdictComplete, "", "32610001"},
+		{"underpayment", solanaPayment{units: due - 1}, true, VerdictFailed, ReasonInvalidTransfer, "32609999"},
+		{"wrong mint", solanaPayment{units: due, mint: otherMint}, true, VerdictFailed, ReasonInvalidTransfer, "0"},
+		{"Token-2022 look-alike", solanaPayment{units: due, program: solana.Token2022ProgramID}, true, VerdictFailed, ReasonInvalidTransfer, "0"},
+		{"owner mismatch", solanaPayment{units: due, to: solana.NewWallet().PublicKey()}, true, VerdictFailed, ReasonInvalidTransfer, "0"},
+		{"meta.err set", solanaPayment{units: due, failed: true}, true, VerdictFailed, ReasonTxReverted, "0"},
+		{"versioned v0 with lookup table", solanaPayment{units: due, versioned: true}, true, VerdictComplete, "", "32610000"},
+		{"account created in same tx", solanaPayment{units: due, createAccount: true}, true, VerdictComplete, "", "32610000"},
+		{"v0 and account created", solanaPayment{units: due, createAccount: true, versioned: true}, true, VerdictComplete, "", "32610000"},
+		{"confirmed, not finalized", solanaPayment{units: due, notFinal: true}, true, VerdictPending, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := e.publish(tc.pay)
+			res := e.verify(sig, due)
+			if res.Seen != tc.seen || res.Verdict != tc.verdict || res.Reason != tc.reason || res.ReceivedUnits != tc.received {
+				t.Fatalf("got seen=%v %s/%q received %q (%s), want seen=%v %s/%q received %q",
+					res.Seen, res.Verdict, res.Reason, res.ReceivedUnits, res.Message, tc.seen, tc.verdict, tc.reason, tc.received)
+			}
+			if res.Verdict == VerdictComplete && (res.Payer != e.customer.PublicKey().String() || res.BlockNumber != 331_234_567) {
+				t.Fatalf("complete result: %+v", res)
+			}
+			cfg := e.rpc.lastRequest()
+			if cfg["maxSupportedTransactionVersion"] != float64(0) || cfg["encoding"] != "base64" {
+				t.Fatalf("request config %v", cfg)
+			}
+		})
+	}
+	if !strings.Contains(e.verify(e.publish(solanaPayment{units: due, program: solana.Token2022ProgramID}), due).Message, solana.Token2022ProgramID.String()) {
+		t.Error("Token-2022 rejection does not say why")
+	}
+}
+
+func TestSolanaNotFoundAndCommitment(t *testing.T) {
+	e := newSolanaEnv(t)
+	var sig solana.Signature
+	copy(sig[:], strings.Repeat("x", 64))
+	res := e.verify(sig.String(), 1)
+	if res.Seen || res.Verdict != VerdictPending {
+		t.Fatalf("unknown signature: %+v", res)
+	}
+	e.rpc.mu.Lock()
+	var commitments []any
+	for _, r := range e.rpc.requests {
+		commitments = append(commitments, r["commitment"])
+	}
+	e.rpc.mu.Unlock()
+	if fmt.Sprint(commitments) != "[finalized confirmed]" {
+		t.Fatalf("commitments asked: %v", commitments)
+	}
+}
+
+func TestSolanaRPCFaultIsTransient(t *testing.T) {
+	e := newSolanaEnv(t)
+	sig := e.publish(solanaPayment{units: 1})
+	e.rpc.mu.Lock()
+	e.rpc.fail = true
+	e.rpc.mu.Unlock()
+	res, err := e.verifier.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: sig, MerchantAddress: e.merchant.String(), ExpectedUnits: "1"})
+	if err == nil || IsPermanent(err) || res.Verdict != "" {
+		t.Fatalf("rpc fault: %+v %v", res, err)
+	}
+	_, err = e.verifier.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: "0xabc", MerchantAddress: e.merchant.String(), ExpectedUnits: "1"})
+	if !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("bad signature: %v", err)
+	}
+}
+
+func TestMultiVerifierDispatch(t *testing.T) {
+	sol := newSolanaEnv(t)
+	evm := newEVMEnv(t, 1)
+	reg := DefaultRegistry()
+	reg.Set(sol.net)
+	reg.Set(evm.net)
+	dials := 0
+	mv := NewMultiVerifier(reg, WithEVMDialer(func(context.Context, Network) (EVMClient, error) {
+		dials++
+		return noClose{evm.client}, nil
+	}))
+	defer mv.Close()
+
+	solSig := sol.publish(solanaPayment{units: 7})
+	res, err := mv.Verify(context.Background(), VerifyRequest{Network: sol.net.Name, TxHash: solSig, MerchantAddress: sol.merchant.String(), ExpectedUnits: "7"})
+	if err != nil || res.Verdict != VerdictComplete {
+		t.Fatalf("solana through MultiVerifier: %+v %v", res, err)
+	}
+	hash := evm.payDirect(evm.merchant, 7)
+	evm.commit(1)
+	for range 2 {
+		res, err = mv.Verify(context.Background(), VerifyRequest{Network: evm.net.Name, TxHash: hash, MerchantAddress: evm.merchant.Hex(), ExpectedUnits: "7"})
+		if err != nil || res.Verdict != VerdictComplete {
+			t.Fatalf("evm through MultiVerifier: %+v %v", res, err)
+		}
+	}
+	if dials != 1 {
+		t.Fatalf("dialled %d times, want 1 (lazy, cached)", dials)
+	}
+	if _, err := mv.Verify(context.Background(), VerifyRequest{Network: "dogecoin"}); !errors.Is(err, ErrUnknownNetwork) {
+		t.Fatalf("unknown network: %v", err)
+	}
+}
