@@ -1,0 +1,383 @@
+// Package devchain runs a local EVM chain for development: go-ethereum's
+// simulated backend (ethclient/simulated) served over JSON-RPC on loopback,
+// sealing a block every second, with the project's test USDC deployed and a
+// funded customer wallet whose private key is public (see [CustomerKeyHex]).
+//
+// The embedded default profile points base_sepolia and eth_sepolia at it
+// ([DevNetworks]), so a checkout can be paid end to end with nothing but Go
+// installed: [PayUSDC] does what a customer wallet does.
+//
+// State does NOT survive a restart. The simulated backend keeps the chain in
+// memory only; every [Start] begins again at block 0. Because the deployer
+// key and the deployment order are fixed, the test USDC always has the same
+// address ([USDCAddress]) and the customer starts with the same balances, so
+// configuration stays valid across restarts; but transactions from an earlier
+// run are gone, and a session submitted before a restart will never see its
+// transaction confirmed.
+package devchain
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/eth/ethconfig"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/ethclient/simulated"
+	"github.com/ethereum/go-ethereum/node"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/contracts"
+)
+
+// Defaults of [Config].
+const (
+	DefaultHost          = "127.0.0.1"
+	DefaultPort          = 8545
+	DefaultBlockInterval = time.Second
+	// DefaultChainID is the chain id of go-ethereum's dev and simulated chains.
+	DefaultChainID uint64 = 1337
+	// DevConfirmations is the confirmation count [DevNetworks] sets: low, so a
+	// dev checkout completes in about two seconds, yet above 1 so the
+	// "confirming" state is visible.
+	DevConfirmations = 2
+)
+
+// Fixed development keys. They are public: never use them on a real network.
+const (
+	// DeployerKeyHex is the private key that deploys the test USDC as its first
+	// transaction, which fixes the token's address. It owns the token (mints).
+	// It is keccak256("paygate devchain deployer"), address
+	// 0x5Bd531243E00C9Bb8c9ded0B02f73bdf6aD93D79; the token lands at
+	// 0x311ac7C1fD17a484149813050b1084cfa1519dbA.
+	DeployerKeyHex = "ed6cf0fbb614f8a7f0131bb3f890104263e5e04c06c37275f177161c64f1b9f8"
+	// CustomerKeyHex is the private key of the funded customer wallet
+	// (ETH for gas and test USDC), to import into a browser wallet or to use
+	// with [PayUSDC]. It is keccak256("paygate devchain customer"), address
+	// 0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b.
+	CustomerKeyHex = "c5e74dbbc8e3d24e26d18f90c2003a28ddc2c1d44be1d2d5fdf49cbafac7a0f6"
+)
+
+// Initial balances of the customer wallet.
+var (
+	// CustomerETH is the customer's starting ether: 1,000 ETH for gas.
+	CustomerETH = new(big.Int).Mul(big.NewInt(1000), big.NewInt(params.Ether))
+	// CustomerUSDCUnits is the customer's starting test USDC: 1,000,000 USDC
+	// in integer units (6 decimals).
+	CustomerUSDCUnits = big.NewInt(1_000_000_000_000)
+)
+
+// DeployerKey returns the fixed deployer key.
+func DeployerKey() *ecdsa.PrivateKey { return mustHexKey(DeployerKeyHex) }
+
+// CustomerKey returns the fixed customer key.
+func CustomerKey() *ecdsa.PrivateKey { return mustHexKey(CustomerKeyHex) }
+
+// USDCAddress is the address of the test USDC on every dev chain: the first
+// contract created by the deployer.
+var USDCAddress = crypto.CreateAddress(crypto.PubkeyToAddress(DeployerKey().PublicKey), 0)
+
+func mustHexKey(h string) *ecdsa.PrivateKey {
+	k, err := crypto.HexToECDSA(h)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// Config configures a dev chain. Zero fields take the defaults.
+type Config struct {
+	// Host is the interface the JSON-RPC server listens on (default 127.0.0.1).
+	Host string
+	// Port is the JSON-RPC port (default 8545).
+	Port int
+	// BlockInterval is how often a block is sealed, transactions or not (default 1s).
+	BlockInterval time.Duration
+	// ChainID is the EIP-155 chain id (default 1337).
+	ChainID uint64
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return c, fmt.Errorf("devchain: port %d out of range", c.Port)
+	}
+	if c.BlockInterval == 0 {
+		c.BlockInterval = DefaultBlockInterval
+	}
+	if c.BlockInterval < 10*time.Millisecond {
+		return c, fmt.Errorf("devchain: block interval %s too short", c.BlockInterval)
+	}
+	if c.ChainID == 0 {
+		c.ChainID = DefaultChainID
+	}
+	return c, nil
+}
+
+// Chain is a running dev chain.
+type Chain struct {
+	cfg    Config
+	sim    *simulated.Backend
+	rpcURL string
+
+	commitMu sync.Mutex
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+}
+
+// Start launches a dev chain: the JSON-RPC server on cfg.Host:cfg.Port, the
+// test USDC deployed at [USDCAddress], the customer funded, and a block sealed
+// every cfg.BlockInterval until ctx ends or [Chain.Close] is called.
+func Start(ctx context.Context, cfg Config) (*Chain, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	deployer, customer := DeployerKey(), CustomerKey()
+	alloc := types.GenesisAlloc{
+		crypto.PubkeyToAddress(deployer.PublicKey): {Balance: new(big.Int).Mul(big.NewInt(1000), big.NewInt(params.Ether))},
+		crypto.PubkeyToAddress(customer.PublicKey): {Balance: CustomerETH},
+	}
+	sim, err := newBackend(alloc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{
+		cfg:    cfg,
+		sim:    sim,
+		rpcURL: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if err := c.deploy(ctx); err != nil {
+		_ = sim.Close()
+		return nil, err
+	}
+	go c.seal(ctx)
+	return c, nil
+}
+
+// newBackend builds the simulated backend, turning its start-up panic (for
+// example when the port is taken) into an error.
+func newBackend(alloc types.GenesisAlloc, cfg Config) (sim *simulated.Backend, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("devchain: start JSON-RPC on %s:%d: %v", cfg.Host, cfg.Port, r)
+		}
+	}()
+	return simulated.NewBackend(alloc, func(nc *node.Config, ec *ethconfig.Config) {
+		nc.HTTPHost = cfg.Host
+		nc.HTTPPort = cfg.Port
+		nc.HTTPModules = []string{"eth", "net", "web3"}
+		// A browser wallet on the hosted checkout page calls the node directly.
+		nc.HTTPCors = []string{"*"}
+		nc.HTTPVirtualHosts = []string{"*"}
+		genesis := *ec.Genesis
+		chainCfg := *genesis.Config // never mutate params.AllDevChainProtocolChanges
+		chainCfg.ChainID = new(big.Int).SetUint64(cfg.ChainID)
+		genesis.Config = &chainCfg
+		ec.Genesis = &genesis
+		ec.NetworkId = cfg.ChainID
+	}), nil
+}
+
+// deploy creates the test USDC and mints the customer's balance.
+func (c *Chain) deploy(ctx context.Context) error {
+	client := c.sim.Client()
+	tr, err := contracts.NewTransactor(ctx, client, DeployerKey())
+	if err != nil {
+		return fmt.Errorf("devchain: %w", err)
+	}
+	usdc := contracts.MustLoad(contracts.TestUSDC)
+	addr, tx, err := tr.Deploy(ctx, usdc)
+	if err != nil {
+		return fmt.Errorf("devchain: deploy test USDC: %w", err)
+	}
+	if addr != USDCAddress {
+		return fmt.Errorf("devchain: test USDC deployed at %s, expected %s (deployer nonce not 0?)", addr, USDCAddress)
+	}
+	if err := c.commitAndCheck(ctx, tx); err != nil {
+		return err
+	}
+	tx, err = tr.Transact(ctx, usdc, addr, "mint", crypto.PubkeyToAddress(CustomerKey().PublicKey), CustomerUSDCUnits)
+	if err != nil {
+		return fmt.Errorf("devchain: mint: %w", err)
+	}
+	return c.commitAndCheck(ctx, tx)
+}
+
+func (c *Chain) commitAndCheck(ctx context.Context, tx *types.Transaction) error {
+	c.commit()
+	r, err := c.sim.Client().TransactionReceipt(ctx, tx.Hash())
+	if err != nil {
+		return fmt.Errorf("devchain: receipt of %s: %w", tx.Hash(), err)
+	}
+	if r.Status != types.ReceiptStatusSuccessful {
+		return fmt.Errorf("devchain: transaction %s reverted", tx.Hash())
+	}
+	return nil
+}
+
+func (c *Chain) commit() {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	c.sim.Commit()
+}
+
+// seal commits a block every interval until stopped.
+func (c *Chain) seal(ctx context.Context) {
+	defer close(c.done)
+	t := time.NewTicker(c.cfg.BlockInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.commit()
+		}
+	}
+}
+
+// RPCURL returns the JSON-RPC endpoint, e.g. "http://127.0.0.1:8545".
+func (c *Chain) RPCURL() string { return c.rpcURL }
+
+// USDC returns the address of the test USDC (always [USDCAddress]).
+func (c *Chain) USDC() common.Address { return USDCAddress }
+
+// ChainID returns the chain id.
+func (c *Chain) ChainID() uint64 { return c.cfg.ChainID }
+
+// CustomerKey returns the funded customer's private key.
+func (c *Chain) CustomerKey() *ecdsa.PrivateKey { return CustomerKey() }
+
+// Customer returns the funded customer's address.
+func (c *Chain) Customer() common.Address { return crypto.PubkeyToAddress(CustomerKey().PublicKey) }
+
+// Fund sends ether (wei) and mints test USDC (integer units) to an address,
+// for trying the checkout from a wallet of one's own. Either amount may be
+// nil. It returns once both transactions are sealed.
+func (c *Chain) Fund(ctx context.Context, to common.Address, wei, usdcUnits *big.Int) error {
+	tr, err := contracts.NewTransactor(ctx, c.sim.Client(), DeployerKey())
+	if err != nil {
+		return fmt.Errorf("devchain: %w", err)
+	}
+	if wei != nil && wei.Sign() > 0 {
+		tx, err := sendValue(ctx, c, to, wei)
+		if err != nil {
+			return err
+		}
+		if err := c.commitAndCheck(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if usdcUnits != nil && usdcUnits.Sign() > 0 {
+		tx, err := tr.Transact(ctx, contracts.MustLoad(contracts.TestUSDC), USDCAddress, "mint", to, usdcUnits)
+		if err != nil {
+			return fmt.Errorf("devchain: mint: %w", err)
+		}
+		return c.commitAndCheck(ctx, tx)
+	}
+	return nil
+}
+
+func sendValue(ctx context.Context, c *Chain, to common.Address, wei *big.Int) (*types.Transaction, error) {
+	client := c.sim.Client()
+	key := DeployerKey()
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	nonce, err := client.PendingNonceAt(ctx, from)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: nonce: %w", err)
+	}
+	head, err := client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: head: %w", err)
+	}
+	tip := big.NewInt(params.GWei)
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(new(big.Int).SetUint64(c.cfg.ChainID)), &types.DynamicFeeTx{
+		ChainID: new(big.Int).SetUint64(c.cfg.ChainID), Nonce: nonce, GasTipCap: tip,
+		GasFeeCap: new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2))),
+		Gas:       params.TxGas, To: &to, Value: wei,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devchain: sign: %w", err)
+	}
+	if err := client.SendTransaction(ctx, tx); err != nil {
+		return nil, fmt.Errorf("devchain: send: %w", err)
+	}
+	return tx, nil
+}
+
+// Close stops sealing and shuts the chain down; its state is discarded.
+func (c *Chain) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.commitMu.Lock()
+		defer c.commitMu.Unlock()
+		err = c.sim.Close()
+	})
+	return err
+}
+
+// PayUSDC signs and broadcasts an ERC-20 transfer of units (integer token
+// units) of token to `to` from the wallet of key, through the JSON-RPC
+// endpoint at rpcURL, as a customer's wallet would. It returns the transaction
+// hash as soon as the node accepts the transaction, before it is mined.
+func PayUSDC(ctx context.Context, rpcURL string, key *ecdsa.PrivateKey, token, to common.Address, units *big.Int) (txHash string, err error) {
+	if units == nil || units.Sign() <= 0 {
+		return "", errors.New("devchain: amount must be positive")
+	}
+	client, err := ethclient.DialContext(ctx, rpcURL)
+	if err != nil {
+		return "", fmt.Errorf("devchain: dial %s: %w", rpcURL, err)
+	}
+	defer client.Close()
+	tr, err := contracts.NewTransactor(ctx, client, key)
+	if err != nil {
+		return "", fmt.Errorf("devchain: %w", err)
+	}
+	tx, err := tr.Transact(ctx, contracts.MustLoad(contracts.TestUSDC), token, "transfer", to, units)
+	if err != nil {
+		return "", fmt.Errorf("devchain: pay: %w", err)
+	}
+	return tx.Hash().Hex(), nil
+}
+
+// DevNetworks points base_sepolia and eth_sepolia at the dev chain c: its RPC
+// URL, chain id and test USDC, [DevConfirmations] confirmations, a one-second
+// poll interval and no block explorer. Both names share the one dev chain.
+func DevNetworks(c *Chain, reg *chain.Registry) {
+	for _, name := range []string{chain.NetworkBaseSepolia, chain.NetworkEthSepolia} {
+		n, ok := reg.Lookup(name)
+		if !ok {
+			n = chain.Network{Name: name, Family: chain.FamilyEVM, Mode: chain.ModeTest, Decimals: chain.USDCDecimals}
+		}
+		n.RPCURL = c.RPCURL()
+		n.ChainID = c.ChainID()
+		n.USDC = c.USDC().Hex()
+		n.Confirmations = DevConfirmations
+		n.PollInterval = time.Second
+		n.ExplorerURL, n.ExplorerSuffix = "", ""
+		reg.Set(n)
+	}
+}
