@@ -102,12 +102,13 @@ type Server struct {
 	cmd  *exec.Cmd
 	out  *output // the child's output and our messages, tail kept for errors
 
-	done          chan struct{} // closed when the child has exited
-	waitErr       error         // cmd.Wait's result, set before done closes
-	exitedOnOwn   bool          // the child exited without Stop asking; set before done closes
-	stopRequested atomic.Bool
-	killed        atomic.Bool
-	stopOnce      sync.Once
+	done             chan struct{} // closed when the child has exited
+	waitErr          error         // cmd.Wait's result, set before done closes
+	exitedOnOwn      bool          // the child exited without Stop asking; set before done closes
+	stopRequested    atomic.Bool
+	killRequested    atomic.Bool // stopped by kill, not Stop
+	killedAfterGrace atomic.Bool // Stop's SIGINT was not enough
+	stopOnce         sync.Once
 }
 
 // Start launches `temporal server start-dev` with opts, waits until its
@@ -318,21 +319,34 @@ func (s *Server) UIURL() string {
 
 // Stop shuts the server down gracefully (SIGINT, which lets it close the
 // SQLite file cleanly), kills it if it has not exited after StopTimeout, and
-// returns what Wait returns. It may be called more than once.
+// returns what Wait returns. It may be called more than once. A graceful stop
+// takes one to three seconds, most of it the frontend's fixed drain time.
 func (s *Server) Stop() error {
+	return s.stop(os.Interrupt, StopTimeout)
+}
+
+// kill ends the server at once (SIGKILL), for state that is thrown away.
+func (s *Server) kill() error {
+	return s.stop(os.Kill, 0)
+}
+
+func (s *Server) stop(sig os.Signal, grace time.Duration) error {
 	s.stopOnce.Do(func() {
 		s.stopRequested.Store(true)
-		if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
-			// Already exited, or no SIGINT on this platform: nothing to wait for.
+		s.killRequested.Store(sig == os.Kill)
+		if err := s.cmd.Process.Signal(sig); err != nil {
+			// Already exited, or no such signal on this platform.
 			_ = s.cmd.Process.Kill()
 		}
-		timer := time.NewTimer(StopTimeout)
+		timer := time.NewTimer(grace)
 		defer timer.Stop()
 		select {
 		case <-s.done:
 		case <-timer.C:
-			s.killed.Store(true)
-			_ = s.cmd.Process.Kill()
+			if !s.killRequested.Load() {
+				s.killedAfterGrace.Store(true)
+				_ = s.cmd.Process.Kill()
+			}
 			<-s.done
 		}
 	})
@@ -347,9 +361,9 @@ func (s *Server) Wait() error {
 	switch {
 	case s.exitedOnOwn:
 		return fmt.Errorf("temporaldev: server exited unexpectedly (%v); its output:\n%s", exitStatus(s.waitErr), s.out)
-	case s.killed.Load():
+	case s.killedAfterGrace.Load():
 		return fmt.Errorf("temporaldev: server did not stop within %s of SIGINT and was killed", StopTimeout)
-	case s.waitErr != nil:
+	case s.waitErr != nil && !s.killRequested.Load():
 		return fmt.Errorf("temporaldev: server failed while stopping (%v); its output:\n%s", s.waitErr, s.out)
 	}
 	return nil

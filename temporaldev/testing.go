@@ -11,8 +11,9 @@ import (
 
 // StartForTest starts a headless dev server for an integration test: loopback
 // on a free port, state in t.TempDir(), paygate's search attributes
-// registered, default namespace. t.Cleanup stops it and, if the test failed,
-// logs the server's output. Dial it with client.Options{HostPort: s.Address()}.
+// registered, default namespace. t.Cleanup kills it (its state is thrown
+// away, and a graceful stop would cost the test two seconds) and, if the test
+// failed, logs the server's output. Dial it with client.Options{HostPort: s.Address()}.
 //
 // When the Temporal CLI binary is missing the test is skipped with a hint to
 // run tools/build-temporal.sh, unless the CI environment variable is set: then
@@ -45,7 +46,7 @@ func StartForTest(t testing.TB) *Server {
 		t.Fatalf("temporaldev: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
+		if err := srv.kill(); err != nil {
 			t.Errorf("temporaldev: %v", err)
 		}
 		if t.Failed() {
