@@ -192,7 +192,9 @@ func TestArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(o.args(), " ")
-	want := "server start-dev --ip 127.0.0.1 --port 7233 --log-level warn --db-filename /data/temporal.db --ui-port 8233 --namespace paygate " +
+	want := "server start-dev --ip 127.0.0.1 --port 7233 --log-level warn " +
+		"--db-filename /data/temporal.db --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal " +
+		"--ui-port 8233 --namespace paygate " +
 		"--dynamic-config-value frontend.enableServerVersionCheck=false " +
 		"--dynamic-config-value matching.numTaskqueueReadPartitions=1 " +
 		"--dynamic-config-value matching.numTaskqueueWritePartitions=1"
