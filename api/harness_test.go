@@ -1,0 +1,203 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+)
+
+const (
+	evmA   = "0x52908400098527886E0F7030069857D2E4169EE7"
+	evmB   = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
+	solA   = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+	hash64 = "0x" + "ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12"
+)
+
+// harness is one API over one fresh store, driven through real HTTP.
+type harness struct {
+	t     *testing.T
+	store *models.Store
+	srv   *api.Server
+	http  *httptest.Server
+}
+
+func newHarness(t *testing.T, st *models.Store, mutate ...func(*api.Deps)) *harness {
+	t.Helper()
+	d := api.Deps{Store: st, Hasher: auth.NewHasher("test-secret-test-secret-test-secret!"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, m := range mutate {
+		m(&d)
+	}
+	srv, err := api.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &harness{t: t, store: st, srv: srv, http: hs}
+}
+
+// forEachStore runs fn against an API on every dialect.
+func forEachStore(t *testing.T, fn func(t *testing.T, h *harness)) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) { fn(t, newHarness(t, st)) })
+}
+
+// resp is a decoded response.
+type resp struct {
+	Status int
+	Body   map[string]any
+	Raw    string
+	Header http.Header
+}
+
+func (r resp) data() map[string]any {
+	m, _ := r.Body["data"].(map[string]any)
+	return m
+}
+
+func (r resp) list() []any {
+	l, _ := r.Body["data"].([]any)
+	return l
+}
+
+func (r resp) str(path ...string) string {
+	var cur any = r.Body
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = m[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+// do sends a request; body may be a string (sent as is) or a value (JSON).
+func (h *harness) do(method, path, token string, body any) resp {
+	h.t.Helper()
+	var rdr io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rdr = strings.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rdr = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, h.http.URL+path, rdr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rdr != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := h.http.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := resp{Status: res.StatusCode, Raw: string(raw), Header: res.Header}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out.Body); err != nil {
+			h.t.Fatalf("%s %s: response is not JSON: %q", method, path, raw)
+		}
+	}
+	return out
+}
+
+// expect checks status and, for errors, the envelope and code.
+func expect(t *testing.T, r resp, status int, code string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Raw)
+	}
+	if status >= 400 {
+		if r.Body["status"] != "error" || r.Body["code"] != code || r.str("message") == "" {
+			t.Fatalf("want error envelope with code %s, got %s", code, r.Raw)
+		}
+	} else if r.Body["status"] != "success" {
+		t.Fatalf("want success envelope, got %s", r.Raw)
+	}
+}
+
+// expectMessage checks a 400's message names the field with the reason.
+func expectField(t *testing.T, r resp, field string) {
+	t.Helper()
+	expect(t, r, http.StatusBadRequest, "BAD_REQUEST")
+	msg := r.str("message")
+	for _, part := range strings.Split(msg, "; ") {
+		if strings.HasPrefix(part, field+": ") {
+			return
+		}
+	}
+	t.Fatalf("message %q does not name %q as `field: reason`", msg, field)
+}
+
+// merchant is a signed-up merchant's credentials.
+type merchant struct {
+	ID      string
+	Email   string
+	Session string
+	TestKey string
+	LiveKey string
+}
+
+var signupSeq int
+
+// signup creates a merchant with default wallets set.
+func (h *harness) signup() merchant {
+	h.t.Helper()
+	signupSeq++
+	email := "m" + strings.ReplaceAll(models.NewID()[24:], "-", "") + "@example.com"
+	r := h.do("POST", "/api/auth/signup", "", map[string]any{"email": email, "password": "correct horse battery", "businessName": "Shop"})
+	expect(h.t, r, 201, "")
+	m := merchant{ID: r.str("data", "merchant", "id"), Email: email, Session: r.str("data", "sessionToken"), TestKey: r.str("data", "testKey", "fullKey")}
+	expect(h.t, h.do("PATCH", "/api/merchant", m.Session, map[string]any{"wallets": map[string]any{"evm": evmA, "solana": solA}}), 200, "")
+	return m
+}
+
+// withLive approves the merchant's KYB and creates a live key.
+func (h *harness) withLive(m merchant) merchant {
+	h.t.Helper()
+	ctx := context.Background()
+	if err := h.store.SubmitKYB(ctx, &models.KYBApplication{MerchantID: m.ID, BusinessName: "Shop", BusinessType: "llc",
+		Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.store.ReviewKYB(ctx, m.ID, true, "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
+		h.t.Fatal(err)
+	}
+	r := h.do("POST", "/api/developer/keys", m.Session, map[string]any{"keyType": "live"})
+	expect(h.t, r, 201, "")
+	m.LiveKey = r.str("data", "fullKey")
+	return m
+}
+
+// link creates a payment link with the key and returns its id.
+func (h *harness) link(key string, body map[string]any) string {
+	h.t.Helper()
+	if body == nil {
+		body = map[string]any{"name": "T-shirt", "amount": 25.5, "network": "base_sepolia"}
+	}
+	r := h.do("POST", "/api/payment-links", key, body)
+	expect(h.t, r, 201, "")
+	return r.str("data", "id")
+}

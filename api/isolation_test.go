@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+)
+
+// isolationCase says how to reach a route's resource: which credential of a
+// merchant to use, how to make a resource of merchant A in a given mode, and
+// the request body (a body-borne id is substituted for {id}).
+type isolationCase struct {
+	auth   string // "key" or "session"
+	create func(h *harness, a merchant, mode models.Mode) string
+	body   string
+	// modeMismatchIsReported: SPEC.md Errors rule 3 asks for a 400 that says
+	// the payment link is of the other mode; the status still matches a
+	// missing id, the message may differ (it is the caller's own link).
+	modeMismatchIsReported bool
+}
+
+func isolationCases() map[string]isolationCase {
+	linkOf := func(h *harness, a merchant, mode models.Mode) string {
+		if mode == models.ModeLive {
+			return h.link(a.LiveKey, map[string]any{"name": "x", "amount": 1, "network": "base"})
+		}
+		return h.link(a.TestKey, nil)
+	}
+	customerOf := func(h *harness, a merchant, mode models.Mode) string {
+		c := &models.Customer{MerchantID: a.ID, Mode: mode, Email: strings.ReplaceAll(models.NewID(), "-", "") + "@example.com"}
+		if err := h.store.CreateCustomer(context.Background(), c); err != nil {
+			h.t.Fatal(err)
+		}
+		return c.ID
+	}
+	txOf := func(h *harness, a merchant, mode models.Mode) string {
+		network := "base_sepolia"
+		if mode == models.ModeLive {
+			network = "base"
+		}
+		tx := &models.Transaction{MerchantID: a.ID, Mode: mode, Amount: money.FromCents(100), Token: "USDC", Network: network,
+			TxHash: "0x" + strings.Repeat("0", 28) + strings.ReplaceAll(models.NewID(), "-", "")}
+		if err := h.store.RecordTransaction(context.Background(), tx); err != nil {
+			h.t.Fatal(err)
+		}
+		return tx.ID
+	}
+	subOf := func(h *harness, a merchant, mode models.Mode) string {
+		s := &models.Subscription{MerchantID: a.ID, Mode: mode, Status: models.SubActive, Network: "base_sepolia", BillingModel: "push",
+			Amount: money.FromCents(100), BillingInterval: "month", CurrentPeriodStart: time.Now(), CurrentPeriodEnd: time.Now()}
+		if err := h.store.CreateSubscription(context.Background(), s); err != nil {
+			h.t.Fatal(err)
+		}
+		return s.ID
+	}
+	return map[string]isolationCase{
+		"GET /api/payment-links/:id":    {auth: "key", create: linkOf},
+		"PATCH /api/payment-links/:id":  {auth: "key", create: linkOf, body: `{"name":"stolen"}`},
+		"DELETE /api/payment-links/:id": {auth: "session", create: linkOf},
+		"GET /api/customers/:id":        {auth: "key", create: customerOf},
+		"PATCH /api/customers/:id":      {auth: "key", create: customerOf, body: `{"name":"stolen"}`},
+		"GET /api/transactions/:id":     {auth: "key", create: txOf},
+		"GET /api/subscriptions/:id":    {auth: "key", create: subOf},
+		// Routes whose id travels in the body.
+		"PATCH /api/subscriptions": {auth: "key", create: subOf, body: `{"subscriptionId":"{id}","action":"pause"}`},
+		"POST /api/transactions": {auth: "key", create: linkOf, body: `{"amount":"1","token":"USDC","network":"base_sepolia",` +
+			`"txHash":"0x` + strings.Repeat("e", 64) + `","walletAddress":"` + evmB + `","paymentLinkId":"{id}"}`,
+			modeMismatchIsReported: true},
+	}
+}
+
+// Routes that act only on the caller's own account (no foreign id can be
+// named), listed so that a new route must be classified here or above.
+var ownAccountRoutes = map[string]bool{
+	"POST /api/auth/signup": true, "POST /api/auth/login": true, "POST /api/auth/logout": true,
+	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
+	"POST /api/developer/keys": true, "GET /api/developer/keys": true,
+	"POST /api/kyb": true, "GET /api/kyb": true, "PATCH /api/kyb": true,
+	"POST /api/payment-links": true, "GET /api/payment-links": true,
+	"POST /api/customers": true, "GET /api/customers": true, "GET /api/transactions": true,
+	"GET /api/subscriptions": true, "POST /api/settlements": true, "GET /api/settlements": true,
+	"GET /api/settlements/balance": true,
+}
+
+// TestTenantIsolation walks the router's own route table: for every route
+// that names a resource, merchant B's credential on merchant A's id answers
+// exactly what a missing id answers, and A's test key on A's live resource
+// answers the same. A route in neither table fails the test.
+func TestTenantIsolation(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		cases := isolationCases()
+		a := h.withLive(h.signup())
+		b := h.withLive(h.signup())
+		cred := func(m merchant, kind string, mode models.Mode) string {
+			switch {
+			case kind == "session":
+				return m.Session
+			case mode == models.ModeLive:
+				return m.LiveKey
+			}
+			return m.TestKey
+		}
+		send := func(method, path, token, body, id string) resp {
+			path = strings.Replace(path, ":id", id, 1)
+			var payload any
+			if body != "" {
+				payload = strings.ReplaceAll(body, "{id}", id)
+			}
+			return h.do(method, path, token, payload)
+		}
+		covered := 0
+		for _, r := range h.srv.Engine().Routes() {
+			key := r.Method + " " + r.Path
+			c, ok := cases[key]
+			if !ok {
+				if !ownAccountRoutes[key] {
+					t.Errorf("route %s has no tenant-isolation coverage: add it to isolationCases or ownAccountRoutes", key)
+				}
+				continue
+			}
+			covered++
+			for _, mode := range []models.Mode{models.ModeTest, models.ModeLive} {
+				if c.auth == "session" && mode == models.ModeLive {
+					continue
+				}
+				idA := c.create(h, a, mode)
+				missing := send(r.Method, r.Path, cred(b, c.auth, mode), c.body, models.NewID())
+				foreign := send(r.Method, r.Path, cred(b, c.auth, mode), c.body, idA)
+				if foreign.Status != missing.Status || foreign.str("message") != missing.str("message") || foreign.str("code") != missing.str("code") {
+					t.Errorf("%s (%s): foreign id answered %d %s, a missing id %d %s", key, mode, foreign.Status, foreign.Raw, missing.Status, missing.Raw)
+				}
+				if foreign.Status < 400 {
+					t.Errorf("%s (%s): merchant B reached A's resource: %s", key, mode, foreign.Raw)
+				}
+				if mode == models.ModeLive && c.auth == "key" {
+					// A's own test key never reads A's live resource.
+					own := send(r.Method, r.Path, a.TestKey, c.body, idA)
+					missingOwn := send(r.Method, r.Path, a.TestKey, c.body, models.NewID())
+					sameMessage := own.str("message") == missingOwn.str("message") || c.modeMismatchIsReported
+					if own.Status != missingOwn.Status || !sameMessage || own.Status < 400 {
+						t.Errorf("%s: test key on a live resource answered %d %s, a missing id %d %s", key, own.Status, own.Raw, missingOwn.Status, missingOwn.Raw)
+					}
+				}
+			}
+		}
+		if covered != len(cases) {
+			t.Errorf("isolationCases names %d routes but only %d exist in the router", len(cases), covered)
+		}
+		// Nothing B attempted changed A's data.
+		links := h.do("GET", "/api/payment-links", a.TestKey, nil).list()
+		for _, l := range links {
+			if l.(map[string]any)["name"] == "stolen" {
+				t.Fatal("merchant B renamed A's link")
+			}
+		}
+		if len(links) == 0 {
+			t.Fatal("merchant B deleted A's links")
+		}
+		if code := h.do("GET", "/api/transactions?limit=100", b.TestKey, nil).Status; code != http.StatusOK {
+			t.Fatal(code)
+		}
+	})
+}

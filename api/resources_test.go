@@ -1,0 +1,427 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+)
+
+func TestPaymentLinks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		r := h.do("POST", "/api/payment-links", m.TestKey, map[string]any{
+			"name": "T-shirt", "description": "Blue", "amount": 25.5, "network": "base_sepolia",
+			"networks":                []string{"eth_sepolia", "solana_devnet"},
+			"merchantWalletAddresses": map[string]string{"eth_sepolia": evmB},
+		})
+		expect(t, r, 201, "")
+		d := r.data()
+		if d["amount"] != 25.5 || d["currency"] != "USD" || d["token"] != "USDC" || d["active"] != true ||
+			d["totalCollected"] != 0.0 || d["totalTransactions"] != 0.0 || d["merchantName"] != "Shop" ||
+			d["merchantWalletAddress"] != evmA || d["network"] != "base_sepolia" {
+			t.Fatalf("link %s", r.Raw)
+		}
+		if !strings.Contains(r.Raw, `"amount":25.50`) {
+			t.Fatalf("amount must be printed exactly with cents: %s", r.Raw)
+		}
+		nets := d["networks"].([]any)
+		if len(nets) != 3 || nets[0] != "base_sepolia" {
+			t.Fatalf("networks %v", nets)
+		}
+		w := d["merchantWalletAddresses"].(map[string]any)
+		if w["eth_sepolia"] != evmB || w["solana_devnet"] != solA {
+			t.Fatalf("wallets %v", w)
+		}
+		id := d["id"].(string)
+
+		// Amount bounds, just inside and just outside.
+		for _, a := range []any{0.01, "999999999.99", 999999999.99} {
+			expect(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": a, "network": "base_sepolia"}), 201, "")
+		}
+		for _, a := range []any{0.009, 0, -1, 1000000000, "33.999", "abc", true} {
+			expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": a, "network": "base_sepolia"}), "amount")
+		}
+		// A number with more digits than a float can hold is still exact.
+		r = h.do("POST", "/api/payment-links", m.TestKey, `{"name":"x","amount":123456789.12,"network":"base_sepolia"}`)
+		expect(t, r, 201, "")
+		if !strings.Contains(r.Raw, `"amount":123456789.12`) {
+			t.Fatalf("exact amount lost: %s", r.Raw)
+		}
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"amount": 1, "network": "base_sepolia"}), "name")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": strings.Repeat("n", 201), "amount": 1, "network": "base_sepolia"}), "name")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1}), "network")
+		// Mode and network: a test key with a mainnet network is a 400.
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base"}), "network")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "networks": []string{"polygon"}}), "networks[0]")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "dogecoin"}), "network")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "currency": "EUR"}), "currency")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "merchantWalletAddresses": map[string]string{"base_sepolia": solA}}), "merchantWalletAddresses.base_sepolia")
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "merchantWalletAddresses": map[string]string{"solana_devnet": solA}}), "merchantWalletAddresses.solana_devnet")
+		expect(t, h.do("POST", "/api/payment-links", "", map[string]any{"name": "x", "amount": 1, "network": "base_sepolia"}), 401, "UNAUTHORIZED")
+		// Without a default wallet for the family, the wallet is required.
+		bare := h.signup()
+		expect(t, h.do("PATCH", "/api/merchant", bare.Session, map[string]any{"wallets": map[string]any{"solana": ""}}), 200, "")
+		expectField(t, h.do("POST", "/api/payment-links", bare.TestKey, map[string]any{"name": "x", "amount": 1, "network": "solana_devnet"}), "merchantWalletAddresses.solana_devnet")
+
+		r = h.do("GET", "/api/payment-links/"+id, m.TestKey, nil)
+		expect(t, r, 200, "")
+		if r.str("data", "id") != id {
+			t.Fatal(r.Raw)
+		}
+		// The wallet filter matches any of a link's networks.
+		r = h.do("GET", "/api/payment-links?merchantWalletAddress="+evmB, m.TestKey, nil)
+		expect(t, r, 200, "")
+		if len(r.list()) != 1 {
+			t.Fatalf("filter by %s: %s", evmB, r.Raw)
+		}
+		if n := len(h.do("GET", "/api/payment-links", m.TestKey, nil).list()); n != 5 {
+			t.Fatalf("all links: %d", n)
+		}
+		if n := len(h.do("GET", "/api/payment-links?merchantWalletAddress=0x0000000000000000000000000000000000000001", m.TestKey, nil).list()); n != 0 {
+			t.Fatalf("unknown wallet: %d", n)
+		}
+
+		r = h.do("PATCH", "/api/payment-links/"+id, m.TestKey, map[string]any{"active": false, "amount": "30"})
+		expect(t, r, 200, "")
+		if r.data()["active"] != false || r.data()["amount"] != 30.0 || r.data()["name"] != "T-shirt" {
+			t.Fatalf("patch %s", r.Raw)
+		}
+		expectField(t, h.do("PATCH", "/api/payment-links/"+id, m.TestKey, map[string]any{"amount": 0}), "amount")
+		expectField(t, h.do("PATCH", "/api/payment-links/"+id, m.TestKey, map[string]any{"active": "yes"}), "active")
+		expectField(t, h.do("PATCH", "/api/payment-links/"+id, m.TestKey, map[string]any{"network": "base"}), "network")
+		expectField(t, h.do("GET", "/api/payment-links/not-a-uuid", m.TestKey, nil), "id")
+		expect(t, h.do("GET", "/api/payment-links/"+models.NewID(), m.TestKey, nil), 404, "NOT_FOUND")
+
+		// DELETE is a dashboard route.
+		expect(t, h.do("DELETE", "/api/payment-links/"+id, m.TestKey, nil), 401, "UNAUTHORIZED")
+		r = h.do("DELETE", "/api/payment-links/"+id, m.Session, nil)
+		expect(t, r, 200, "")
+		if r.str("message") == "" {
+			t.Fatal("delete answers a message")
+		}
+		expect(t, h.do("GET", "/api/payment-links/"+id, m.TestKey, nil), 404, "NOT_FOUND")
+		expect(t, h.do("DELETE", "/api/payment-links/"+id, m.Session, nil), 404, "NOT_FOUND")
+	})
+}
+
+func TestLiveModeLinks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.withLive(h.signup())
+		live := h.link(m.LiveKey, map[string]any{"name": "x", "amount": 1, "network": "base", "networks": []string{"polygon", "solana"}})
+		expectField(t, h.do("POST", "/api/payment-links", m.LiveKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia"}), "network")
+		// The other mode's resource is 404, and lists never mix modes.
+		expect(t, h.do("GET", "/api/payment-links/"+live, m.TestKey, nil), 404, "NOT_FOUND")
+		if n := len(h.do("GET", "/api/payment-links", m.TestKey, nil).list()); n != 0 {
+			t.Fatalf("test key lists %d live links", n)
+		}
+		expect(t, h.do("GET", "/api/payment-links/"+live, m.LiveKey, nil), 200, "")
+	})
+}
+
+func TestCustomers(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		r := h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "Ann@Example.com", "name": "Ann", "country": "de",
+			"metadata": map[string]string{"crm": "42"}})
+		expect(t, r, 201, "")
+		id := r.str("data", "id")
+		if r.str("data", "email") != "ann@example.com" || r.str("data", "country") != "DE" || r.data()["totalSpent"] != 0.0 {
+			t.Fatalf("customer %s", r.Raw)
+		}
+		expect(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "ann@example.com"}), 409, "CONFLICT")
+		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"name": "x"}), "email")
+		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "b@example.com", "country": "USA"}), "country")
+		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "b@example.com", "walletAddress": "0xnothex"}), "walletAddress")
+		big := map[string]string{}
+		for i := 0; i < 51; i++ {
+			big[fmt.Sprint("k", i)] = "v"
+		}
+		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "b@example.com", "metadata": big}), "metadata")
+
+		r = h.do("GET", "/api/customers/"+id, m.TestKey, nil)
+		expect(t, r, 200, "")
+		if md, ok := r.data()["metadata"].(map[string]any); !ok || md["crm"] != "42" {
+			t.Fatalf("single customer carries metadata: %s", r.Raw)
+		}
+		r = h.do("PATCH", "/api/customers/"+id, m.TestKey, map[string]any{"country": "FR", "metadata": map[string]string{"tier": "gold"}})
+		expect(t, r, 200, "")
+		md := r.data()["metadata"].(map[string]any)
+		if r.str("data", "name") != "Ann" || r.str("data", "country") != "FR" || md["crm"] != "42" || md["tier"] != "gold" {
+			t.Fatalf("patch changes only fields sent: %s", r.Raw)
+		}
+		r = h.do("PATCH", "/api/customers/"+id, m.TestKey, map[string]any{"metadata": map[string]string{"crm": ""}})
+		if _, still := r.data()["metadata"].(map[string]any)["crm"]; still {
+			t.Fatal("empty metadata value removes the key")
+		}
+		expectField(t, h.do("PATCH", "/api/customers/"+id, m.TestKey, map[string]any{"email": "bad"}), "email")
+		expectField(t, h.do("PATCH", "/api/customers/"+id, m.TestKey, map[string]any{"unknown": 1}), "unknown")
+		expect(t, h.do("PATCH", "/api/customers/"+models.NewID(), m.TestKey, map[string]any{"name": "x"}), 404, "NOT_FOUND")
+		expect(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "other@example.com"}), 201, "")
+		expect(t, h.do("PATCH", "/api/customers/"+id, m.TestKey, map[string]any{"email": "other@example.com"}), 409, "CONFLICT")
+		// The same e-mail is free in the other mode.
+		m = h.withLive(m)
+		expect(t, h.do("POST", "/api/customers", m.LiveKey, map[string]any{"email": "ann@example.com"}), 201, "")
+		expect(t, h.do("GET", "/api/customers/"+id, m.LiveKey, nil), 404, "NOT_FOUND")
+	})
+}
+
+func TestCustomerPagination(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		const n = 105
+		ctx := context.Background()
+		for i := 0; i < n; i++ {
+			if err := h.store.CreateCustomer(ctx, &models.Customer{MerchantID: m.ID, Mode: models.ModeTest, Email: fmt.Sprintf("c%03d@example.com", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := h.do("GET", "/api/customers", m.TestKey, nil)
+		expect(t, r, 200, "")
+		if len(r.list()) != 25 || r.Body["hasMore"] != true {
+			t.Fatalf("default page: %d hasMore=%v", len(r.list()), r.Body["hasMore"])
+		}
+		if _, has := r.list()[0].(map[string]any)["metadata"]; has {
+			t.Fatal("list items carry no metadata")
+		}
+		if first := r.list()[0].(map[string]any)["email"]; first != "c104@example.com" {
+			t.Fatalf("newest first, got %v", first)
+		}
+		r = h.do("GET", "/api/customers?limit=1", m.TestKey, nil)
+		if len(r.list()) != 1 || r.Body["hasMore"] != true {
+			t.Fatalf("limit=1: %s", r.Raw)
+		}
+		r = h.do("GET", "/api/customers?limit=100", m.TestKey, nil)
+		if len(r.list()) != 100 || r.Body["hasMore"] != true {
+			t.Fatalf("limit=100: %d", len(r.list()))
+		}
+		last := r.list()[99].(map[string]any)["id"].(string)
+		r = h.do("GET", "/api/customers?limit=100&starting_after="+last, m.TestKey, nil)
+		if len(r.list()) != 5 || r.Body["hasMore"] != false {
+			t.Fatalf("second page: %d hasMore=%v", len(r.list()), r.Body["hasMore"])
+		}
+		if r.list()[4].(map[string]any)["email"] != "c000@example.com" {
+			t.Fatal("pages must continue in order")
+		}
+		for _, bad := range []string{"0", "101", "-1", "x", "1.5"} {
+			expectField(t, h.do("GET", "/api/customers?limit="+bad, m.TestKey, nil), "limit")
+		}
+		expectField(t, h.do("GET", "/api/customers?starting_after=nope", m.TestKey, nil), "starting_after")
+		expect(t, h.do("GET", "/api/customers", "", nil), 401, "UNAUTHORIZED")
+	})
+}
+
+func TestTransactions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.withLive(h.signup())
+		link := h.link(m.TestKey, nil)
+		liveLink := h.link(m.LiveKey, map[string]any{"name": "x", "amount": 1, "network": "base"})
+		body := func(over map[string]any) map[string]any {
+			b := map[string]any{"amount": "25.50", "token": "USDC", "network": "base_sepolia", "txHash": hash64,
+				"walletAddress": evmB, "customerEmail": "payer@example.com", "customerName": "Pay Er", "paymentLinkId": link}
+			for k, v := range over {
+				if v == nil {
+					delete(b, k)
+				} else {
+					b[k] = v
+				}
+			}
+			return b
+		}
+		r := h.do("POST", "/api/transactions", m.TestKey, body(nil))
+		expect(t, r, 201, "")
+		d := r.data()
+		txID := d["id"].(string)
+		if d["status"] != "completed" || d["amount"] != 25.5 || d["merchantWalletAddress"] != evmA || d["txHash"] != hash64 {
+			t.Fatalf("transaction %s", r.Raw)
+		}
+		// 409 on a recorded hash, also when written in upper case or without 0x.
+		expect(t, h.do("POST", "/api/transactions", m.TestKey, body(nil)), 409, "CONFLICT")
+		expect(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": strings.ToUpper(hash64[2:])})), 409, "CONFLICT")
+		// The link's and the customer's totals moved.
+		lr := h.do("GET", "/api/payment-links/"+link, m.TestKey, nil)
+		if lr.data()["totalCollected"] != 25.5 || lr.data()["totalTransactions"] != 1.0 {
+			t.Fatalf("link totals %s", lr.Raw)
+		}
+		cl := h.do("GET", "/api/customers", m.TestKey, nil).list()
+		if len(cl) != 1 || cl[0].(map[string]any)["totalSpent"] != 25.5 {
+			t.Fatalf("customer created from the payment: %v", cl)
+		}
+
+		hashN := func(n int) string { return "0x" + strings.Repeat("a", n) }
+		// Bounds: amount, hash, wallet, email.
+		expect(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(64), "amount": "0.01"})), 201, "")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(63)})), "txHash")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(65)})), "txHash")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": "0x" + strings.Repeat("g", 64)})), "txHash")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "01", "amount": "0.009"})), "amount")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "02", "amount": "999999999.991"})), "amount")
+		expect(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "03", "amount": "999999999.99"})), 201, "")
+		expect(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "04", "amount": "1.123456"})), 201, "")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "05", "walletAddress": "0x" + strings.Repeat("a", 39)})), "walletAddress")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "06", "customerEmail": "nope"})), "customerEmail")
+		for _, f := range []string{"amount", "token", "network", "txHash", "walletAddress"} {
+			expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{f: nil})), f)
+		}
+		// Solana needs a base58 signature and address.
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"network": "solana_devnet", "paymentLinkId": nil, "txHash": hash64})), "txHash")
+		var raw [64]byte
+		for i := range raw {
+			raw[i] = byte(i + 1)
+		}
+		sig := solana.SignatureFromBytes(raw[:]).String()
+		r = h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"network": "solana_devnet", "paymentLinkId": nil, "txHash": sig, "walletAddress": solA}))
+		expect(t, r, 201, "")
+		if r.str("data", "merchantWalletAddress") != solA || r.str("data", "txHash") != sig {
+			t.Fatalf("solana transaction %s", r.Raw)
+		}
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"network": "solana_devnet", "paymentLinkId": nil, "txHash": sig[:40], "walletAddress": solA})), "txHash")
+		// Mode rules: a mainnet network with a test key, a live link with a test key.
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"network": "base"})), "network")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "07", "paymentLinkId": liveLink})), "paymentLinkId")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "08", "paymentLinkId": models.NewID()})), "paymentLinkId")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, body(map[string]any{"txHash": hashN(62) + "09", "network": "eth_sepolia"})), "network")
+		// Nothing half-written: the refused requests left no transaction.
+		r = h.do("GET", "/api/transactions?limit=100", m.TestKey, nil)
+		if len(r.list()) != 5 {
+			t.Fatalf("want 5 recorded, got %d", len(r.list()))
+		}
+
+		r = h.do("GET", "/api/transactions/"+txID, m.TestKey, nil)
+		expect(t, r, 200, "")
+		expect(t, h.do("GET", "/api/transactions/"+txID, m.LiveKey, nil), 404, "NOT_FOUND")
+		expect(t, h.do("GET", "/api/transactions/"+models.NewID(), m.TestKey, nil), 404, "NOT_FOUND")
+
+		// Filters.
+		one := func(q string) int {
+			r := h.do("GET", "/api/transactions?"+q, m.TestKey, nil)
+			expect(t, r, 200, "")
+			return len(r.list())
+		}
+		if one("txHash=0x"+strings.ToUpper(hash64[2:])) != 1 || one("txHash="+hash64+"&network=base_sepolia") != 1 {
+			t.Fatal("txHash filter")
+		}
+		if one("paymentLinkId="+link) != 4 || one("customerEmail=PAYER@example.com") != 5 || one("customerEmail=x@example.com") != 0 {
+			t.Fatal("link/customer filter")
+		}
+		if one("network=eth_sepolia") != 0 || one("status=completed") != 5 {
+			t.Fatal("network/status filter")
+		}
+		future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		if one("since="+past) != 5 || one("since="+future) != 0 || one("until="+past) != 0 {
+			t.Fatal("since/until filter")
+		}
+		r = h.do("GET", "/api/transactions?limit=1", m.TestKey, nil)
+		if r.Body["hasMore"] != true || len(r.list()) != 1 {
+			t.Fatal("pagination")
+		}
+		expectField(t, h.do("GET", "/api/transactions?since=yesterday", m.TestKey, nil), "since")
+		expectField(t, h.do("GET", "/api/transactions?network=base", m.TestKey, nil), "network")
+		expectField(t, h.do("GET", "/api/transactions?status=weird", m.TestKey, nil), "status")
+		expectField(t, h.do("GET", "/api/transactions?limit=101", m.TestKey, nil), "limit")
+	})
+}
+
+func TestSubscriptions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.withLive(h.signup())
+		ctx := context.Background()
+		mk := func(mode models.Mode, status string) string {
+			s := &models.Subscription{MerchantID: m.ID, Mode: mode, Status: status, Network: "base_sepolia", BillingModel: "push",
+				CustomerEmail: "s@example.com", Amount: money.FromCents(999), BillingInterval: "month", ProductName: "Pro",
+				CurrentPeriodStart: time.Now(), CurrentPeriodEnd: time.Now().Add(30 * 24 * time.Hour)}
+			if err := h.store.CreateSubscription(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			return s.ID
+		}
+		trial := mk(models.ModeTest, models.SubTrialing)
+		active := mk(models.ModeTest, models.SubActive)
+		live := mk(models.ModeLive, models.SubActive)
+
+		r := h.do("GET", "/api/subscriptions", m.TestKey, nil)
+		expect(t, r, 200, "")
+		if len(r.list()) != 2 || r.Body["hasMore"] != false {
+			t.Fatalf("list %s", r.Raw)
+		}
+		if n := len(h.do("GET", "/api/subscriptions?status=trialing&mode=test", m.TestKey, nil).list()); n != 1 {
+			t.Fatalf("status filter %d", n)
+		}
+		if r := h.do("GET", "/api/subscriptions?limit=1", m.TestKey, nil); len(r.list()) != 1 || r.Body["hasMore"] != true {
+			t.Fatal("limit=1")
+		}
+		expectField(t, h.do("GET", "/api/subscriptions?mode=live", m.TestKey, nil), "mode")
+		expectField(t, h.do("GET", "/api/subscriptions?status=gone", m.TestKey, nil), "status")
+		r = h.do("GET", "/api/subscriptions/"+active, m.TestKey, nil)
+		expect(t, r, 200, "")
+		if r.str("data", "mode") != "test" || r.data()["amount"] != 9.99 || r.data()["cancelAtPeriodEnd"] != false {
+			t.Fatalf("get %s", r.Raw)
+		}
+		expect(t, h.do("GET", "/api/subscriptions/"+live, m.TestKey, nil), 404, "NOT_FOUND")
+
+		r = h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": trial, "action": "cancel"})
+		expect(t, r, 200, "")
+		if r.data()["status"] != "trialing" || r.data()["cancelAtPeriodEnd"] != true || r.data()["subscriptionId"] != trial {
+			t.Fatalf("cancel %s", r.Raw)
+		}
+		r = h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": active, "action": "pause"})
+		if r.data()["status"] != "paused" {
+			t.Fatalf("pause %s", r.Raw)
+		}
+		expectField(t, h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": active, "action": "pause"}), "action")
+		r = h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": active, "action": "resume"})
+		if r.data()["status"] != "active" {
+			t.Fatalf("resume %s", r.Raw)
+		}
+		expectField(t, h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": trial, "action": "pause"}), "action")
+		expectField(t, h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": active, "action": "delete"}), "action")
+		expectField(t, h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"action": "cancel"}), "subscriptionId")
+		expect(t, h.do("PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": live, "action": "cancel"}), 404, "NOT_FOUND")
+		expect(t, h.do("PATCH", "/api/subscriptions", m.LiveKey, map[string]any{"subscriptionId": live, "action": "cancel"}), 200, "")
+	})
+}
+
+func TestSettlements(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.withLive(h.signup())
+		expect(t, h.do("POST", "/api/transactions", m.LiveKey, map[string]any{"amount": "100", "token": "USDC", "network": "base",
+			"txHash": hash64, "walletAddress": evmB}), 201, "")
+		body := map[string]any{"amount": "60", "token": "USDC", "network": "base", "destinationWallet": evmB, "txHash": "0x" + strings.Repeat("b", 64)}
+		r := h.do("POST", "/api/settlements", m.Session, body)
+		expect(t, r, 201, "")
+		if r.data()["status"] != "completed" || r.data()["amount"] != 60.0 {
+			t.Fatalf("settlement %s", r.Raw)
+		}
+		body["txHash"] = "0x" + strings.Repeat("c", 64)
+		body["amount"] = "40.01"
+		expectField(t, h.do("POST", "/api/settlements", m.Session, body), "amount")
+		body["network"] = "base_sepolia"
+		expectField(t, h.do("POST", "/api/settlements", m.Session, body), "network")
+		expect(t, h.do("POST", "/api/settlements", m.LiveKey, body), 401, "UNAUTHORIZED")
+		r = h.do("GET", "/api/settlements", m.Session, nil)
+		expect(t, r, 200, "")
+		if len(r.list()) != 1 {
+			t.Fatalf("list %s", r.Raw)
+		}
+		r = h.do("GET", "/api/settlements/balance", m.Session, nil)
+		if len(r.list()) != 1 || r.list()[0].(map[string]any)["available"] != 40.0 {
+			t.Fatalf("balance %s", r.Raw)
+		}
+	})
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		expect(t, h.do("GET", "/api/nothing-here", "", nil), 404, "NOT_FOUND")
+		r := h.do("PUT", "/api/customers", "", nil)
+		if r.Status != 405 || r.Body["status"] != "error" {
+			t.Fatalf("405 envelope: %s", r.Raw)
+		}
+	})
+}
