@@ -1,0 +1,437 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+)
+
+// Names of the checkout workflow's handlers.
+const (
+	// CheckoutSubmitUpdate attaches a transaction hash (POST /api/checkout/submit).
+	CheckoutSubmitUpdate = "submit"
+	// CheckoutWalletUpdate reports wallet progress from the checkout page.
+	CheckoutWalletUpdate = "wallet"
+	// CheckoutCancelSignal cancels before a broadcast (customer, merchant or
+	// link deletion); after a broadcast it is ignored.
+	CheckoutCancelSignal = "cancel"
+	// CheckoutStatusQuery answers the session's state and history.
+	CheckoutStatusQuery = "status"
+)
+
+// Application error types of rejected updates, mapped to HTTP by the API.
+const (
+	ErrTypeSessionExpired   = "SessionExpired"   // 404 (SPEC.md: expired session)
+	ErrTypeSessionNotOpen   = "SessionNotOpen"   // 409 (already has a hash, or terminal)
+	ErrTypeSubmitInProgress = "SubmitInProgress" // 409
+	ErrTypeBadUpdate        = "BadUpdate"        // 400
+)
+
+// Cancel sources carried by CheckoutCancelSignal.
+const (
+	CancelByCustomer    = "customer"
+	CancelByMerchant    = "merchant"
+	CancelByLinkDeleted = "link_deleted"
+)
+
+// Failure reasons the workflow itself decides (the chain's are in package chain).
+const (
+	ReasonLinkDeleted       = "LINK_DELETED"
+	ReasonCustomerCancelled = "customer_cancelled"
+)
+
+// Search attributes the workflow keeps current, registered by `make run`
+// and by `paygate worker` (temporaldev.PaygateSearchAttributes).
+var (
+	CheckoutStatusAttr = temporal.NewSearchAttributeKeyKeyword("CheckoutStatus")
+	MerchantIDAttr     = temporal.NewSearchAttributeKeyKeyword("MerchantId")
+	NetworkAttr        = temporal.NewSearchAttributeKeyKeyword("Network")
+	PaymentLinkIDAttr  = temporal.NewSearchAttributeKeyKeyword("PaymentLinkId")
+)
+
+// CheckoutWorkflowID is the workflow id of a session: checkout:<sessionId>.
+func CheckoutWorkflowID(sessionID string) string { return "checkout:" + sessionID }
+
+// CheckoutInput starts (or continues) one session's workflow.
+type CheckoutInput struct {
+	SessionID      string
+	MerchantID     string
+	PaymentLinkID  string
+	Network        string
+	MerchantWallet string
+	// ExpectedUnits is the total due in USDC base units (6 decimals).
+	ExpectedUnits int64
+	ExpiresAt     time.Time
+	// PollInterval is the pause between chain checks (the network's).
+	PollInterval time.Duration
+	// NotFoundWindow is how long a broadcast hash may stay unseen before the
+	// session fails with TX_NOT_FOUND (DESIGN.md: 1 hour).
+	NotFoundWindow time.Duration
+	// Carry holds the state of a run that continued as new; nil at first.
+	Carry *CheckoutCarry
+}
+
+// CheckoutCarry is the state a confirmation loop hands to its next run.
+type CheckoutCarry struct {
+	Status      string
+	TxHash      string
+	BroadcastAt time.Time
+	History     []HistoryEntry
+}
+
+// HistoryEntry is one status change as the status query shows it.
+type HistoryEntry struct {
+	ID     string
+	Status string
+	Source string
+	Chain  string
+	At     time.Time
+}
+
+// CheckoutState answers the status query.
+type CheckoutState struct {
+	SessionID string
+	Status    string
+	TxHash    string
+	Reason    string
+	Message   string
+	ExpiresAt time.Time
+	// Verifying is true while a submit is being handled.
+	Verifying bool
+	History   []HistoryEntry
+	// LastCheck is the latest chain observation after a broadcast.
+	LastCheck *chain.VerifyResult
+}
+
+// SubmitRequest is the submit update's argument.
+type SubmitRequest struct{ TxHash string }
+
+// SubmitResult is the submit update's answer.
+type SubmitResult struct {
+	Status     string
+	TxHash     string
+	SessionID  string
+	NextAction string
+}
+
+// WalletRequest is the wallet update's argument.
+type WalletRequest struct{ Status string }
+
+// CancelRequest is the cancel signal's argument.
+type CancelRequest struct{ Source string }
+
+// CheckoutResult is the workflow's outcome.
+type CheckoutResult struct {
+	Status string
+	Reason string
+	TxHash string
+}
+
+// maxChecksPerRun bounds the history of one run: each chain check adds about
+// six events, so a run continues as new before it reaches a few thousand.
+const maxChecksPerRun = 300
+
+var checkoutActivities *activities.CheckoutActivities
+
+// preBroadcast reports whether a session may still take a hash or a cancel.
+func preBroadcast(status string) bool {
+	switch status {
+	case models.StatusCreated, models.StatusWalletConnecting, models.StatusWalletReady:
+		return true
+	}
+	return false
+}
+
+type checkout struct {
+	in        CheckoutInput
+	state     CheckoutState
+	verifying bool
+	submitted workflow.Channel
+	effects   workflow.Context
+	verify    workflow.Context
+	broadcast time.Time
+}
+
+// CheckoutSessionWorkflow runs one checkout session from creation to its
+// outcome: the expiry timer, the submit and wallet updates, cancellation,
+// and after a broadcast the chain confirmation loop. Activities write the
+// read model before the workflow moves on.
+func CheckoutSessionWorkflow(ctx workflow.Context, in CheckoutInput) (CheckoutResult, error) {
+	if in.SessionID == "" || in.ExpectedUnits <= 0 {
+		return CheckoutResult{}, temporal.NewNonRetryableApplicationError("session id and a positive amount are required", ErrTypeBadUpdate, nil)
+	}
+	if in.PollInterval <= 0 {
+		in.PollInterval = 5 * time.Second
+	}
+	if in.NotFoundWindow <= 0 {
+		in.NotFoundWindow = time.Hour
+	}
+	c := &checkout{in: in, submitted: workflow.NewBufferedChannel(ctx, 1)}
+	c.state = CheckoutState{SessionID: in.SessionID, Status: models.StatusCreated, ExpiresAt: in.ExpiresAt}
+	if in.Carry != nil {
+		c.state.Status, c.state.TxHash, c.broadcast = in.Carry.Status, in.Carry.TxHash, in.Carry.BroadcastAt
+		c.state.History = in.Carry.History
+	}
+	c.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrTypeTxHashClaimed, activities.ErrTypeInvalidInput}},
+	})
+	c.verify = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	if err := c.registerHandlers(ctx); err != nil {
+		return CheckoutResult{}, err
+	}
+	if preBroadcast(c.state.Status) {
+		if done, res, err := c.waitForBroadcast(ctx); done || err != nil {
+			return res, err
+		}
+	}
+	return c.confirm(ctx)
+}
+
+func (c *checkout) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, CheckoutStatusQuery, func() (CheckoutState, error) {
+		s := c.state
+		s.Verifying = c.verifying
+		s.History = append([]HistoryEntry(nil), c.state.History...)
+		return s, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, CheckoutSubmitUpdate, c.submit,
+		workflow.UpdateHandlerOptions{Validator: c.validateSubmit}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, CheckoutWalletUpdate, c.wallet,
+		workflow.UpdateHandlerOptions{Validator: c.validateWallet})
+}
+
+// openError says why a session takes no more hashes or wallet reports.
+func (c *checkout) openError(ctx workflow.Context) error {
+	switch {
+	case c.verifying:
+		return temporal.NewApplicationError("a transaction hash is being attached to this session", ErrTypeSubmitInProgress)
+	case c.state.Status == models.StatusExpired || (preBroadcast(c.state.Status) && !workflow.Now(ctx).Before(c.in.ExpiresAt)):
+		return temporal.NewApplicationError("checkout session expired", ErrTypeSessionExpired)
+	case !preBroadcast(c.state.Status):
+		if c.state.TxHash != "" {
+			return temporal.NewApplicationError("session already has a transaction hash", ErrTypeSessionNotOpen)
+		}
+		return temporal.NewApplicationError("session is "+c.state.Status, ErrTypeSessionNotOpen)
+	}
+	return nil
+}
+
+func (c *checkout) validateSubmit(ctx workflow.Context, req SubmitRequest) error {
+	if req.TxHash == "" {
+		return temporal.NewApplicationError("txHash is required", ErrTypeBadUpdate)
+	}
+	return c.openError(ctx)
+}
+
+// submit claims the hash (unique across sessions and transactions), then
+// moves the session to txn_broadcast; the confirmation loop takes over.
+func (c *checkout) submit(ctx workflow.Context, req SubmitRequest) (SubmitResult, error) {
+	c.verifying = true
+	defer func() { c.verifying = false }()
+	claim := activities.ClaimTxHashInput{SessionID: c.in.SessionID, Network: c.in.Network, TxHash: req.TxHash}
+	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.ClaimTxHash, claim).Get(ctx, nil); err != nil {
+		return SubmitResult{}, err
+	}
+	c.state.TxHash = req.TxHash
+	c.broadcast = workflow.Now(ctx)
+	if err := c.transition(ctx, models.StatusBroadcast, "client", ""); err != nil {
+		return SubmitResult{}, err
+	}
+	c.submitted.SendAsync(true)
+	return SubmitResult{Status: models.StatusBroadcast, TxHash: req.TxHash, SessionID: c.in.SessionID, NextAction: "poll_status"}, nil
+}
+
+func (c *checkout) validateWallet(ctx workflow.Context, req WalletRequest) error {
+	if req.Status != models.StatusWalletConnecting && req.Status != models.StatusWalletReady {
+		return temporal.NewApplicationError("status must be wallet_connecting or wallet_ready", ErrTypeBadUpdate)
+	}
+	return c.openError(ctx)
+}
+
+func (c *checkout) wallet(ctx workflow.Context, req WalletRequest) (CheckoutState, error) {
+	if req.Status != c.state.Status {
+		if err := c.transition(ctx, req.Status, "client", ""); err != nil {
+			return CheckoutState{}, err
+		}
+	}
+	return c.state, nil
+}
+
+// newEntryID makes a history entry id (UUIDv7, so entries sort in time
+// order) recorded in the workflow history, so replays reuse it.
+func newEntryID(ctx workflow.Context) string {
+	var id string
+	_ = workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.Must(uuid.NewV7()).String() }).Get(&id)
+	return id
+}
+
+// transition writes a status change, then reflects it in the workflow's
+// state and search attributes.
+func (c *checkout) transition(ctx workflow.Context, status, source, network string) error {
+	e := HistoryEntry{ID: newEntryID(ctx), Status: status, Source: source, Chain: network, At: workflow.Now(ctx)}
+	t := activities.SessionTransition{SessionID: c.in.SessionID, EntryID: e.ID, Status: status, Source: source, Chain: network, At: e.At}
+	if status == models.StatusBroadcast {
+		t.TxHash = c.state.TxHash
+	}
+	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.RecordTransition, t).Get(ctx, nil); err != nil {
+		return err
+	}
+	c.record(ctx, e)
+	return nil
+}
+
+func (c *checkout) record(ctx workflow.Context, e HistoryEntry) {
+	c.state.Status = e.Status
+	c.state.History = append(c.state.History, e)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, CheckoutStatusAttr.ValueSet(e.Status)); err != nil {
+		workflow.GetLogger(ctx).Warn("search attribute not updated", "err", err)
+	}
+}
+
+// finish ends the session with an outcome and its events.
+func (c *checkout) finish(ctx workflow.Context, o activities.SessionOutcome) (CheckoutResult, error) {
+	o.SessionID, o.EntryID, o.At = c.in.SessionID, newEntryID(ctx), workflow.Now(ctx)
+	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.FinishSession, o).Get(ctx, nil); err != nil {
+		return CheckoutResult{}, err
+	}
+	c.state.Reason, c.state.Message = o.Reason, o.Message
+	c.record(ctx, HistoryEntry{ID: o.EntryID, Status: o.Status, Source: o.Source, Chain: o.Chain, At: o.At})
+	// Updates still running would be cut off by the workflow's end.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return CheckoutResult{Status: o.Status, Reason: o.Reason, TxHash: c.state.TxHash}, nil
+}
+
+// waitForBroadcast waits for a submit, a cancel or the expiry timer. It
+// reports done when the session ended before any broadcast.
+func (c *checkout) waitForBroadcast(ctx workflow.Context) (bool, CheckoutResult, error) {
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	timer := workflow.NewTimer(timerCtx, c.in.ExpiresAt.Sub(workflow.Now(ctx)))
+	cancels := workflow.GetSignalChannel(ctx, CheckoutCancelSignal)
+	for {
+		var expired bool
+		var cancel *CancelRequest
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { expired = true })
+		sel.AddReceive(cancels, func(ch workflow.ReceiveChannel, _ bool) {
+			var req CancelRequest
+			ch.Receive(ctx, &req)
+			cancel = &req
+		})
+		sel.AddReceive(c.submitted, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+		sel.Select(ctx)
+		// A submit in flight decides first: expiry and cancel wait for it.
+		if err := workflow.Await(ctx, func() bool { return !c.verifying }); err != nil {
+			return true, CheckoutResult{}, err
+		}
+		if !preBroadcast(c.state.Status) {
+			if cancel != nil {
+				workflow.GetLogger(ctx).Info("cancel after broadcast ignored", "source", cancel.Source)
+			}
+			return false, CheckoutResult{}, nil
+		}
+		switch {
+		case cancel != nil && cancel.Source == CancelByLinkDeleted:
+			res, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "server",
+				Reason: ReasonLinkDeleted, Message: "the payment link was deleted"})
+			return true, res, err
+		case cancel != nil:
+			res, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusCancelled, Source: cancelSource(cancel.Source),
+				Reason: ReasonCustomerCancelled, Message: "cancelled by the " + cancel.Source})
+			return true, res, err
+		case expired:
+			res, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusExpired, Source: "server",
+				Message: "no transaction was submitted before the session expired"})
+			return true, res, err
+		}
+		// A rejected submit (hash claimed elsewhere) leaves the session open.
+	}
+}
+
+func cancelSource(who string) string {
+	if who == CancelByCustomer {
+		return "client"
+	}
+	return "server"
+}
+
+// confirm watches the broadcast transaction until the chain gives a verdict
+// or the hash stays unseen past the window. It never expires the session.
+func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
+	// Cancels after a broadcast are refused by the API; drain any that
+	// still arrive so they do not pile up.
+	cancels := workflow.GetSignalChannel(ctx, CheckoutCancelSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var req CancelRequest
+			cancels.Receive(gctx, &req)
+			workflow.GetLogger(gctx).Info("cancel after broadcast ignored", "source", req.Source)
+		}
+	})
+	req := chain.VerifyRequest{Network: c.in.Network, TxHash: c.state.TxHash, MerchantAddress: c.in.MerchantWallet,
+		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits)}
+	for checks := 0; ; checks++ {
+		if checks >= maxChecksPerRun {
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			next := c.in
+			next.Carry = &CheckoutCarry{Status: c.state.Status, TxHash: c.state.TxHash, BroadcastAt: c.broadcast, History: c.state.History}
+			return CheckoutResult{}, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
+		}
+		var res chain.VerifyResult
+		err := workflow.ExecuteActivity(c.verify, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
+		if err != nil {
+			// No verdict from a fault: log it and look again after a pause.
+			var appErr *temporal.ApplicationError
+			if errors.As(err, &appErr) && appErr.Type() == "VerifierMisconfigured" {
+				workflow.GetLogger(ctx).Error("chain verifier misconfigured; the session waits until it is fixed", "err", err)
+			} else {
+				workflow.GetLogger(ctx).Warn("chain check failed; retrying", "err", err)
+			}
+		} else {
+			c.state.LastCheck = &res
+			switch res.Verdict {
+			case chain.VerdictComplete:
+				if c.state.Status == models.StatusBroadcast {
+					if err := c.transition(ctx, models.StatusConfirming, "chain", c.in.Network); err != nil {
+						return CheckoutResult{}, err
+					}
+				}
+				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusComplete, Source: "chain", Chain: c.in.Network,
+					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message})
+			case chain.VerdictFailed:
+				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
+					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer})
+			}
+			if res.Seen && c.state.Status == models.StatusBroadcast {
+				if err := c.transition(ctx, models.StatusConfirming, "chain", c.in.Network); err != nil {
+					return CheckoutResult{}, err
+				}
+			}
+			if !res.Seen && workflow.Now(ctx).Sub(c.broadcast) >= c.in.NotFoundWindow {
+				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
+					Reason: chain.ReasonTxNotFound, Message: fmt.Sprintf("transaction not found on %s within %s", c.in.Network, c.in.NotFoundWindow)})
+			}
+		}
+		if err := workflow.Sleep(ctx, c.in.PollInterval); err != nil {
+			return CheckoutResult{}, err
+		}
+	}
+}
