@@ -119,8 +119,8 @@ type Server struct {
 }
 
 // Start launches `temporal server start-dev` with opts, waits until its
-// frontend answers a health check, then registers opts.SearchAttributes and
-// raises the retention of opts.Namespace. ctx bounds that start-up (StartTimeout
+// frontend answers a health check, registers opts.SearchAttributes, raises the
+// retention of opts.Namespace, and waits for the Web UI if there is one. ctx bounds that start-up (StartTimeout
 // when it has no deadline); it does not stop the server later: call Stop.
 //
 // The child gets SIGKILL if the calling process dies (Linux), so it never
@@ -163,6 +163,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err == nil {
 		err = s.configure(ctx, c)
 		c.Close()
+	}
+	if err == nil && opts.UIPort > 0 {
+		err = s.waitUI(ctx)
 	}
 	if err != nil {
 		_ = s.Stop()
@@ -253,33 +256,53 @@ func (s *Server) launch() error {
 // waitHealthy polls until the frontend accepts connections and reports
 // SERVING, and returns a client connected to it.
 func (s *Server) waitHealthy(ctx context.Context) (client.Client, error) {
+	var c client.Client
+	err := s.poll(ctx, "frontend at "+s.Address(), func() (err error) {
+		// A plain TCP probe first: dialing gRPC before the port is open would
+		// put the connection into its reconnect backoff.
+		if err := probeTCP(s.Address()); err != nil {
+			return err
+		}
+		c, err = s.dialHealthy(ctx)
+		return err
+	})
+	return c, err
+}
+
+// waitUI waits until the Web UI, which start-dev starts in the background,
+// accepts connections, so UIURL works as soon as Start returns.
+func (s *Server) waitUI(ctx context.Context) error {
+	addr := net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.UIPort))
+	return s.poll(ctx, "Web UI at "+addr, func() error { return probeTCP(addr) })
+}
+
+// poll calls probe every 25ms until it succeeds, the server exits or ctx ends.
+func (s *Server) poll(ctx context.Context, what string, probe func() error) error {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
 	for {
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("temporaldev: %s %w (%v); its output:\n%s",
+			return fmt.Errorf("temporaldev: %s %w (%v); its output:\n%s",
 				s.opts.Binary, errExitedEarly, s.waitErr, s.out)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("temporaldev: server at %s not healthy: %w (last error: %v); its output:\n%s",
-				s.Address(), ctx.Err(), lastErr, s.out)
+			return fmt.Errorf("temporaldev: %s not ready: %w (last error: %v); its output:\n%s",
+				what, ctx.Err(), lastErr, s.out)
 		case <-tick.C:
 		}
-		// A plain TCP probe first: dialing gRPC before the port is open would
-		// put the connection into its reconnect backoff.
-		conn, err := net.DialTimeout("tcp", s.Address(), time.Second)
-		if err != nil {
-			lastErr = err
-			continue
+		if lastErr = probe(); lastErr == nil {
+			return nil
 		}
-		conn.Close()
-		c, err := s.dialHealthy(ctx)
-		if err == nil {
-			return c, nil
-		}
-		lastErr = err
 	}
+}
+
+func probeTCP(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 func (s *Server) dialHealthy(ctx context.Context) (client.Client, error) {

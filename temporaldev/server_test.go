@@ -3,8 +3,10 @@ package temporaldev
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,6 +141,24 @@ func TestStartForTest(t *testing.T) {
 		t.Fatalf("workflow result %q, %v", got, err)
 	}
 	wantListed(t, ctx, c, `CheckoutStatus = "paid" AND ExecutionStatus = "Completed"`, "checkout:helper-test")
+}
+
+// TestWebUI starts a server with its UI (state in memory): the UI answers as
+// soon as Start returns.
+func TestWebUI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := startOrFatal(t, ctx, Options{Binary: binaryForTest(t), Port: freePort(t), UIPort: freePort(t)})
+	defer srv.kill()
+	resp, err := http.Get(srv.UIURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(strings.ToLower(string(body)), "<html") {
+		t.Fatalf("GET %s: %s, %.200q", srv.UIURL(), resp.Status, body)
+	}
 }
 
 func TestStartRefusesTakenPort(t *testing.T) {
