@@ -67,8 +67,9 @@ var devDynamicConfig = []string{
 // nothing, a power cut at most the last commits of a dev database.
 var devSQLitePragmas = []string{"journal_mode=wal", "synchronous=normal"}
 
-// Options configures Start. The zero value runs a server on 127.0.0.1:7233
-// with its Web UI on :8233, state in memory, and the default namespace.
+// Options configures Start. The zero value runs a headless server on
+// 127.0.0.1:7233 with state in memory and the default namespace; `paygate dev`
+// sets DataDir and UIPort: DefaultUIPort.
 type Options struct {
 	// Binary is the Temporal CLI to run; empty means DefaultBinary().
 	Binary string
@@ -120,8 +121,9 @@ type Server struct {
 
 // Start launches `temporal server start-dev` with opts, waits until its
 // frontend answers a health check, registers opts.SearchAttributes, raises the
-// retention of opts.Namespace, and waits for the Web UI if there is one. ctx bounds that start-up (StartTimeout
-// when it has no deadline); it does not stop the server later: call Stop.
+// retention of opts.Namespace, and waits for the Web UI if there is one. ctx
+// bounds that start-up (StartTimeout when it has no deadline); it does not
+// stop the server later: call Stop.
 //
 // The child gets SIGKILL if the calling process dies (Linux), so it never
 // outlives it. Start fails at once, without launching anything, when the

@@ -44,8 +44,8 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 
 	srv := startOrFatal(t, ctx, opts)
 	c := dialOrFatal(t, srv)
-	wantSearchAttributes(t, ctx, c, opts.SearchAttributes)
-	wantRetention(t, ctx, c, DefaultRetention)
+	wantSearchAttributes(t, ctx, c, DefaultNamespace, opts.SearchAttributes)
+	wantRetention(t, ctx, c, DefaultNamespace, DefaultRetention)
 	// A workflow type nobody polls: it stays running, in state only.
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    id,
@@ -63,7 +63,7 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("lower retention: %v", err)
 	}
-	wantRetention(t, ctx, c, 48*time.Hour)
+	wantRetention(t, ctx, c, DefaultNamespace, 48*time.Hour)
 	c.Close()
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -78,8 +78,8 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 	}()
 	c = dialOrFatal(t, srv)
 	defer c.Close()
-	wantSearchAttributes(t, ctx, c, PaygateSearchAttributes())
-	wantRetention(t, ctx, c, DefaultRetention)
+	wantSearchAttributes(t, ctx, c, DefaultNamespace, PaygateSearchAttributes())
+	wantRetention(t, ctx, c, DefaultNamespace, DefaultRetention)
 
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
@@ -105,7 +105,7 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 		if err := EnsureRetention(ctx, c, srv.Namespace(), time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		wantRetention(t, ctx, c, DefaultRetention)
+		wantRetention(t, ctx, c, DefaultNamespace, DefaultRetention)
 	})
 }
 
@@ -120,8 +120,8 @@ func TestStartForTest(t *testing.T) {
 	}
 	c := dialOrFatal(t, srv)
 	defer c.Close()
-	wantSearchAttributes(t, ctx, c, PaygateSearchAttributes())
-	wantRetention(t, ctx, c, DefaultRetention)
+	wantSearchAttributes(t, ctx, c, DefaultNamespace, PaygateSearchAttributes())
+	wantRetention(t, ctx, c, DefaultNamespace, DefaultRetention)
 
 	const queue = "temporaldev-test"
 	w := worker.New(c, queue, worker.Options{})
@@ -143,13 +143,25 @@ func TestStartForTest(t *testing.T) {
 	wantListed(t, ctx, c, `CheckoutStatus = "paid" AND ExecutionStatus = "Completed"`, "checkout:helper-test")
 }
 
-// TestWebUI starts a server with its UI (state in memory): the UI answers as
-// soon as Start returns.
-func TestWebUI(t *testing.T) {
+// TestWebUIAndOtherNamespace starts a server with its UI, state in memory
+// and a namespace of its own: the UI answers as soon as Start returns, and the
+// namespace exists with the search attributes.
+func TestWebUIAndOtherNamespace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := startOrFatal(t, ctx, Options{Binary: binaryForTest(t), Port: freePort(t), UIPort: freePort(t)})
+	srv := startOrFatal(t, ctx, Options{
+		Binary:           binaryForTest(t),
+		Port:             freePort(t),
+		UIPort:           freePort(t),
+		Namespace:        "paygate-test",
+		SearchAttributes: PaygateSearchAttributes(),
+	})
 	defer srv.kill()
+	c := dialOrFatal(t, srv)
+	defer c.Close()
+	wantSearchAttributes(t, ctx, c, srv.Namespace(), PaygateSearchAttributes())
+	wantRetention(t, ctx, c, srv.Namespace(), DefaultRetention)
+
 	resp, err := http.Get(srv.UIURL())
 	if err != nil {
 		t.Fatal(err)
@@ -248,9 +260,9 @@ func dialOrFatal(t *testing.T, srv *Server) client.Client {
 	return c
 }
 
-func wantSearchAttributes(t *testing.T, ctx context.Context, c client.Client, want map[string]enumspb.IndexedValueType) {
+func wantSearchAttributes(t *testing.T, ctx context.Context, c client.Client, namespace string, want map[string]enumspb.IndexedValueType) {
 	t.Helper()
-	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: DefaultNamespace})
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,9 +273,9 @@ func wantSearchAttributes(t *testing.T, ctx context.Context, c client.Client, wa
 	}
 }
 
-func wantRetention(t *testing.T, ctx context.Context, c client.Client, want time.Duration) {
+func wantRetention(t *testing.T, ctx context.Context, c client.Client, namespace string, want time.Duration) {
 	t.Helper()
-	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: DefaultNamespace})
+	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
 	if err != nil {
 		t.Fatal(err)
 	}
