@@ -42,7 +42,8 @@ const (
 )
 
 // StartTimeout bounds how long Start waits for the server to become healthy
-// when its context has no deadline. A warm start takes about a second.
+// when its context has no deadline. A start normally takes well under a
+// second (BenchmarkStartCold, BenchmarkStartWarm).
 const StartTimeout = time.Minute
 
 // StopTimeout is how long Stop waits after SIGINT before killing the server.
@@ -352,8 +353,8 @@ func (s *Server) UIURL() string {
 	return "http://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.UIPort))
 }
 
-// Stop shuts the server down gracefully (SIGINT, which lets it close the
-// SQLite file cleanly), kills it if it has not exited after StopTimeout, and
+// Stop shuts the server down gracefully (SIGINT: it stops its services and
+// finishes in-flight requests), kills it if it has not exited after StopTimeout, and
 // returns what Wait returns. It may be called more than once. A graceful stop
 // takes one to three seconds, most of it the frontend's fixed drain time.
 func (s *Server) Stop() error {

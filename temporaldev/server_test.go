@@ -173,6 +173,22 @@ func TestWebUIAndOtherNamespace(t *testing.T) {
 	}
 }
 
+// TestWaitReportsUnexpectedExit kills the server behind the Server's back.
+func TestWaitReportsUnexpectedExit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := startOrFatal(t, ctx, Options{Binary: binaryForTest(t), Port: freePort(t)})
+	if err := srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Wait(); err == nil || !strings.Contains(err.Error(), "exited unexpectedly") {
+		t.Fatalf("Wait: got %v, want an unexpected-exit error", err)
+	}
+	if err := srv.Stop(); err == nil {
+		t.Fatal("Stop after the server died: got nil, want the unexpected-exit error")
+	}
+}
+
 func TestStartRefusesTakenPort(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
