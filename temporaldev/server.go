@@ -354,9 +354,10 @@ func (s *Server) UIURL() string {
 }
 
 // Stop shuts the server down gracefully (SIGINT: it stops its services and
-// finishes in-flight requests), kills it if it has not exited after StopTimeout, and
-// returns what Wait returns. It may be called more than once. A graceful stop
-// takes one to three seconds, most of it the frontend's fixed drain time.
+// finishes in-flight requests), kills it if it has not exited after
+// StopTimeout, and returns what Wait returns. It may be called more than once.
+// A graceful stop takes one to three seconds, most of it the frontend's fixed
+// one-second drain and matching's membership wait.
 func (s *Server) Stop() error {
 	return s.stop(os.Interrupt, StopTimeout)
 }

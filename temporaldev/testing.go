@@ -11,9 +11,10 @@ import (
 
 // StartForTest starts a headless dev server for an integration test: loopback
 // on a free port, state in t.TempDir(), paygate's search attributes
-// registered, default namespace. t.Cleanup kills it (its state is thrown
-// away, and a graceful stop would cost the test two seconds) and, if the test
-// failed, logs the server's output. Dial it with client.Options{HostPort: s.Address()}.
+// registered, default namespace, 720h retention. Dial it with
+// client.Options{HostPort: s.Address()}. t.Cleanup kills it (its state is
+// thrown away, and a graceful stop would cost the test two seconds) and, if
+// the test failed, logs the server's output.
 //
 // When the Temporal CLI binary is missing the test is skipped with a hint to
 // run tools/build-temporal.sh, unless the CI environment variable is set: then
