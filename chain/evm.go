@@ -100,7 +100,7 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	}
 	hash, merchant := common.HexToHash(hashStr), common.HexToAddress(merchantStr)
 
-	res := VerifyResult{Required: v.net.Confirmations, Verdict: VerdictPending}
+	res := VerifyResult{Required: max(v.net.Confirmations, 1), Verdict: VerdictPending}
 	receipt, err := v.client.TransactionReceipt(ctx, hash)
 	if errors.Is(err, ethereum.NotFound) {
 		res.Message = "transaction not found on chain yet"
@@ -117,7 +117,7 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	res.BlockHash = receipt.BlockHash.Hex()
 
 	received, payer := v.netTransfer(receipt, merchant)
-	res.ReceivedUnits = received.String()
+	res.ReceivedUnits = nonNegative(received)
 	if payer != (common.Address{}) {
 		res.Payer = payer.Hex()
 	}

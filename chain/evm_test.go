@@ -392,3 +392,15 @@ type failingReceipts struct{ EVMClient }
 func (failingReceipts) TransactionReceipt(context.Context, common.Hash) (*types.Receipt, error) {
 	return nil, errors.New("dial tcp 10.0.0.1:8545: connection refused")
 }
+
+func TestEVMSelfTransferIsNoPayment(t *testing.T) {
+	e := newEVMEnv(t, 1)
+	// The "merchant" pays itself: a Transfer log to the merchant exists, but
+	// nothing arrived from anyone else.
+	hash := e.payDirect(e.customer.From(), 1_000_000)
+	e.commit(1)
+	res := e.verifyTo(hash, e.customer.From(), 1_000_000)
+	if res.Verdict != VerdictFailed || res.Reason != ReasonInvalidTransfer || res.ReceivedUnits != "0" {
+		t.Fatalf("self transfer: %+v", res)
+	}
+}

@@ -128,7 +128,7 @@ func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyR
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, sigStr, err)
 	}
-	res.ReceivedUnits = received.String()
+	res.ReceivedUnits = nonNegative(received)
 	res.Payer = payer
 
 	switch {

@@ -435,3 +435,36 @@ func TestMultiVerifierDispatch(t *testing.T) {
 		t.Fatalf("unknown network: %v", err)
 	}
 }
+
+func TestMultiVerifierConcurrent(t *testing.T) {
+	sol := newSolanaEnv(t)
+	reg := NewRegistry(sol.net)
+	mv := NewMultiVerifier(reg)
+	defer mv.Close()
+	sig := sol.publish(solanaPayment{units: 3})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%4 == 0 { // the dev profile re-pointing a network meanwhile
+				n := sol.net
+				n.PollInterval = time.Duration(i+1) * time.Second
+				reg.Set(n)
+			}
+			res, err := mv.Verify(context.Background(), VerifyRequest{Network: sol.net.Name, TxHash: sig, MerchantAddress: sol.merchant.String(), ExpectedUnits: "3"})
+			if err == nil && res.Verdict != VerdictComplete {
+				err = fmt.Errorf("verdict %s: %s", res.Verdict, res.Message)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -29,6 +29,11 @@ const (
 	ReasonInvalidTransfer = "INVALID_TRANSFER"
 	// ReasonTxReverted: the transaction failed on chain (EVM status 0, Solana meta.err).
 	ReasonTxReverted = "TX_REVERTED"
+	// ReasonTxNotFound: the hash stayed unseen past the caller's window
+	// (DESIGN.md: default 1 hour). Verifiers never return it, since only the
+	// caller knows how long it has waited; it is here so that every failure
+	// code lives in one place.
+	ReasonTxNotFound = "TX_NOT_FOUND"
 )
 
 // VerifyRequest asks whether a transaction paid a merchant.
@@ -174,46 +179,59 @@ func (m *MultiVerifier) verifier(ctx context.Context, name string) (Verifier, er
 		return nil, fmt.Errorf("%w: %q", ErrUnknownNetwork, name)
 	}
 	m.mu.Lock()
+	if c, ok := m.verifiers[name]; ok && c.net == n {
+		m.mu.Unlock()
+		return c.v, nil
+	}
+	m.mu.Unlock()
+
+	// Dial outside the lock: reading the chain id is a network round trip and
+	// must not hold up verifications on other networks.
+	v, cl, err := m.dial(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.verifiers[name]; ok {
-		if c.net == n {
+		if c.net == n { // another request dialled first: keep theirs
+			closeClient(cl)
 			return c.v, nil
 		}
-		closeClient(c.cl)
-		delete(m.verifiers, name)
+		closeClient(c.cl) // the registry entry changed: replace
 	}
-	var (
-		v  Verifier
-		cl any
-	)
+	m.verifiers[name] = cachedVerifier{net: n, v: v, cl: cl}
+	return v, nil
+}
+
+func (m *MultiVerifier) dial(ctx context.Context, n Network) (Verifier, any, error) {
 	switch n.Family {
 	case FamilyEVM:
 		c, err := m.dialEVM(ctx, n)
 		if err != nil {
-			return nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
+			return nil, nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
 		}
-		ev, err := NewEVMVerifier(ctx, n, c)
+		v, err := NewEVMVerifier(ctx, n, c)
 		if err != nil {
 			closeClient(c)
-			return nil, err
+			return nil, nil, err
 		}
-		v, cl = ev, c
+		return v, c, nil
 	case FamilySolana:
 		c, err := m.dialSolana(ctx, n)
 		if err != nil {
-			return nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
+			return nil, nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
 		}
-		sv, err := NewSolanaVerifier(n, c)
+		v, err := NewSolanaVerifier(n, c)
 		if err != nil {
 			closeClient(c)
-			return nil, err
+			return nil, nil, err
 		}
-		v, cl = sv, c
+		return v, c, nil
 	default:
-		return nil, fmt.Errorf("%w: %q has unsupported family %q", ErrUnknownNetwork, name, n.Family)
+		return nil, nil, fmt.Errorf("%w: %q has unsupported family %q", ErrUnknownNetwork, n.Name, n.Family)
 	}
-	m.verifiers[name] = cachedVerifier{net: n, v: v, cl: cl}
-	return v, nil
 }
 
 // Close closes every client the verifier dialled.
@@ -233,4 +251,13 @@ func closeClient(c any) {
 	case interface{ Close() error }:
 		_ = c.Close()
 	}
+}
+
+// nonNegative renders a net amount for VerifyResult.ReceivedUnits: a merchant
+// whose balance fell in the transaction received nothing.
+func nonNegative(v *big.Int) string {
+	if v.Sign() < 0 {
+		return "0"
+	}
+	return v.String()
 }
