@@ -39,12 +39,19 @@ const (
 
 // Network names as they appear in the API (SPEC.md, "Networks").
 const (
-	NetworkBase         = "base"
-	NetworkEthereum     = "ethereum"
-	NetworkPolygon      = "polygon"
-	NetworkSolana       = "solana"
-	NetworkBaseSepolia  = "base_sepolia"
-	NetworkEthSepolia   = "eth_sepolia"
+	// NetworkBase is Base mainnet (live).
+	NetworkBase = "base"
+	// NetworkEthereum is Ethereum mainnet (live).
+	NetworkEthereum = "ethereum"
+	// NetworkPolygon is Polygon PoS mainnet (live).
+	NetworkPolygon = "polygon"
+	// NetworkSolana is Solana mainnet-beta (live).
+	NetworkSolana = "solana"
+	// NetworkBaseSepolia is the Base Sepolia testnet (test).
+	NetworkBaseSepolia = "base_sepolia"
+	// NetworkEthSepolia is the Ethereum Sepolia testnet (test).
+	NetworkEthSepolia = "eth_sepolia"
+	// NetworkSolanaDevnet is Solana devnet (test).
 	NetworkSolanaDevnet = "solana_devnet"
 )
 

@@ -42,8 +42,11 @@ import (
 
 // Defaults of [Config].
 const (
-	DefaultHost          = "127.0.0.1"
-	DefaultPort          = 8545
+	// DefaultHost is the loopback interface the JSON-RPC server listens on.
+	DefaultHost = "127.0.0.1"
+	// DefaultPort is the usual Ethereum JSON-RPC port.
+	DefaultPort = 8545
+	// DefaultBlockInterval seals a block every second.
 	DefaultBlockInterval = time.Second
 	// DefaultChainID is the chain id of go-ethereum's dev and simulated chains.
 	DefaultChainID uint64 = 1337
