@@ -68,3 +68,5 @@ func tsPtr(t *time.Time) *Time {
 	v := Time(*t)
 	return &v
 }
+
+func unixTime(sec int64) time.Time { return time.Unix(sec, 0).UTC() }

@@ -20,6 +20,7 @@ import (
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/auth"
 	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 )
 
@@ -61,6 +62,8 @@ type Deps struct {
 	TrustedProxies []netip.Prefix
 	// Logger receives request logs; nil uses slog.Default.
 	Logger *slog.Logger
+	// Checkout, when set, serves the customer-facing checkout routes.
+	Checkout *checkout.Service
 	// OnLinkDeleted, when set, fails the open checkout sessions of a
 	// deleted link (the checkout feature provides it).
 	OnLinkDeleted LinkDeleteHook
@@ -82,6 +85,10 @@ func New(d Deps) (*Server, error) {
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Checkout != nil && d.OnLinkDeleted == nil {
+		svc := d.Checkout
+		d.OnLinkDeleted = func(c *gin.Context, l *models.PaymentLink) error { return svc.LinkDeleted(c.Request.Context(), l) }
 	}
 	if d.Networks == nil {
 		d.Networks = chain.DefaultRegistry()
@@ -118,6 +125,7 @@ func New(d Deps) (*Server, error) {
 	s.registerTransactions(g)
 	s.registerSubscriptions(g)
 	s.registerSettlements(g)
+	s.registerCheckout(g)
 	for _, f := range d.Extra {
 		f(s, g)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/auth"
 	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/config"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/notify"
@@ -53,11 +54,14 @@ func newApp() (*app, error) {
 
 func (a *app) close() { _ = a.store.Close() }
 
+func (a *app) hasher() *auth.Hasher { return auth.NewHasher(a.cfg.SecretKey) }
+
 // apiServer builds the HTTP API with every feature wired in.
-func (a *app) apiServer() (*api.Server, error) {
+func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
 	return api.New(api.Deps{
 		Store:          a.store,
-		Hasher:         auth.NewHasher(a.cfg.SecretKey),
+		Hasher:         a.hasher(),
+		Checkout:       svc,
 		Networks:       a.networks,
 		SessionTTL:     a.cfg.SessionTTL,
 		TrustedProxies: a.cfg.RateLimit.TrustedProxies,
@@ -102,17 +106,20 @@ func runAPI(ctx context.Context, _ []string) error {
 	if err := a.store.Migrate(); err != nil {
 		return err
 	}
-	srv, err := a.apiServer()
+	c, err := a.dialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	svc, err := a.checkoutService(c)
+	if err != nil {
+		return err
+	}
+	srv, err := a.apiServer(svc)
 	if err != nil {
 		return err
 	}
 	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler())
-}
-
-// runDev runs the embedded profile: everything this machine needs, from one
-// command, with state under PAYGATE_DATA_DIR.
-func runDev(ctx context.Context, args []string) error {
-	return runAPI(ctx, args)
 }
 
 func runMigrate(_ context.Context, args []string) error {

@@ -1,7 +1,9 @@
 // Command paygate is the whole service in one binary:
 //
 //	paygate dev                        everything on one machine (make run)
+//	paygate dev pay SESSION_ID         pay a session on the dev chain
 //	paygate api                        the HTTP API
+//	paygate worker                     the Temporal workers
 //	paygate migrate [status]           move the database schema forward
 //	paygate kyb approve|reject ID      review a merchant's KYB application
 //
@@ -35,7 +37,9 @@ func main() {
 
 const usage = `usage:
   paygate dev                          run everything on this machine (embedded profile)
+  paygate dev pay SESSION_ID [UNITS]   pay a checkout session from the dev chain's customer wallet
   paygate api                          run the HTTP API
+  paygate worker                       run the Temporal workers (checkouts, webhook deliveries)
   paygate migrate [status]             apply pending schema migrations (or list them)
   paygate kyb approve MERCHANT_ID [NOTE]
   paygate kyb reject MERCHANT_ID [NOTE]
@@ -55,6 +59,8 @@ func run(ctx context.Context, args []string) error {
 		return runDev(ctx, rest)
 	case "api":
 		return runAPI(ctx, rest)
+	case "worker":
+		return runWorker(ctx, rest)
 	case "migrate":
 		return runMigrate(ctx, rest)
 	case "kyb":

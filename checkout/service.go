@@ -1,0 +1,471 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/workflows"
+)
+
+// Service runs checkouts.
+type Service struct {
+	Store     *models.Store
+	Temporal  client.Client
+	Hasher    *auth.Hasher
+	Networks  *chain.Registry
+	Tax       TaxProvider
+	TaskQueue string
+	// Lifetime of a session without a submitted hash (SPEC.md: 30 minutes).
+	Lifetime time.Duration
+	// NotFoundWindow: how long a submitted hash may stay unseen on chain.
+	NotFoundWindow time.Duration
+	Log            *slog.Logger
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// openLink loads a link a customer may pay: deleted is 404, inactive 400.
+func (s *Service) openLink(ctx context.Context, id string) (*models.PaymentLink, *models.Merchant, error) {
+	l, err := s.Store.PaymentLinkByID(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !l.Active {
+		return nil, nil, apperr.Invalid("linkId", "the payment link is not active")
+	}
+	m, err := s.Store.Merchant(ctx, l.MerchantID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, m, nil
+}
+
+// NetworkInfo is what a wallet needs to pay on one network.
+type NetworkInfo struct {
+	Network        string
+	Family         chain.Family
+	ChainID        uint64
+	ReceiveAddress string
+	TokenAddress   string
+	TokenDecimals  uint8
+	ExplorerURL    string
+}
+
+// LinkInfo is what the hosted checkout page shows about a link.
+type LinkInfo struct {
+	Link     *models.PaymentLink
+	Merchant *models.Merchant
+	Networks []NetworkInfo
+}
+
+// Link answers the public description of a payable link.
+func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
+	l, m, err := s.openLink(ctx, id)
+	if err != nil {
+		return LinkInfo{}, err
+	}
+	info := LinkInfo{Link: l, Merchant: m}
+	for _, n := range l.Networks {
+		net, ok := s.Networks.Lookup(n)
+		if !ok {
+			continue
+		}
+		info.Networks = append(info.Networks, NetworkInfo{Network: n, Family: net.Family, ChainID: net.ChainID,
+			ReceiveAddress: l.WalletAddresses[n], TokenAddress: net.USDC, TokenDecimals: net.Decimals, ExplorerURL: net.ExplorerURL})
+	}
+	return info, nil
+}
+
+// QuoteRequest asks for the tax on a link for a customer.
+type QuoteRequest struct {
+	LinkID  string
+	Network string
+	Country string
+}
+
+// QuoteResult is a quote with its signed token.
+type QuoteResult struct {
+	Quote Quote
+	Token string
+}
+
+// Quote computes the tax for a link and signs the result.
+func (s *Service) Quote(ctx context.Context, r QuoteRequest) (QuoteResult, error) {
+	l, _, err := s.openLink(ctx, r.LinkID)
+	if err != nil {
+		return QuoteResult{}, err
+	}
+	if !contains(l.Networks, r.Network) {
+		return QuoteResult{}, apperr.Invalid("network", "is not accepted by this payment link")
+	}
+	cents, exact := l.Amount.Cents()
+	if !exact {
+		return QuoteResult{}, fmt.Errorf("link %s amount %s is not whole cents", l.ID, l.Amount)
+	}
+	q, tok, err := s.quote(ctx, l.ID, r.Network, r.Country, cents)
+	return QuoteResult{Quote: q, Token: tok}, err
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Totals is the snapshot the page shows the customer (SPEC.md totalsSnapshot).
+type Totals struct {
+	SubtotalCents int64
+	TaxCents      int64
+	TotalCents    int64
+	CalculationID string
+}
+
+// Customer is who pays.
+type Customer struct {
+	Name, Email, Address, Country string
+}
+
+// CreateRequest opens a session (fields already validated for shape).
+type CreateRequest struct {
+	LinkID        string
+	QuoteToken    string
+	WalletAddress string
+	WalletType    string
+	Network       string
+	Customer      Customer
+	Totals        Totals
+}
+
+// Created is a new session with what a wallet needs to pay it.
+type Created struct {
+	Session *models.CheckoutSession
+	Network NetworkInfo
+}
+
+// CreateSession checks the quote, stores the session with its first history
+// entry, then starts its workflow. Should the start fail, the session is
+// still answered: the repairer starts its workflow shortly after.
+func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, error) {
+	l, _, err := s.openLink(ctx, r.LinkID)
+	if err != nil {
+		return Created{}, err
+	}
+	var v apperr.ValidationError
+	if !contains(l.Networks, r.Network) {
+		v.Add("network", "is not accepted by this payment link")
+	}
+	fam, _ := chain.FamilyOf(r.Network)
+	if r.WalletType != string(fam) && !v.Has("network") {
+		v.Add("walletType", fmt.Sprintf("must be %s for %s", fam, r.Network))
+	}
+	q, qerr := verifyQuote(s.Hasher, r.QuoteToken, s.now())
+	switch {
+	case qerr != nil:
+		v.Add("quoteToken", qerr.Error())
+	case q.LinkID != l.ID || q.Network != r.Network:
+		v.Add("quoteToken", "was issued for another link or network")
+	case q.Country != r.Customer.Country:
+		v.Add("quoteToken", "was issued for another country")
+	case q.SubtotalCents != r.Totals.SubtotalCents || q.TaxCents != r.Totals.TaxCents ||
+		q.TotalCents != r.Totals.TotalCents || q.CalculationID != r.Totals.CalculationID:
+		v.Add("totalsSnapshot", "does not match the quote")
+	}
+	if cents, _ := l.Amount.Cents(); qerr == nil && q.SubtotalCents != cents {
+		v.Add("quoteToken", "the link's price changed; request a new quote")
+	}
+	net, ok := s.Networks.Lookup(r.Network)
+	if !ok && !v.Has("network") {
+		v.Add("network", "is not configured on this server")
+	}
+	if err := v.Err(); err != nil {
+		return Created{}, err
+	}
+	now := s.now()
+	cs := &models.CheckoutSession{MerchantID: l.MerchantID, Mode: l.Mode, PaymentLinkID: l.ID, WalletAddress: r.WalletAddress,
+		WalletType: r.WalletType, Network: r.Network, Subtotal: money.FromCents(q.SubtotalCents), Tax: money.FromCents(q.TaxCents),
+		ExpectedAmount: money.FromCents(q.TotalCents), CalculationID: q.CalculationID, CustomerName: r.Customer.Name,
+		CustomerEmail: r.Customer.Email, CustomerAddress: r.Customer.Address, CustomerCountry: r.Customer.Country,
+		MerchantWalletAddress: l.WalletAddresses[r.Network], TokenAddress: net.USDC, ExpiresAt: now.Add(s.Lifetime)}
+	if err := s.Store.CreateCheckoutSession(ctx, cs); err != nil {
+		return Created{}, err
+	}
+	if err := s.StartWorkflow(ctx, cs); err != nil {
+		s.log().Warn("checkout workflow not started; the repairer will start it", "sessionId", cs.ID, "err", err)
+	}
+	info := NetworkInfo{Network: r.Network, Family: net.Family, ChainID: net.ChainID, ReceiveAddress: cs.MerchantWalletAddress,
+		TokenAddress: net.USDC, TokenDecimals: net.Decimals, ExplorerURL: net.ExplorerURL}
+	return Created{Session: cs, Network: info}, nil
+}
+
+// StartWorkflow starts a session's workflow, or finds it started already
+// (also after it closed: a session's workflow never runs twice), and then
+// marks the session.
+func (s *Service) StartWorkflow(ctx context.Context, cs *models.CheckoutSession) error {
+	net, _ := s.Networks.Lookup(cs.Network)
+	in := workflows.CheckoutInput{SessionID: cs.ID, MerchantID: cs.MerchantID, PaymentLinkID: cs.PaymentLinkID, Network: cs.Network,
+		MerchantWallet: cs.MerchantWalletAddress, ExpectedUnits: cs.ExpectedAmount.Units(), ExpiresAt: cs.ExpiresAt,
+		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow}
+	opts := client.StartWorkflowOptions{
+		ID:                    workflows.CheckoutWorkflowID(cs.ID),
+		TaskQueue:             s.TaskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.CheckoutStatusAttr.ValueSet(models.StatusCreated),
+			workflows.MerchantIDAttr.ValueSet(cs.MerchantID),
+			workflows.NetworkAttr.ValueSet(cs.Network),
+			workflows.PaymentLinkIDAttr.ValueSet(cs.PaymentLinkID),
+		),
+		Memo: map[string]any{"amount": cs.ExpectedAmount.String(), "network": cs.Network, "paymentLinkId": cs.PaymentLinkID,
+			"mode": string(cs.Mode), "merchantWalletAddress": cs.MerchantWalletAddress, "expiresAt": cs.ExpiresAt.Format(time.RFC3339)},
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.CheckoutSessionWorkflow, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &already) {
+		return err
+	}
+	return s.Store.MarkWorkflowStarted(ctx, cs.ID)
+}
+
+// RepairOnce starts the workflow of every session older than grace whose
+// workflow was never confirmed (a crash between the database write and the
+// start). It returns how many it repaired.
+func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, error) {
+	rows, err := s.Store.SessionsWithoutWorkflow(ctx, s.now().Add(-grace), 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range rows {
+		if err := s.StartWorkflow(ctx, &rows[i]); err != nil {
+			s.log().Warn("repair: checkout workflow still not started", "sessionId", rows[i].ID, "err", err)
+			continue
+		}
+		s.log().Info("repair: started the workflow of a session left without one", "sessionId", rows[i].ID)
+		n++
+	}
+	return n, nil
+}
+
+// RunRepairer repairs every interval until ctx ends.
+func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := s.RepairOnce(ctx, grace); err != nil && ctx.Err() == nil {
+			s.log().Warn("repair pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Session answers a session and its history (the status poll).
+func (s *Service) Session(ctx context.Context, id string) (*models.CheckoutSession, []models.CheckoutSessionEvent, error) {
+	cs, err := s.Store.CheckoutSession(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := s.Store.SessionHistory(ctx, id)
+	return cs, h, err
+}
+
+// update sends an update to a session's workflow and maps its refusals.
+func (s *Service) update(ctx context.Context, cs *models.CheckoutSession, name string, arg, result any) error {
+	if err := s.ensureWorkflow(ctx, cs); err != nil {
+		return err
+	}
+	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.CheckoutWorkflowID(cs.ID), UpdateName: name, Args: []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, result)
+	}
+	return s.mapWorkflowError(ctx, cs, err)
+}
+
+// ensureWorkflow starts a session's workflow on demand if it was never
+// started (the repairer would do it too, a little later).
+func (s *Service) ensureWorkflow(ctx context.Context, cs *models.CheckoutSession) error {
+	if cs.WorkflowStarted {
+		return nil
+	}
+	return s.StartWorkflow(ctx, cs)
+}
+
+func (s *Service) mapWorkflowError(ctx context.Context, cs *models.CheckoutSession, err error) error {
+	if err == nil {
+		return nil
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case workflows.ErrTypeSessionExpired:
+			return apperr.New(apperr.ErrNotFound, "checkout session expired")
+		case workflows.ErrTypeSessionNotOpen, workflows.ErrTypeSubmitInProgress:
+			return apperr.Conflict(appErr.Message())
+		case "TxHashClaimed":
+			return apperr.Conflict("transaction hash already attached to another session")
+		case workflows.ErrTypeBadUpdate:
+			return apperr.Invalid("body", appErr.Message())
+		}
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The workflow has closed: answer from the read model.
+		cur, lerr := s.Store.CheckoutSession(ctx, cs.ID)
+		if lerr == nil {
+			if cur.Status == models.StatusExpired {
+				return apperr.New(apperr.ErrNotFound, "checkout session expired")
+			}
+			return apperr.Conflict("checkout session is " + cur.Status)
+		}
+	}
+	return err
+}
+
+// Submit attaches a broadcast transaction to a session.
+func (s *Service) Submit(ctx context.Context, sessionID, txHash string) (workflows.SubmitResult, error) {
+	cs, err := s.Store.CheckoutSession(ctx, sessionID)
+	if err != nil {
+		return workflows.SubmitResult{}, err
+	}
+	if err := precheck(cs, s.now()); err != nil {
+		return workflows.SubmitResult{}, err
+	}
+	fam, _ := chain.FamilyOf(cs.Network)
+	h, perr := chain.ParseTxHash(fam, txHash)
+	if perr != nil {
+		return workflows.SubmitResult{}, apperr.Invalid("txHash", perr.Error())
+	}
+	var res workflows.SubmitResult
+	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, workflows.SubmitRequest{TxHash: h}, &res)
+	return res, err
+}
+
+// precheck answers from the read model what is already decided: an expired
+// session is 404 (SPEC.md), one with a hash or an outcome is 409.
+func precheck(cs *models.CheckoutSession, now time.Time) error {
+	switch {
+	case cs.Status == models.StatusExpired || (!now.Before(cs.ExpiresAt) && cs.TxHash == nil && !models.TerminalStatus(cs.Status)):
+		return apperr.New(apperr.ErrNotFound, "checkout session expired")
+	case cs.TxHash != nil:
+		return apperr.Conflict("session already has a transaction hash")
+	case models.TerminalStatus(cs.Status):
+		return apperr.Conflict("checkout session is " + cs.Status)
+	}
+	return nil
+}
+
+// Wallet records wallet progress reported by the page.
+func (s *Service) Wallet(ctx context.Context, sessionID, status string) (*models.CheckoutSession, error) {
+	cs, err := s.Store.CheckoutSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := precheck(cs, s.now()); err != nil {
+		return nil, err
+	}
+	var st workflows.CheckoutState
+	if err := s.update(ctx, cs, workflows.CheckoutWalletUpdate, workflows.WalletRequest{Status: status}, &st); err != nil {
+		return nil, err
+	}
+	return s.Store.CheckoutSession(ctx, sessionID)
+}
+
+// Cancel cancels a session before a broadcast; after one it is a 409. The
+// signal is sent, then the outcome awaited briefly, so the answer says what
+// really happened even when a submit raced the cancel.
+func (s *Service) Cancel(ctx context.Context, cs *models.CheckoutSession, source string) (*models.CheckoutSession, error) {
+	if err := precheck(cs, s.now()); err != nil {
+		if errors.Is(err, apperr.ErrConflict) && cs.TxHash != nil {
+			return nil, apperr.Conflict("the transaction was already broadcast; the session can no longer be cancelled")
+		}
+		return nil, err
+	}
+	if err := s.ensureWorkflow(ctx, cs); err != nil {
+		return nil, err
+	}
+	if err := s.Temporal.SignalWorkflow(ctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
+		workflows.CancelRequest{Source: source}); err != nil {
+		return nil, s.mapWorkflowError(ctx, cs, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cur, err := s.Store.CheckoutSession(ctx, cs.ID)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cur.Status == models.StatusCancelled:
+			return cur, nil
+		case cur.TxHash != nil:
+			return nil, apperr.Conflict("the transaction was already broadcast; the session can no longer be cancelled")
+		case models.TerminalStatus(cur.Status):
+			return nil, apperr.Conflict("checkout session is " + cur.Status)
+		case time.Now().After(deadline):
+			return cur, nil // accepted; the workflow records it shortly
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// LinkDeleted fails the link's sessions that have no broadcast (their
+// workflows decide; a session whose transfer is already broadcast finishes
+// through verification, because the customer's money has moved).
+func (s *Service) LinkDeleted(ctx context.Context, link *models.PaymentLink) error {
+	open, err := s.Store.OpenSessionsOfLink(ctx, link.ID)
+	if err != nil {
+		return err
+	}
+	for i := range open {
+		cs := &open[i]
+		if err := s.ensureWorkflow(ctx, cs); err != nil {
+			return err
+		}
+		err := s.Temporal.SignalWorkflow(ctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
+			workflows.CancelRequest{Source: workflows.CancelByLinkDeleted})
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+// Package e2e runs the service's parts together as they run in production:
+// a real Temporal dev server (the CLI built from tools/), the API over HTTP,
+// the workers and the store.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/temporaldev"
+	"github.com/paygate/paygate/webhook"
+	pworker "github.com/paygate/paygate/worker"
+)
+
+const merchantWallet = "0x52908400098527886E0F7030069857D2E4169EE7"
+
+// scriptedVerifier answers each hash from a script: a list of results given
+// in turn, the last one repeated.
+type scriptedVerifier struct {
+	mu      sync.Mutex
+	scripts map[string][]chain.VerifyResult
+}
+
+func (v *scriptedVerifier) set(hash string, results ...chain.VerifyResult) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.scripts == nil {
+		v.scripts = map[string][]chain.VerifyResult{}
+	}
+	v.scripts[hash] = results
+}
+
+func (v *scriptedVerifier) Verify(_ context.Context, req chain.VerifyRequest) (chain.VerifyResult, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.scripts[req.TxHash]
+	if len(s) == 0 {
+		return chain.VerifyResult{Verdict: chain.VerdictPending}, nil
+	}
+	r := s[0]
+	if len(s) > 1 {
+		v.scripts[req.TxHash] = s[1:]
+	}
+	return r, nil
+}
+
+type stack struct {
+	t        *testing.T
+	temporal client.Client
+	store    *models.Store
+	checkout *checkout.Service
+	http     *httptest.Server
+	networks *chain.Registry
+}
+
+type stackOptions struct {
+	verifier chain.Verifier
+	lifetime time.Duration
+	networks *chain.Registry
+}
+
+func startStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	ts := temporaldev.StartForTest(t)
+	c, err := client.Dial(client.Options{HostPort: ts.Address(), Namespace: ts.Namespace(), Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	st := storetest.Open(t, "sqlite")
+	if o.networks == nil {
+		o.networks = chain.DefaultRegistry()
+		for _, name := range []string{"base_sepolia", "eth_sepolia"} {
+			n, _ := o.networks.Lookup(name)
+			n.PollInterval = 100 * time.Millisecond
+			o.networks.Set(n)
+		}
+	}
+	queue := "checkout-" + models.NewID()
+	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: queue, WebhookQueue: "webhooks-" + models.NewID(), Store: st,
+		Verifier: o.verifier, Sender: webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pworker.Start(ws); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pworker.Stop(ws) })
+	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
+	if o.lifetime == 0 {
+		o.lifetime = 30 * time.Minute
+	}
+	svc := &checkout.Service{Store: st, Temporal: c, Hasher: hasher, Networks: o.networks, Tax: checkout.DefaultRates(),
+		TaskQueue: queue, Lifetime: o.lifetime, NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &stack{t: t, temporal: c, store: st, checkout: svc, http: hs, networks: o.networks}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}
+
+// call sends a JSON request and decodes the envelope's data.
+func (s *stack) call(method, path, token string, body any, want int) map[string]any {
+	s.t.Helper()
+	var rdr io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rdr = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.http.URL+path, rdr)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		s.t.Fatalf("%s %s: %d, want %d: %s", method, path, res.StatusCode, want, raw)
+	}
+	var env map[string]any
+	_ = json.Unmarshal(raw, &env)
+	d, _ := env["data"].(map[string]any)
+	if d == nil {
+		d = env
+	}
+	return d
+}
+
+// merchant signs up, sets a default EVM wallet and returns its test key.
+func (s *stack) merchant() (key, session string) {
+	d := s.call("POST", "/api/auth/signup", "", map[string]any{"email": strings.ReplaceAll(models.NewID(), "-", "") + "@example.com",
+		"password": "correct horse battery", "businessName": "E2E Shop"}, 201)
+	key = d["testKey"].(map[string]any)["fullKey"].(string)
+	session = d["sessionToken"].(string)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet}}, 200)
+	return key, session
+}
+
+// openSession creates a link (if linkID is "") and a session on it, through
+// the public quote and session routes, as the checkout page does.
+func (s *stack) openSession(key, linkID, amount string) (sessionID, link string) {
+	if linkID == "" {
+		linkID = s.call("POST", "/api/payment-links", key, map[string]any{"name": "Mug", "amount": amount, "network": "base_sepolia"}, 201)["id"].(string)
+	}
+	q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": linkID, "network": "base_sepolia",
+		"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
+	d := s.call("POST", "/api/checkout/session", "", map[string]any{
+		"linkId": linkID, "quoteToken": q["quoteToken"], "walletAddress": "0x8617E340B3D01FA5F11F306F4090FD50E238070D",
+		"walletType": "evm", "network": "base_sepolia",
+		"customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
+		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],
+			"totalCents": q["totalCents"], "calculationId": q["calculationId"]},
+	}, 201)
+	if d["status"] != "payment_session_created" {
+		s.t.Fatalf("new session %v", d)
+	}
+	return d["id"].(string), linkID
+}
+
+// waitStatus polls the public status route until the session reaches want.
+func (s *stack) waitStatus(id, want string, within time.Duration) map[string]any {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d := s.call("GET", "/api/checkout/session/"+id, "", nil, 200)
+		sess := d["session"].(map[string]any)
+		if sess["status"] == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("session %s is %v after %s, want %s: %v", id, sess["status"], within, want, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,93 @@
+// Package worker wires the Temporal workers: checkouts and webhook
+// deliveries poll separate task queues, so a flood of deliveries to a slow
+// receiver never delays a confirmation, and each scales on its own.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/webhook"
+	"github.com/paygate/paygate/workflows"
+)
+
+// Config names the task queues and the parts the activities use.
+type Config struct {
+	CheckoutQueue string
+	WebhookQueue  string
+	Store         *models.Store
+	Verifier      chain.Verifier
+	Sender        *webhook.Sender
+}
+
+// Dispatcher starts one WebhookDeliveryWorkflow per delivery.
+type Dispatcher struct {
+	Client client.Client
+	Queue  string
+}
+
+// Dispatch starts each delivery's workflow; one that exists (running or
+// closed) is left alone, so a retried activity starts nothing twice.
+func (d Dispatcher) Dispatch(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                    workflows.WebhookDeliveryWorkflowID(id),
+			TaskQueue:             d.Queue,
+			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		}, workflows.WebhookDeliveryWorkflow, workflows.WebhookDeliveryInput{DeliveryID: id})
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if err != nil && !errors.As(err, &already) {
+			return fmt.Errorf("start delivery %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// New builds the two workers (checkout and webhook queues). Start them with
+// Start and stop them with Stop: the worker stops polling and leaves running
+// activities to Temporal's retries.
+func New(c client.Client, cfg Config) ([]sdkworker.Worker, error) {
+	if cfg.CheckoutQueue == "" || cfg.WebhookQueue == "" || cfg.Store == nil || cfg.Verifier == nil || cfg.Sender == nil {
+		return nil, errors.New("worker: queues, store, verifier and sender are required")
+	}
+	cw := sdkworker.New(c, cfg.CheckoutQueue, sdkworker.Options{})
+	cw.RegisterWorkflow(workflows.CheckoutSessionWorkflow)
+	cw.RegisterActivity(&activities.CheckoutActivities{
+		Store:      checkoutStore{cfg.Store},
+		Verifier:   cfg.Verifier,
+		Dispatcher: Dispatcher{Client: c, Queue: cfg.WebhookQueue},
+	})
+	ww := sdkworker.New(c, cfg.WebhookQueue, sdkworker.Options{})
+	ww.RegisterWorkflow(workflows.WebhookDeliveryWorkflow)
+	ww.RegisterActivity(&activities.WebhookActivities{Store: deliveryStore{cfg.Store}, Sender: cfg.Sender})
+	return []sdkworker.Worker{cw, ww}, nil
+}
+
+// Start starts every worker, stopping those started if one fails.
+func Start(ws []sdkworker.Worker) error {
+	for i, w := range ws {
+		if err := w.Start(); err != nil {
+			for _, started := range ws[:i] {
+				started.Stop()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops every worker.
+func Stop(ws []sdkworker.Worker) {
+	for _, w := range ws {
+		w.Stop()
+	}
+}
