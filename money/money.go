@@ -76,7 +76,7 @@ func Parse(s string, maxDecimals int) (Amount, error) {
 	var whole int64
 	if intPart != "" {
 		v, err := strconv.ParseInt(intPart, 10, 64)
-		if err != nil {
+		if err != nil || v > int64(maxAmount)/unit {
 			return 0, ErrRange
 		}
 		whole = v
