@@ -19,6 +19,7 @@ import (
 	"github.com/paygate/paygate/config"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/notify"
+	"github.com/paygate/paygate/ratelimit"
 )
 
 // app holds what every command shares: configuration, logger, store.
@@ -27,6 +28,7 @@ type app struct {
 	log      *slog.Logger
 	store    *models.Store
 	networks *chain.Registry
+	closers  []func() error
 }
 
 func newApp() (*app, error) {
@@ -52,13 +54,29 @@ func newApp() (*app, error) {
 	return &app{cfg: cfg, log: log, store: st, networks: networks}, nil
 }
 
-func (a *app) close() { _ = a.store.Close() }
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		_ = a.closers[i]()
+	}
+	_ = a.store.Close()
+}
 
 func (a *app) hasher() *auth.Hasher { return auth.NewHasher(a.cfg.SecretKey) }
 
 // apiServer builds the HTTP API with every feature wired in.
 func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
+	rl := a.cfg.RateLimit
+	store, closeStore, err := ratelimit.OpenStore(rl.RedisURL, ratelimit.DefaultRedisPrefix, ratelimit.WithRedisLogger(a.log))
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	a.closers = append(a.closers, closeStore)
+	cfg := ratelimit.DefaultConfig()
+	cfg.Enabled, cfg.ExemptLoopback = rl.Enabled, rl.ExemptLoopback
+	limiter := ratelimit.New(store, cfg, ratelimit.WithLogger(a.log))
 	return api.New(api.Deps{
+		Limiter:        limiter.Middleware(),
+		AuthFailures:   limiter,
 		Store:          a.store,
 		Hasher:         a.hasher(),
 		Checkout:       svc,
