@@ -1,20 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
-	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paygate/paygate/chain/devchain"
@@ -101,10 +95,9 @@ Press Ctrl-C to stop.
 	return g.Wait()
 }
 
-// runDevPay pays a checkout session as a customer would: it reads what the
-// session expects, signs and broadcasts the USDC transfer from the dev
-// chain's customer wallet, then submits the hash. UNITS pays another amount
-// (in USDC base units), e.g. to watch a short payment fail.
+// runDevPay pays a checkout session as a customer would, from the dev
+// chain's funded customer wallet (devchain.PaySession). UNITS pays another
+// amount in USDC base units, e.g. to watch a short payment fail.
 func runDevPay(ctx context.Context, args []string) error {
 	if len(args) < 1 || len(args) > 2 {
 		return usageError("dev pay needs SESSION_ID [UNITS]")
@@ -117,60 +110,19 @@ func runDevPay(ctx context.Context, args []string) error {
 	if rpc == "" {
 		rpc = "http://127.0.0.1:8545"
 	}
-	var poll struct {
-		Data struct {
-			Session struct {
-				ID, Network, Status, MerchantWalletAddress, TokenAddress, AmountUnits string
-			} `json:"session"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, base+"/api/checkout/session/"+args[0], &poll); err != nil {
-		return err
-	}
-	s := poll.Data.Session
-	units, ok := new(big.Int).SetString(s.AmountUnits, 10)
+	var units *big.Int
 	if len(args) == 2 {
-		units, ok = new(big.Int).SetString(args[1], 10)
+		v, ok := new(big.Int).SetString(args[1], 10)
+		if !ok || v.Sign() <= 0 {
+			return usageError("UNITS must be a positive integer (USDC base units, 6 decimals)")
+		}
+		units = v
 	}
-	if !ok || !common.IsHexAddress(s.TokenAddress) || !common.IsHexAddress(s.MerchantWalletAddress) {
-		return fmt.Errorf("session %s cannot be paid on the dev chain (network %s)", s.ID, s.Network)
-	}
-	hash, err := devchain.PayUSDC(ctx, rpc, devchain.CustomerKey(), common.HexToAddress(s.TokenAddress), common.HexToAddress(s.MerchantWalletAddress), units)
+	p, err := devchain.PaySession(ctx, base, rpc, devchain.CustomerKey(), args[0], units)
 	if err != nil {
-		return fmt.Errorf("broadcast: %w", err)
-	}
-	fmt.Printf("broadcast %s units of USDC to %s: %s\n", units, s.MerchantWalletAddress, hash)
-	body, _ := json.Marshal(map[string]string{"sessionId": s.ID, "txHash": hash})
-	var out map[string]any
-	if err := postJSON(ctx, base+"/api/checkout/submit", body, &out); err != nil {
 		return err
 	}
-	fmt.Printf("submitted: %v\nwatch it: curl %s/api/checkout/session/%s\n", out["data"], base, s.ID)
+	fmt.Printf("paid %s USDC units to %s on %s\ntx %s submitted; watch it: curl %s/api/checkout/session/%s\n",
+		p.Units, p.To, p.Network, p.TxHash, base, p.SessionID)
 	return nil
-}
-
-var httpClient = &http.Client{Timeout: 30 * time.Second}
-
-func getJSON(ctx context.Context, url string, out any) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	return doJSON(req, out)
-}
-
-func postJSON(ctx context.Context, url string, body []byte, out any) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	return doJSON(req, out)
-}
-
-func doJSON(req *http.Request, out any) error {
-	res, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL, res.StatusCode, raw)
-	}
-	return json.Unmarshal(raw, out)
 }

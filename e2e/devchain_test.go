@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"math/big"
+	"net"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devchain"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestDevChainPayments pays sessions on the dev chain exactly as
+// `paygate dev pay` does (devchain.PaySession: broadcast the USDC transfer,
+// then submit the hash), with the real EVM verifier over JSON-RPC: a full
+// payment completes and a short one fails with INVALID_TRANSFER. It also
+// measures the time from the block that reaches the confirmation threshold
+// to the session's `complete`.
+func TestDevChainPayments(t *testing.T) {
+	ctx := context.Background()
+	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	reg := chain.DefaultRegistry()
+	devchain.DevNetworks(dc, reg)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
+	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+	conf, _ := reg.Lookup("base_sepolia")
+	key, _ := s.merchant()
+
+	var lags []time.Duration
+	var link string
+	for i := 0; i < 3; i++ {
+		var id string
+		id, link = s.openSession(key, link, "12.50")
+		p, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The block that reaches the threshold: the receipt's block plus
+		// confirmations-1 (confirmations count the receipt's block).
+		var included uint64
+		for {
+			r, err := eth.TransactionReceipt(ctx, common.HexToHash(p.TxHash))
+			if err == nil {
+				included = r.BlockNumber.Uint64()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		threshold := included + conf.Confirmations - 1
+		var reached time.Time
+		for {
+			head, err := eth.BlockNumber(ctx)
+			if err == nil && head >= threshold {
+				reached = time.Now()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		d := s.waitStatus(id, "complete", 30*time.Second)
+		lags = append(lags, time.Since(reached))
+		sess := d["session"].(map[string]any)
+		if sess["txHash"] != p.TxHash {
+			t.Fatalf("completed session has hash %v, paid %s", sess["txHash"], p.TxHash)
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	t.Logf("threshold block to complete on the dev chain (poll %s, %d confirmations): median %s, max %s over %d sessions",
+		conf.PollInterval, conf.Confirmations, lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags))
+
+	// A short payment (one base unit less than due) fails.
+	id, _ := s.openSession(key, link, "")
+	due := s.call("GET", "/api/checkout/session/"+id, "", nil, 200)["session"].(map[string]any)["amountUnits"].(string)
+	n, _ := strconv.ParseInt(due, 10, 64)
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), id, big.NewInt(n-1)); err != nil {
+		t.Fatal(err)
+	}
+	d := s.waitStatus(id, "failed", 30*time.Second)
+	if r := d["session"].(map[string]any)["failureReason"]; r != chain.ReasonInvalidTransfer {
+		t.Fatalf("short payment failed with %v, want %s", r, chain.ReasonInvalidTransfer)
+	}
+}
