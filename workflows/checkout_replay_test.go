@@ -1,0 +1,250 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/temporaldev"
+)
+
+// checkoutHistoryFiles are the saved checkout histories, recorded on a real
+// dev server by TestCheckoutRecordHistories.
+var checkoutHistoryFiles = []string{
+	"testdata/checkout_completed.json",
+	"testdata/checkout_expired.json",
+	"testdata/checkout_cancelled.json",
+	"testdata/checkout_link_deleted.json",
+}
+
+// TestCheckoutReplay replays every saved history against the current
+// workflow code: a change that is not deterministic fails here.
+func TestCheckoutReplay(t *testing.T) {
+	for _, file := range checkoutHistoryFiles {
+		t.Run(file, func(t *testing.T) {
+			replayer := worker.NewWorkflowReplayer()
+			replayer.RegisterWorkflow(CheckoutSessionWorkflow)
+			if err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file); err != nil {
+				t.Fatalf("replay %s: %v", file, err)
+			}
+		})
+	}
+}
+
+// checkoutWaitFirst is CheckoutSessionWorkflow with one change that breaks
+// determinism: it pauses before anything else.
+func checkoutWaitFirst(ctx workflow.Context, in CheckoutInput) (CheckoutResult, error) {
+	if err := workflow.Sleep(ctx, 10*time.Millisecond); err != nil {
+		return CheckoutResult{}, err
+	}
+	return CheckoutSessionWorkflow(ctx, in)
+}
+
+// TestCheckoutReplayDetectsNondeterminism proves the replay test has teeth:
+// a changed workflow fails against every saved history.
+func TestCheckoutReplayDetectsNondeterminism(t *testing.T) {
+	for _, file := range checkoutHistoryFiles {
+		replayer := worker.NewWorkflowReplayer()
+		replayer.RegisterWorkflowWithOptions(checkoutWaitFirst, workflow.RegisterOptions{Name: "CheckoutSessionWorkflow"})
+		err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file)
+		if err == nil {
+			t.Fatalf("replay of %s with a changed workflow succeeded", file)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "TMPRL1100") && !strings.Contains(msg, "nondeterministic") {
+			t.Fatalf("replay of %s failed for another reason: %v", file, err)
+		}
+	}
+}
+
+// TestCheckoutRecordHistories records the histories replayed above on a real
+// Temporal server, with the real activities over the in-memory fakes. It runs
+// only when CHECKOUT_RECORD_TEMPORAL is set: to 1 for a throwaway dev server
+// (temporaldev.StartForTest), or to the host:port of a running one:
+//
+//	CHECKOUT_RECORD_TEMPORAL=1 go test ./workflows/ -run TestCheckoutRecordHistories -v
+func TestCheckoutRecordHistories(t *testing.T) {
+	addr := os.Getenv("CHECKOUT_RECORD_TEMPORAL")
+	if addr == "" {
+		t.Skip("set CHECKOUT_RECORD_TEMPORAL=1 (or host:port of a dev server) to re-record the checkout replay histories")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	namespace := "default"
+	if addr == "1" {
+		srv := temporaldev.StartForTest(t)
+		addr, namespace = srv.Address(), srv.Namespace()
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: webhookTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := temporaldev.RegisterSearchAttributes(ctx, c, namespace, temporaldev.PaygateSearchAttributes()); err != nil {
+		t.Fatal(err)
+	}
+
+	store := newCheckoutFakeStore(time.Now)
+	rec := &checkoutRecorder{t: t, ctx: ctx, c: c, store: store,
+		queue: "checkout-record-" + time.Now().UTC().Format("150405.000")}
+	verifier := &checkoutFakeVerifier{now: time.Now, answer: rec.answer}
+	w := worker.New(c, rec.queue, worker.Options{})
+	w.RegisterWorkflow(CheckoutSessionWorkflow)
+	w.RegisterActivity(&activities.CheckoutActivities{Store: store, Verifier: verifier, Dispatcher: &checkoutFakeDispatcher{}})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	// 1. Completed: wallet progress, a hash claimed elsewhere (the update
+	// fails), the real hash, a refused second submit, a cancel after the
+	// broadcast (ignored), an RPC error, then pending, seen, complete.
+	store.claims[checkoutNetwork+"/"+checkoutHash2] = "cs_other"
+	run := rec.start("cs_replay_completed", time.Hour)
+	rec.wallet(run, models.StatusWalletConnecting)
+	rec.wallet(run, models.StatusWalletReady)
+	if _, err := rec.submit(run, checkoutHash2); !checkoutIsType(err, activities.ErrTypeTxHashClaimed) {
+		t.Fatalf("submit of a claimed hash: %v", err)
+	}
+	if res, err := rec.submit(run, checkoutHash); err != nil || res.Status != models.StatusBroadcast {
+		t.Fatalf("submit: %+v %v", res, err)
+	}
+	if _, err := rec.submit(run, checkoutHash); !checkoutIsType(err, ErrTypeSessionNotOpen) {
+		t.Fatalf("second submit: %v", err)
+	}
+	rec.signal(run, CancelByCustomer)
+	rec.release.Store(true)
+	rec.finish(run, models.StatusComplete, checkoutHistoryFiles[0])
+
+	// 2. Expired: a wallet report, then the expiry timer 2 s after the start.
+	run = rec.start("cs_replay_expired", 2*time.Second)
+	rec.wallet(run, models.StatusWalletConnecting)
+	rec.finish(run, models.StatusExpired, checkoutHistoryFiles[1])
+
+	// 3. Cancelled by the customer after a wallet report.
+	run = rec.start("cs_replay_cancelled", time.Hour)
+	rec.wallet(run, models.StatusWalletReady)
+	rec.signal(run, CancelByCustomer)
+	rec.finish(run, models.StatusCancelled, checkoutHistoryFiles[2])
+
+	// 4. The link is deleted before any broadcast.
+	run = rec.start("cs_replay_link_deleted", time.Hour)
+	rec.signal(run, CancelByLinkDeleted)
+	rec.finish(run, models.StatusFailed, checkoutHistoryFiles[3])
+	store.check(t)
+}
+
+// checkoutRecorder drives workflows on a real server for
+// TestCheckoutRecordHistories.
+type checkoutRecorder struct {
+	t       *testing.T
+	ctx     context.Context
+	c       client.Client
+	store   *checkoutFakeStore
+	queue   string
+	release atomic.Bool  // the chain may confirm the completed session's transfer
+	seen    atomic.Int32 // checks answered since the release
+	updates atomic.Int32
+}
+
+// answer is the recorder's chain: one RPC error, then unseen until
+// released, then seen once, then complete.
+func (r *checkoutRecorder) answer(n int, _ chain.VerifyRequest) (chain.VerifyResult, error) {
+	switch {
+	case n == 1:
+		s := checkoutRPCError()
+		return s.res, s.err
+	case !r.release.Load():
+		return checkoutPending(false).res, nil
+	}
+	if r.seen.Add(1) == 1 {
+		return checkoutPending(true).res, nil
+	}
+	return checkoutComplete(checkoutUnits).res, nil
+}
+
+// start starts a session that expires after ttl, polled every 100 ms.
+func (r *checkoutRecorder) start(sessionID string, ttl time.Duration) client.WorkflowRun {
+	r.t.Helper()
+	in := CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
+		MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits, ExpiresAt: time.Now().Add(ttl),
+		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour}
+	run, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{
+		ID: CheckoutWorkflowID(sessionID) + "-" + r.queue, TaskQueue: r.queue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(CheckoutStatusAttr.ValueSet(models.StatusCreated),
+			MerchantIDAttr.ValueSet(in.MerchantID), NetworkAttr.ValueSet(in.Network), PaymentLinkIDAttr.ValueSet(in.PaymentLinkID)),
+		Memo: map[string]any{"amountUnits": fmt.Sprint(in.ExpectedUnits), "network": in.Network, "paymentLinkId": in.PaymentLinkID},
+	}, CheckoutSessionWorkflow, in)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return run
+}
+
+func (r *checkoutRecorder) update(run client.WorkflowRun, name string, arg, out any) error {
+	h, err := r.c.UpdateWorkflow(r.ctx, client.UpdateWorkflowOptions{
+		UpdateID: fmt.Sprintf("%s-%d", name, r.updates.Add(1)), WorkflowID: run.GetID(), RunID: run.GetRunID(),
+		UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return err
+	}
+	return h.Get(r.ctx, out)
+}
+
+func (r *checkoutRecorder) submit(run client.WorkflowRun, hash string) (SubmitResult, error) {
+	var res SubmitResult
+	err := r.update(run, CheckoutSubmitUpdate, SubmitRequest{TxHash: hash}, &res)
+	return res, err
+}
+
+func (r *checkoutRecorder) wallet(run client.WorkflowRun, status string) {
+	r.t.Helper()
+	var st CheckoutState
+	if err := r.update(run, CheckoutWalletUpdate, WalletRequest{Status: status}, &st); err != nil || st.Status != status {
+		r.t.Fatalf("wallet %s: %+v %v", status, st, err)
+	}
+}
+
+func (r *checkoutRecorder) signal(run client.WorkflowRun, source string) {
+	r.t.Helper()
+	if err := r.c.SignalWorkflow(r.ctx, run.GetID(), run.GetRunID(), CheckoutCancelSignal, CancelRequest{Source: source}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// finish waits for the outcome, checks it and saves the history.
+func (r *checkoutRecorder) finish(run client.WorkflowRun, status, file string) {
+	r.t.Helper()
+	var res CheckoutResult
+	if err := run.Get(r.ctx, &res); err != nil || res.Status != status {
+		r.t.Fatalf("%s: result %+v %v, want %s", run.GetID(), res, err, status)
+	}
+	// The status query of a closed workflow still answers.
+	v, err := r.c.QueryWorkflow(r.ctx, run.GetID(), run.GetRunID(), CheckoutStatusQuery)
+	var st CheckoutState
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil || st.Status != status {
+		r.t.Fatalf("%s: status %+v %v", run.GetID(), st, err)
+	}
+	webhookSaveHistory(r.ctx, r.t, r.c, run.GetID(), run.GetRunID(), file)
+}
+
+// checkoutIsType reports whether err carries an application error of type typ.
+func checkoutIsType(err error, typ string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == typ
+}
