@@ -84,7 +84,9 @@ type CheckoutCarry struct {
 	Status      string
 	TxHash      string
 	BroadcastAt time.Time
-	History     []HistoryEntry
+	// LastSeenAt is when the chain last showed the transaction (zero if never).
+	LastSeenAt time.Time
+	History    []HistoryEntry
 }
 
 // HistoryEntry is one status change as the status query shows it.
@@ -154,10 +156,17 @@ type checkout struct {
 	in        CheckoutInput
 	state     CheckoutState
 	verifying bool
+	// walletWrites counts wallet reports being written: a submit and the
+	// session's end wait for them, so a late write cannot move it back.
+	walletWrites int
+	// ending is set once the outcome is being written: no update is
+	// accepted from then on.
+	ending    bool
 	submitted workflow.Channel
 	effects   workflow.Context
 	verify    workflow.Context
 	broadcast time.Time
+	lastSeen  time.Time
 }
 
 // CheckoutSessionWorkflow runs one checkout session from creation to its
@@ -177,7 +186,7 @@ func CheckoutSessionWorkflow(ctx workflow.Context, in CheckoutInput) (CheckoutRe
 	c := &checkout{in: in, submitted: workflow.NewBufferedChannel(ctx, 1)}
 	c.state = CheckoutState{SessionID: in.SessionID, Status: models.StatusCreated, ExpiresAt: in.ExpiresAt}
 	if in.Carry != nil {
-		c.state.Status, c.state.TxHash, c.broadcast = in.Carry.Status, in.Carry.TxHash, in.Carry.BroadcastAt
+		c.state.Status, c.state.TxHash, c.broadcast, c.lastSeen = in.Carry.Status, in.Carry.TxHash, in.Carry.BroadcastAt, in.Carry.LastSeenAt
 		c.state.History = in.Carry.History
 	}
 	c.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -225,6 +234,8 @@ func (c *checkout) openError(ctx workflow.Context) error {
 		return temporal.NewApplicationError("a transaction hash is being attached to this session", ErrTypeSubmitInProgress)
 	case c.state.Status == models.StatusExpired || (preBroadcast(c.state.Status) && !workflow.Now(ctx).Before(c.in.ExpiresAt)):
 		return temporal.NewApplicationError("checkout session expired", ErrTypeSessionExpired)
+	case c.ending:
+		return temporal.NewApplicationError("session is ending", ErrTypeSessionNotOpen)
 	case !preBroadcast(c.state.Status):
 		if c.state.TxHash != "" {
 			return temporal.NewApplicationError("session already has a transaction hash", ErrTypeSessionNotOpen)
@@ -246,6 +257,10 @@ func (c *checkout) validateSubmit(ctx workflow.Context, req SubmitRequest) error
 func (c *checkout) submit(ctx workflow.Context, req SubmitRequest) (SubmitResult, error) {
 	c.verifying = true
 	defer func() { c.verifying = false }()
+	// A wallet report being written goes first, so it cannot land after the broadcast.
+	if err := workflow.Await(ctx, func() bool { return c.walletWrites == 0 }); err != nil {
+		return SubmitResult{}, err
+	}
 	claim := activities.ClaimTxHashInput{SessionID: c.in.SessionID, Network: c.in.Network, TxHash: req.TxHash}
 	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.ClaimTxHash, claim).Get(ctx, nil); err != nil {
 		return SubmitResult{}, err
@@ -267,6 +282,8 @@ func (c *checkout) validateWallet(ctx workflow.Context, req WalletRequest) error
 }
 
 func (c *checkout) wallet(ctx workflow.Context, req WalletRequest) (CheckoutState, error) {
+	c.walletWrites++
+	defer func() { c.walletWrites-- }()
 	if req.Status != c.state.Status {
 		if err := c.transition(ctx, req.Status, "client", ""); err != nil {
 			return CheckoutState{}, err
@@ -308,6 +325,7 @@ func (c *checkout) record(ctx workflow.Context, e HistoryEntry) {
 
 // finish ends the session with an outcome and its events.
 func (c *checkout) finish(ctx workflow.Context, o activities.SessionOutcome) (CheckoutResult, error) {
+	c.ending = true
 	o.SessionID, o.EntryID, o.At = c.in.SessionID, newEntryID(ctx), workflow.Now(ctx)
 	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.FinishSession, o).Get(ctx, nil); err != nil {
 		return CheckoutResult{}, err
@@ -339,7 +357,7 @@ func (c *checkout) waitForBroadcast(ctx workflow.Context) (bool, CheckoutResult,
 		sel.AddReceive(c.submitted, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
 		sel.Select(ctx)
 		// A submit in flight decides first: expiry and cancel wait for it.
-		if err := workflow.Await(ctx, func() bool { return !c.verifying }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return !c.verifying && c.walletWrites == 0 }); err != nil {
 			return true, CheckoutResult{}, err
 		}
 		if !preBroadcast(c.state.Status) {
@@ -392,7 +410,7 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := c.in
-			next.Carry = &CheckoutCarry{Status: c.state.Status, TxHash: c.state.TxHash, BroadcastAt: c.broadcast, History: c.state.History}
+			next.Carry = &CheckoutCarry{Status: c.state.Status, TxHash: c.state.TxHash, BroadcastAt: c.broadcast, LastSeenAt: c.lastSeen, History: c.state.History}
 			return CheckoutResult{}, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
 		}
 		var res chain.VerifyResult
@@ -425,7 +443,15 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 					return CheckoutResult{}, err
 				}
 			}
-			if !res.Seen && workflow.Now(ctx).Sub(c.broadcast) >= c.in.NotFoundWindow {
+			// The window runs from the broadcast, or from the last sighting
+			// when a reorg dropped the transaction: that is watching again.
+			since := c.broadcast
+			if res.Seen {
+				c.lastSeen = workflow.Now(ctx)
+			} else if c.lastSeen.After(since) {
+				since = c.lastSeen
+			}
+			if !res.Seen && workflow.Now(ctx).Sub(since) >= c.in.NotFoundWindow {
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
 					Reason: chain.ReasonTxNotFound, Message: fmt.Sprintf("transaction not found on %s within %s", c.in.Network, c.in.NotFoundWindow)})
 			}
