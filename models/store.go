@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -116,15 +115,11 @@ func isUniqueViolation(err error) bool {
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return true
 	}
-	// modernc's SQLite reports constraint failures through its error code
-	// (SQLITE_CONSTRAINT_UNIQUE 2067, PRIMARYKEY 1555); the text check covers
-	// wrapped forms of the same code.
+	// modernc's SQLite reports constraint failures through its extended
+	// error code: SQLITE_CONSTRAINT_UNIQUE (2067) or _PRIMARYKEY (1555).
 	type coder interface{ Code() int }
 	var c coder
-	if errors.As(err, &c) {
-		return c.Code() == 2067 || c.Code() == 1555
-	}
-	return strings.Contains(err.Error(), "UNIQUE constraint failed")
+	return errors.As(err, &c) && (c.Code() == 2067 || c.Code() == 1555)
 }
 
 func (s *Store) ctx(ctx context.Context) *gorm.DB { return s.db.WithContext(ctx) }
