@@ -58,14 +58,35 @@ func isolationCases() map[string]isolationCase {
 		}
 		return s.ID
 	}
+	endpointOf := func(h *harness, a merchant, mode models.Mode) string {
+		ep := &models.WebhookEndpoint{MerchantID: a.ID, Mode: mode, URL: "https://hooks.example.com/a",
+			Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdC1zZWNyZXQtdGVzdC1zZWNyZXQ="}
+		if err := h.store.CreateWebhookEndpoint(context.Background(), ep); err != nil {
+			h.t.Fatal(err)
+		}
+		return ep.ID
+	}
+	deliveryOf := func(h *harness, a merchant, mode models.Mode) string {
+		endpointOf(h, a, mode)
+		ids, err := h.store.EmitEvent(context.Background(), a.ID, mode, models.EventSpec{Type: "checkout.completed",
+			Key: "isolation:" + models.NewID(), Data: map[string]any{"livemode": mode == models.ModeLive}})
+		if err != nil || len(ids) == 0 {
+			h.t.Fatalf("emit: %v %v", ids, err)
+		}
+		return ids[0]
+	}
 	return map[string]isolationCase{
-		"GET /api/payment-links/:id":    {auth: "key", create: linkOf},
-		"PATCH /api/payment-links/:id":  {auth: "key", create: linkOf, body: `{"name":"stolen"}`},
-		"DELETE /api/payment-links/:id": {auth: "session", create: linkOf},
-		"GET /api/customers/:id":        {auth: "key", create: customerOf},
-		"PATCH /api/customers/:id":      {auth: "key", create: customerOf, body: `{"name":"stolen"}`},
-		"GET /api/transactions/:id":     {auth: "key", create: txOf},
-		"GET /api/subscriptions/:id":    {auth: "key", create: subOf},
+		"PATCH /api/webhooks/:id":                 {auth: "session", create: endpointOf, body: `{"active":false}`},
+		"DELETE /api/webhooks/:id":                {auth: "session", create: endpointOf},
+		"POST /api/webhooks/:id/rotate-secret":    {auth: "session", create: endpointOf},
+		"POST /api/webhooks/deliveries/:id/retry": {auth: "session", create: deliveryOf},
+		"GET /api/payment-links/:id":              {auth: "key", create: linkOf},
+		"PATCH /api/payment-links/:id":            {auth: "key", create: linkOf, body: `{"name":"stolen"}`},
+		"DELETE /api/payment-links/:id":           {auth: "session", create: linkOf},
+		"GET /api/customers/:id":                  {auth: "key", create: customerOf},
+		"PATCH /api/customers/:id":                {auth: "key", create: customerOf, body: `{"name":"stolen"}`},
+		"GET /api/transactions/:id":               {auth: "key", create: txOf},
+		"GET /api/subscriptions/:id":              {auth: "key", create: subOf},
 		// Routes whose id travels in the body.
 		"PATCH /api/subscriptions": {auth: "key", create: subOf, body: `{"subscriptionId":"{id}","action":"pause"}`},
 		"POST /api/transactions": {auth: "key", create: linkOf, body: `{"amount":"1","token":"USDC","network":"base_sepolia",` +
@@ -85,6 +106,7 @@ var ownAccountRoutes = map[string]bool{
 	"POST /api/customers": true, "GET /api/customers": true, "GET /api/transactions": true,
 	"GET /api/subscriptions": true, "POST /api/settlements": true, "GET /api/settlements": true,
 	"GET /api/settlements/balance": true,
+	"POST /api/webhooks":           true, "GET /api/webhooks": true, "GET /api/events": true,
 }
 
 // TestTenantIsolation walks the router's own route table: for every route

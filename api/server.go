@@ -22,6 +22,7 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/webhook"
 )
 
 // Auth says which credential a route takes.
@@ -67,6 +68,13 @@ type Deps struct {
 	// OnLinkDeleted, when set, fails the open checkout sessions of a
 	// deleted link (the checkout feature provides it).
 	OnLinkDeleted LinkDeleteHook
+	// WebhookPolicy checks webhook endpoint URLs at registration; its
+	// AllowLoopbackHTTP is set only in the embedded profile (test-mode
+	// endpoints only: live endpoints always need https to a public address).
+	WebhookPolicy webhook.Policy
+	// Deliveries, when set, makes manual webhook delivery retries through
+	// Temporal (worker.Retrier); without it the retry route answers 500.
+	Deliveries DeliveryRetrier
 	// Extra registers routes of later features on the /api group.
 	Extra []func(s *Server, g *gin.RouterGroup)
 }
@@ -126,6 +134,7 @@ func New(d Deps) (*Server, error) {
 	s.registerSubscriptions(g)
 	s.registerSettlements(g)
 	s.registerCheckout(g)
+	s.registerWebhooks(g)
 	for _, f := range d.Extra {
 		f(s, g)
 	}

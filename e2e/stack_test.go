@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/auth"
@@ -68,12 +69,20 @@ type stack struct {
 	checkout *checkout.Service
 	http     *httptest.Server
 	networks *chain.Registry
+	// The workers and their queues, so a test can stop and replace them.
+	workers       []sdkworker.Worker
+	checkoutQueue string
+	webhookQueue  string
+	verifier      chain.Verifier
+	sender        *webhook.Sender
 }
 
 type stackOptions struct {
 	verifier chain.Verifier
 	lifetime time.Duration
 	networks *chain.Registry
+	// sender delivers webhooks; nil means the embedded policy's default.
+	sender *webhook.Sender
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -94,8 +103,12 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		}
 	}
 	queue := "checkout-" + models.NewID()
-	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: queue, WebhookQueue: "webhooks-" + models.NewID(), Store: st,
-		Verifier: o.verifier, Sender: webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: true})})
+	webhookQueue := "webhooks-" + models.NewID()
+	if o.sender == nil {
+		o.sender = webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: true})
+	}
+	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: queue, WebhookQueue: webhookQueue, Store: st,
+		Verifier: o.verifier, Sender: o.sender})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +123,16 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	svc := &checkout.Service{Store: st, Temporal: c, Hasher: hasher, Networks: o.networks, Tax: checkout.DefaultRates(),
 		TaskQueue: queue, Lifetime: o.lifetime, NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
+		Deliveries:    pworker.Retrier{Client: c, Queue: webhookQueue}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &stack{t: t, temporal: c, store: st, checkout: svc, http: hs, networks: o.networks}
+	return &stack{t: t, temporal: c, store: st, checkout: svc, http: hs, networks: o.networks,
+		workers: ws, checkoutQueue: queue, webhookQueue: webhookQueue, verifier: o.verifier, sender: o.sender}
 }
 
 type quietLogger struct{}

@@ -20,6 +20,8 @@ import (
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/notify"
 	"github.com/paygate/paygate/ratelimit"
+	"github.com/paygate/paygate/webhook"
+	pworker "github.com/paygate/paygate/worker"
 )
 
 // app holds what every command shares: configuration, logger, store.
@@ -74,7 +76,13 @@ func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
 	cfg := ratelimit.DefaultConfig()
 	cfg.Enabled, cfg.ExemptLoopback = rl.Enabled, rl.ExemptLoopback
 	limiter := ratelimit.New(store, cfg, ratelimit.WithLogger(a.log))
+	var deliveries api.DeliveryRetrier
+	if svc != nil && svc.Temporal != nil {
+		deliveries = pworker.Retrier{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
+	}
 	return api.New(api.Deps{
+		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.Embedded()},
+		Deliveries:     deliveries,
 		Limiter:        limiter.Middleware(),
 		AuthFailures:   limiter,
 		Store:          a.store,

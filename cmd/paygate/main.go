@@ -6,6 +6,7 @@
 //	paygate worker                     the Temporal workers
 //	paygate migrate [status]           move the database schema forward
 //	paygate kyb approve|reject ID      review a merchant's KYB application
+//	paygate deliveries retry ID        make one immediate attempt of a webhook delivery
 //
 // Configuration comes from the environment (see config.Config).
 package main
@@ -43,6 +44,7 @@ const usage = `usage:
   paygate migrate [status]             apply pending schema migrations (or list them)
   paygate kyb approve MERCHANT_ID [NOTE]
   paygate kyb reject MERCHANT_ID [NOTE]
+  paygate deliveries retry DELIVERY_ID make one immediate attempt of a webhook delivery
 `
 
 type usageError string
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string) error {
 		return runMigrate(ctx, rest)
 	case "kyb":
 		return runKYB(ctx, rest)
+	case "deliveries":
+		return runDeliveries(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -1,0 +1,447 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/webhook"
+)
+
+// Webhook endpoint management (dashboard session), manual delivery retry and
+// the events list (API key).
+//
+// Decisions where SPEC.md is silent (DESIGN.md §4 "Webhooks"):
+//   - Endpoints belong to one mode. A live endpoint needs an approved KYB
+//     application (403 otherwise), as a live key does, and is always held to
+//     the strict URL policy (https, public addresses only), even in the
+//     embedded profile whose test endpoints may use http:// to loopback.
+//   - The whsec_ secret is shown by the create and rotate-secret answers
+//     only. Rotation takes effect at the next attempt; there is no overlap
+//     period in which the old secret still signs.
+//   - At most MaxWebhookEndpoints endpoints per merchant and mode.
+//   - A manual retry makes one immediate attempt of any delivery (pending,
+//     delivered or failed) whose endpoint still exists and is enabled.
+
+func (s *Server) registerWebhooks(g *gin.RouterGroup) {
+	s.Handle(g, http.MethodPost, "/webhooks", AuthSession, s.createWebhook)
+	s.Handle(g, http.MethodGet, "/webhooks", AuthSession, s.listWebhooks)
+	s.Handle(g, http.MethodPatch, "/webhooks/:id", AuthSession, s.patchWebhook)
+	s.Handle(g, http.MethodDelete, "/webhooks/:id", AuthSession, s.deleteWebhook)
+	s.Handle(g, http.MethodPost, "/webhooks/:id/rotate-secret", AuthSession, s.rotateWebhookSecret)
+	s.Handle(g, http.MethodPost, "/webhooks/deliveries/:id/retry", AuthSession, s.retryDelivery)
+	s.Handle(g, http.MethodGet, "/events", AuthKey, s.listEvents)
+}
+
+// DeliveryRetrier makes one immediate attempt of a delivery, whether its
+// workflow is still running (a retry signal) or has closed (the workflow is
+// started again with SignalWithStart). worker.Retrier implements it.
+type DeliveryRetrier interface {
+	RetryDelivery(ctx context.Context, d *models.WebhookDelivery) error
+}
+
+// WebhookEventTypes are the event names an endpoint may subscribe to and the
+// events list may be filtered by: SPEC.md's event kinds and the names of its
+// events query filter.
+var WebhookEventTypes = []string{
+	"checkout.completed", "checkout.failed", "checkout.cancelled", "checkout.expired",
+	"payment.completed", "payment.failed", "payment.refunded",
+	"subscription.created", "subscription.updated", "subscription.renewed",
+	"subscription.renewal_due", "subscription.past_due", "subscription.canceled",
+}
+
+// MaxWebhookEndpoints bounds the endpoints of one merchant in one mode.
+const MaxWebhookEndpoints = 16
+
+// RecentDeliveriesShown is how many deliveries GET /api/webhooks lists.
+const RecentDeliveriesShown = 50
+
+// webhookEndpointJSON is a webhook endpoint (SPEC.md fields plus mode);
+// Secret is set only by the create and rotate-secret answers.
+type webhookEndpointJSON struct {
+	ID        string   `json:"id"`
+	URL       string   `json:"url"`
+	Events    []string `json:"events"`
+	Active    bool     `json:"active"`
+	Mode      string   `json:"mode"`
+	Secret    string   `json:"secret,omitempty"`
+	CreatedAt Time     `json:"createdAt"`
+}
+
+func toWebhookEndpointJSON(ep *models.WebhookEndpoint, withSecret bool) webhookEndpointJSON {
+	events := []string(ep.Events)
+	if events == nil {
+		events = []string{}
+	}
+	out := webhookEndpointJSON{ID: ep.ID, URL: ep.URL, Events: events, Active: ep.Active, Mode: string(ep.Mode), CreatedAt: ts(ep.CreatedAt)}
+	if withSecret {
+		out.Secret = ep.Secret
+	}
+	return out
+}
+
+// deliveryJSON is a webhook delivery record. The events list carries every
+// field; GET /api/webhooks's recentDeliveries leave out payload,
+// responseStatus and lastAttemptAt (SPEC.md "Webhook delivery record").
+type deliveryJSON struct {
+	ID             string          `json:"id"`
+	EndpointID     string          `json:"endpointId"`
+	Event          string          `json:"event"`
+	Payload        models.JSONText `json:"payload,omitempty"`
+	Status         string          `json:"status"`
+	Attempts       int             `json:"attempts"`
+	ResponseStatus *optionalInt    `json:"responseStatus,omitempty"`
+	LastAttemptAt  *optionalTime   `json:"lastAttemptAt,omitempty"`
+	CreatedAt      Time            `json:"createdAt"`
+}
+
+// optionalInt and optionalTime print null for a missing value while the
+// field itself is present (events list) or absent (recent deliveries).
+type optionalInt struct{ v *int }
+
+func (o optionalInt) MarshalJSON() ([]byte, error) {
+	if o.v == nil {
+		return []byte("null"), nil
+	}
+	return []byte(fmt.Sprint(*o.v)), nil
+}
+
+type optionalTime struct{ v *Time }
+
+func (o optionalTime) MarshalJSON() ([]byte, error) {
+	if o.v == nil {
+		return []byte("null"), nil
+	}
+	return o.v.MarshalJSON()
+}
+
+func toDeliveryJSON(d *models.WebhookDelivery, full bool) deliveryJSON {
+	out := deliveryJSON{ID: d.ID, EndpointID: d.EndpointID, Event: d.Event, Status: d.Status, Attempts: d.Attempts, CreatedAt: ts(d.CreatedAt)}
+	if full {
+		out.Payload = d.Payload
+		if len(out.Payload) == 0 {
+			out.Payload = models.JSONText("{}")
+		}
+		out.ResponseStatus = &optionalInt{v: d.ResponseStatus}
+		out.LastAttemptAt = &optionalTime{v: tsPtr(d.LastAttemptAt)}
+	}
+	return out
+}
+
+// webhookURL validates an endpoint URL under the policy of the endpoint's
+// mode: live endpoints never get the embedded loopback allowance.
+func (s *Server) webhookURL(v *checker, raw string, mode models.Mode) string {
+	raw = strings.TrimSpace(raw)
+	p := s.WebhookPolicy
+	if mode == models.ModeLive {
+		p.AllowLoopbackHTTP = false
+	}
+	if err := webhook.ValidateEndpointURL(raw, p); err != nil {
+		v.Add("url", err.Error())
+	}
+	return raw
+}
+
+// webhookEvents validates a subscription list: non-empty, SPEC.md event
+// names only; duplicates are dropped, order kept.
+func webhookEvents(v *checker, events []string) []string {
+	if len(events) == 0 {
+		v.Add("events", "must list at least one event")
+		return nil
+	}
+	seen := map[string]bool{}
+	out := make([]string, 0, len(events))
+	for _, e := range events {
+		if !isWebhookEvent(e) {
+			v.Add("events", fmt.Sprintf("unknown event %q; must be among %s", truncateText(e, 64), strings.Join(WebhookEventTypes, ", ")))
+			return nil
+		}
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func isWebhookEvent(e string) bool {
+	for _, t := range WebhookEventTypes {
+		if e == t {
+			return true
+		}
+	}
+	return false
+}
+
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+type createWebhookRequest struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	Mode   string   `json:"mode"`
+}
+
+// createWebhook registers an endpoint and answers 201 with its secret (the
+// only time, besides rotate-secret, that the secret is shown).
+func (s *Server) createWebhook(c *gin.Context) {
+	var req createWebhookRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	mode := models.Mode(v.oneOf("mode", req.Mode, true, "test", "live"))
+	ep := &models.WebhookEndpoint{Events: webhookEvents(&v, req.Events)}
+	if !v.Has("mode") {
+		ep.URL = s.webhookURL(&v, req.URL, mode)
+	} else if strings.TrimSpace(req.URL) == "" {
+		v.Add("url", "is required")
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	p := principal(c)
+	if mode == models.ModeLive {
+		m, err := s.Store.Merchant(ctx, p.MerchantID)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		if m.KYBStatus != models.KYBApproved {
+			fail(c, apperr.WithHint(apperr.ErrForbidden, "live webhook endpoints require an approved KYB application",
+				"register a test endpoint meanwhile (mode: test)"))
+			return
+		}
+	}
+	existing, err := s.Store.WebhookEndpoints(ctx, models.Scope{MerchantID: p.MerchantID, Mode: mode})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if len(existing) >= MaxWebhookEndpoints {
+		fail(c, apperr.Invalid("mode", fmt.Sprintf("at most %d webhook endpoints per mode; delete one first", MaxWebhookEndpoints)))
+		return
+	}
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ep.MerchantID, ep.Mode, ep.Secret = p.MerchantID, mode, secret
+	if err := s.Store.CreateWebhookEndpoint(ctx, ep); err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, toWebhookEndpointJSON(ep, true))
+}
+
+// webhooksJSON is the answer of GET /api/webhooks.
+type webhooksJSON struct {
+	Endpoints        []webhookEndpointJSON `json:"endpoints"`
+	RecentDeliveries []deliveryJSON        `json:"recentDeliveries"`
+}
+
+// listWebhooks answers the mode's endpoints (newest first, no secrets) and
+// its RecentDeliveriesShown newest deliveries without payload.
+func (s *Server) listWebhooks(c *gin.Context) {
+	mode, err := dashboardMode(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	sc := models.Scope{MerchantID: principal(c).MerchantID, Mode: mode}
+	eps, err := s.Store.WebhookEndpoints(ctx, sc)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ds, _, err := s.Store.WebhookDeliveries(ctx, sc, models.DeliveryFilter{}, models.Page{Limit: RecentDeliveriesShown})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := webhooksJSON{Endpoints: make([]webhookEndpointJSON, 0, len(eps)), RecentDeliveries: make([]deliveryJSON, 0, len(ds))}
+	for i := range eps {
+		out.Endpoints = append(out.Endpoints, toWebhookEndpointJSON(&eps[i], false))
+	}
+	for i := range ds {
+		out.RecentDeliveries = append(out.RecentDeliveries, toDeliveryJSON(&ds[i], false))
+	}
+	respond(c, http.StatusOK, out)
+}
+
+type patchWebhookRequest struct {
+	URL    *string   `json:"url"`
+	Events *[]string `json:"events"`
+	Active *bool     `json:"active"`
+}
+
+// patchWebhook changes the fields sent (url, events, active). Changes apply
+// from the next attempt of every delivery, pending ones included; a disabled
+// endpoint gets no new deliveries and its pending attempts fail.
+func (s *Server) patchWebhook(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req patchWebhookRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	p := principal(c)
+	ep, err := s.Store.WebhookEndpoint(ctx, p.MerchantID, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	var u models.WebhookEndpointUpdate
+	if req.URL == nil && req.Events == nil && req.Active == nil {
+		v.Add("body", "must set at least one of url, events, active")
+	}
+	if req.URL != nil {
+		url := s.webhookURL(&v, *req.URL, ep.Mode)
+		u.URL = &url
+	}
+	if req.Events != nil {
+		u.Events = webhookEvents(&v, *req.Events)
+	}
+	u.Active = req.Active
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	ep, err = s.Store.UpdateWebhookEndpoint(ctx, p.MerchantID, id, u)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, toWebhookEndpointJSON(ep, false))
+}
+
+// deleteWebhook removes an endpoint; its pending deliveries stop at their
+// next attempt and it gets no new ones. Its delivery records are kept.
+func (s *Server) deleteWebhook(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.Store.DeleteWebhookEndpoint(c.Request.Context(), principal(c).MerchantID, id); err != nil {
+		fail(c, err)
+		return
+	}
+	respondMessage(c, http.StatusOK, "webhook endpoint deleted")
+}
+
+// rotateWebhookSecret replaces the endpoint's secret and shows the new one
+// once. The next attempt of every delivery is signed with it.
+func (s *Server) rotateWebhookSecret(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ep, err := s.Store.UpdateWebhookEndpoint(c.Request.Context(), principal(c).MerchantID, id, models.WebhookEndpointUpdate{Secret: &secret})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, toWebhookEndpointJSON(ep, true))
+}
+
+// errRetryUnavailable is returned when the API runs without a Temporal
+// client to retry through (a wiring mistake: every command sets one).
+var errRetryUnavailable = errors.New("manual delivery retry is not configured (no Deliveries dependency)")
+
+// retryDelivery asks for one immediate attempt of a delivery and answers the
+// delivery as it is now (its status changes when the attempt is recorded;
+// watch GET /api/events or GET /api/webhooks).
+func (s *Server) retryDelivery(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	p := principal(c)
+	d, err := s.Store.WebhookDeliveryOfMerchant(ctx, p.MerchantID, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ep, err := s.Store.WebhookEndpoint(ctx, p.MerchantID, d.EndpointID)
+	switch {
+	case errors.Is(err, apperr.ErrNotFound):
+		fail(c, apperr.Conflict("the endpoint of this delivery was deleted; nothing to retry"))
+		return
+	case err != nil:
+		fail(c, err)
+		return
+	case !ep.Active:
+		fail(c, apperr.WithHint(apperr.ErrConflict, "the endpoint of this delivery is disabled",
+			"enable it with PATCH /api/webhooks/"+ep.ID+` {"active": true}, then retry`))
+		return
+	}
+	if s.Deliveries == nil {
+		fail(c, errRetryUnavailable)
+		return
+	}
+	if err := s.Deliveries.RetryDelivery(ctx, d); err != nil {
+		fail(c, fmt.Errorf("retry delivery %s: %w", d.ID, err))
+		return
+	}
+	respond(c, http.StatusOK, toDeliveryJSON(d, false))
+}
+
+// listEvents is GET /api/events: the key's mode's deliveries with payload,
+// newest first, filtered by event, status and creation time, paginated by
+// starting_after and limit.
+func (s *Server) listEvents(c *gin.Context) {
+	var v checker
+	page := v.page(c.Query)
+	f := models.DeliveryFilter{
+		Event:  v.oneOf("event", c.Query("event"), false, WebhookEventTypes...),
+		Status: v.oneOf("status", c.Query("status"), false, models.DeliveryPending, models.DeliveryDelivered, models.DeliveryFailed),
+		Since:  v.timeParam("since", c.Query("since")),
+		Until:  v.timeParam("until", c.Query("until")),
+	}
+	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
+		v.Add("until", "must be after since")
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	rows, more, err := s.Store.WebhookDeliveries(c.Request.Context(), principal(c).Scope(), f, page)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]deliveryJSON, 0, len(rows))
+	for i := range rows {
+		out = append(out, toDeliveryJSON(&rows[i], true))
+	}
+	respondList(c, out, more)
+}

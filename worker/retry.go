@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/workflows"
+)
+
+// RetryDelivery asks for one immediate attempt of a delivery. It sends the
+// retry signal with SignalWithStartWorkflow: a running delivery workflow
+// answers the signal with an extra attempt; when the workflow has closed
+// (delivered, failed or gone), a new run of webhook-delivery:<id> starts with
+// ManualRetry and makes exactly one attempt, numbered after d.Attempts. The
+// API's retry route and `paygate deliveries retry` both call it.
+func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models.WebhookDelivery) (client.WorkflowRun, error) {
+	if c == nil || queue == "" {
+		return nil, errors.New("retry delivery: a Temporal client and the webhook task queue are required")
+	}
+	if d == nil || d.ID == "" {
+		return nil, errors.New("retry delivery: no delivery")
+	}
+	run, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(d.ID), workflows.WebhookRetrySignal, nil,
+		client.StartWorkflowOptions{TaskQueue: queue},
+		workflows.WebhookDeliveryWorkflow,
+		workflows.WebhookDeliveryInput{DeliveryID: d.ID, ManualRetry: true, PreviousAttempts: d.Attempts})
+	if err != nil {
+		return nil, fmt.Errorf("signal-with-start %s: %w", workflows.WebhookDeliveryWorkflowID(d.ID), err)
+	}
+	return run, nil
+}
+
+// Retrier retries deliveries on one Temporal client and task queue; it
+// satisfies the API's DeliveryRetrier.
+type Retrier struct {
+	// Client talks to Temporal.
+	Client client.Client
+	// Queue is the webhook delivery task queue.
+	Queue string
+}
+
+// RetryDelivery makes one immediate attempt of d (see the function RetryDelivery).
+func (r Retrier) RetryDelivery(ctx context.Context, d *models.WebhookDelivery) error {
+	_, err := RetryDelivery(ctx, r.Client, r.Queue, d)
+	return err
+}
