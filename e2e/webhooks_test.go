@@ -300,15 +300,18 @@ func TestWebhookManualRetry(t *testing.T) {
 	healthy = false
 	mu.Unlock()
 	closed := s.emit(mid, "payment.refunded")[0]
-	s.waitDelivery(key, closed, "pending", 15*time.Second)
-	rc.waitFor("failed attempt of the second delivery", 5*time.Second, func(g []received) bool {
-		for _, r := range g {
-			if r.ID == closed {
-				return true
-			}
+	// Terminate only once the failed attempt is recorded, as a closed
+	// workflow always has it recorded (the activity records before it returns).
+	deadline := time.Now().Add(15 * time.Second)
+	for d = s.delivery(key, closed); d["attempts"] != 1.0; d = s.delivery(key, closed) {
+		if time.Now().After(deadline) {
+			t.Fatalf("first attempt of the second delivery not recorded: %v", d)
 		}
-		return false
-	})
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d["status"] != "pending" || d["responseStatus"] != 503.0 {
+		t.Fatalf("second delivery after its failure: %v", d)
+	}
 	if err := s.temporal.TerminateWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(closed), "", "test: close the workflow"); err != nil {
 		t.Fatal(err)
 	}
