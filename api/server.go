@@ -21,6 +21,8 @@ import (
 	"github.com/paygate/paygate/auth"
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/logging"
+	"github.com/paygate/paygate/metrics"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/webhook"
 )
@@ -77,6 +79,11 @@ type Deps struct {
 	Deliveries DeliveryRetrier
 	// Extra registers routes of later features on the /api group.
 	Extra []func(s *Server, g *gin.RouterGroup)
+	// Ready lists what GET /readyz checks (store, Temporal); nil means a
+	// ping of Store.
+	Ready []ReadyCheck
+	// Metrics, when set, records every request and is served at GET /metrics.
+	Metrics *metrics.Metrics
 }
 
 // Server holds the API's dependencies and its route table.
@@ -84,6 +91,8 @@ type Server struct {
 	Deps
 	engine *gin.Engine
 	routes []RouteInfo
+	// handler is the engine behind the operational routes (health.go).
+	handler http.Handler
 }
 
 // New builds the router.
@@ -112,7 +121,8 @@ func New(d Deps) (*Server, error) {
 		return nil, fmt.Errorf("api: trusted proxies: %w", err)
 	}
 	s := &Server{Deps: d, engine: e}
-	e.Use(s.requestID, s.recovery, s.accessLog)
+	e.Use(s.requestID, s.observe, s.recovery, s.accessLog)
+	s.handler = s.withOps(e)
 	e.NoRoute(func(c *gin.Context) {
 		fail(c, apperr.New(apperr.ErrNotFound, "not found: no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})
@@ -142,7 +152,7 @@ func New(d Deps) (*Server, error) {
 }
 
 // Handler is the http.Handler to serve.
-func (s *Server) Handler() http.Handler { return s.engine }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Engine exposes the Gin engine (its own route table is read by tests).
 func (s *Server) Engine() *gin.Engine { return s.engine }
@@ -177,6 +187,7 @@ func (s *Server) requestID(c *gin.Context) {
 		id = "req_" + hex.EncodeToString(b)
 	}
 	c.Set(requestIDKey, id)
+	c.Request = c.Request.WithContext(logging.WithRequestID(c.Request.Context(), id))
 	c.Header("X-Request-Id", id)
 	c.Next()
 }

@@ -12,11 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/auth"
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/config"
+	"github.com/paygate/paygate/logging"
+	"github.com/paygate/paygate/metrics"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/notify"
 	"github.com/paygate/paygate/ratelimit"
@@ -31,6 +35,8 @@ type app struct {
 	store    *models.Store
 	networks *chain.Registry
 	closers  []func() error
+	// metrics is the process's Prometheus registry (HTTP, outcomes, Temporal SDK).
+	metrics *metrics.Metrics
 }
 
 func newApp() (*app, error) {
@@ -40,7 +46,8 @@ func newApp() (*app, error) {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// JSON lines with the request id of the context and credentials masked.
+	log := logging.NewJSON(os.Stderr, level)
 	slog.SetDefault(log)
 	if _, err := cfg.EnsureSecret(); err != nil {
 		return nil, err
@@ -53,7 +60,7 @@ func newApp() (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, store: st, networks: networks}, nil
+	return &app{cfg: cfg, log: log, store: st, networks: networks, metrics: metrics.New()}, nil
 }
 
 func (a *app) close() {
@@ -92,7 +99,17 @@ func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
 		SessionTTL:     a.cfg.SessionTTL,
 		TrustedProxies: a.cfg.RateLimit.TrustedProxies,
 		Logger:         a.log,
+		Ready:          a.readyChecks(temporalOf(svc)),
+		Metrics:        a.metrics,
 	})
+}
+
+// temporalOf is the checkout service's Temporal client, if any.
+func temporalOf(svc *checkout.Service) client.Client {
+	if svc == nil {
+		return nil
+	}
+	return svc.Temporal
 }
 
 // serveHTTP serves h until ctx ends, then lets in-flight requests finish.
@@ -123,7 +140,10 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, h http.Handle
 	return nil
 }
 
-func runAPI(ctx context.Context, _ []string) error {
+func runAPI(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return runHealthcheck(ctx, envOr("PAYGATE_ADDR", config.Defaults().Addr), "PAYGATE_ADDR")
+	}
 	a, err := newApp()
 	if err != nil {
 		return err

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/metrics"
 	"github.com/paygate/paygate/temporaldev"
 	"github.com/paygate/paygate/webhook"
 	pworker "github.com/paygate/paygate/worker"
@@ -24,6 +26,12 @@ import (
 func (a *app) dialTemporal(ctx context.Context) (client.Client, error) {
 	t := a.cfg.Temporal
 	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: sdklog.NewStructuredLogger(a.log)}
+	if a.metrics != nil {
+		// The SDK's client and worker metrics, and the business outcomes the
+		// workers record, land in the process's registry.
+		opts.MetricsHandler = metrics.NewTemporalHandler(a.metrics.Registry)
+		opts.Interceptors = []interceptor.ClientInterceptor{metrics.NewOutcomeInterceptor(a.metrics)}
+	}
 	if t.TLSEnabled() {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 		if t.TLSCert != "" {
@@ -101,7 +109,10 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-func runWorker(ctx context.Context, _ []string) error {
+func runWorker(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return runHealthcheck(ctx, os.Getenv(WorkerMetricsAddrEnv), WorkerMetricsAddrEnv)
+	}
 	a, err := newApp()
 	if err != nil {
 		return err
@@ -115,5 +126,8 @@ func runWorker(ctx context.Context, _ []string) error {
 		return err
 	}
 	defer c.Close()
+	if err := a.serveOps(ctx, c); err != nil {
+		return err
+	}
 	return a.runWorkers(ctx, c)
 }

@@ -1,0 +1,427 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/temporaldev"
+)
+
+// procSecret is the PAYGATE_SECRET_KEY of the processes under test.
+const procSecret = "processes-test-secret-processes-test-secret"
+
+// lockedBuffer collects a child process's output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// child is a running paygate process.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan error
+}
+
+// buildPaygate compiles cmd/paygate into a temporary folder.
+func buildPaygate(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "paygate")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/paygate")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// postgresSchemaURL creates a fresh schema on the test PostgreSQL and returns
+// a DATABASE_URL whose search_path selects it; it is dropped at cleanup. An
+// unreachable server skips the test, or fails it with PAYGATE_REQUIRE_POSTGRES=1.
+func postgresSchemaURL(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("PAYGATE_TEST_DATABASE_URL")
+	if base == "" {
+		base = os.Getenv("DATABASE_URL")
+	}
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("PAYGATE_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("PostgreSQL is required (PAYGATE_REQUIRE_POSTGRES=1) but unreachable: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	defer conn.Close(ctx)
+	schema := "p_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startChild runs `paygate args...` with env; cleanup kills it if the test
+// did not stop it, and a failed test prints its output.
+func startChild(t *testing.T, bin, name string, env []string, args ...string) *child {
+	t.Helper()
+	c := &child{name: name, out: &lockedBuffer{}, done: make(chan error, 1)}
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.Env = env
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			t.Logf("--- %s output ---\n%s", name, c.out.String())
+		}
+	})
+	return c
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *child) stop(t *testing.T, within time.Duration) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal %s: %v", c.name, err)
+	}
+	select {
+	case err := <-c.done:
+		c.done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("%s exited with %v after SIGTERM", c.name, err)
+		}
+	case <-time.After(within):
+		t.Errorf("%s still running %s after SIGTERM", c.name, within)
+	}
+}
+
+// waitReady polls base+/readyz until it answers 200.
+func waitReady(t *testing.T, c *child, base string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		res, err := http.Get(base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case err := <-c.done:
+			c.done <- err
+			t.Fatalf("%s exited before it was ready: %v", c.name, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready at %s after %s (last: %v)", c.name, base, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// procAPI calls the API of a process over HTTP.
+type procAPI struct {
+	t    *testing.T
+	base string
+}
+
+func (p procAPI) call(method, path, token string, body any, want int) map[string]any {
+	p.t.Helper()
+	var rdr io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rdr = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, p.base+path, rdr)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		p.t.Fatalf("%s %s: %d, want %d: %s", method, path, res.StatusCode, want, raw)
+	}
+	var env map[string]any
+	if err := json.Unmarshal(raw, &env); err != nil {
+		p.t.Fatalf("%s %s: not JSON: %s", method, path, raw)
+	}
+	d, _ := env["data"].(map[string]any)
+	return d
+}
+
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("%s/metrics: %d", base, res.StatusCode)
+	}
+	return string(b)
+}
+
+// TestSeparateProcesses runs the production shape: `paygate migrate`, then
+// `paygate api` and `paygate worker` as separate child processes built from
+// cmd/paygate, on PostgreSQL (a fresh schema), an external Temporal (a dev
+// server) and the dev chain, all on loopback. A checkout goes from signup to
+// complete through the API process while the worker process confirms the
+// on-chain payment. Then the metrics of both processes show the requests by
+// route, the session's outcome and the Temporal SDK's metrics, no
+// credential appears in either log, and both stop cleanly on SIGTERM.
+func TestSeparateProcesses(t *testing.T) {
+	dbURL := postgresSchemaURL(t)
+	ts := temporaldev.StartForTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dc, err := devchain.Start(ctx, devchain.Config{Port: mustPort(t), BlockInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("dev chain: %v", err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	bin := buildPaygate(t)
+
+	apiAddr, workerAddr := loopbackAddr(t), loopbackAddr(t)
+	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(),
+		"PAYGATE_PROFILE=production",
+		"PAYGATE_SECRET_KEY=" + procSecret,
+		"PAYGATE_DATA_DIR=" + t.TempDir(),
+		"DATABASE_URL=" + dbURL,
+		"TEMPORAL_ADDRESS=" + ts.Address(),
+		"TEMPORAL_NAMESPACE=" + ts.Namespace(),
+		"TEMPORAL_TASK_QUEUE_CHECKOUT=checkout-" + suffix,
+		"TEMPORAL_TASK_QUEUE_WEBHOOKS=webhooks-" + suffix,
+		"PAYGATE_ADDR=" + apiAddr,
+		"WORKER_METRICS_ADDR=" + workerAddr,
+		"RPC_URL_BASE_SEPOLIA=" + dc.RPCURL(),
+		fmt.Sprintf("CHAIN_ID_BASE_SEPOLIA=%d", dc.ChainID()),
+		"USDC_BASE_SEPOLIA=" + dc.USDC().Hex(),
+		"CONFIRMATIONS_BASE_SEPOLIA=2",
+		"POLL_INTERVAL_BASE_SEPOLIA=200ms",
+		"LOG_LEVEL=info",
+	}
+
+	// The schema first, once: api and worker would race on an empty database.
+	mig := exec.Command(bin, "migrate")
+	mig.Env = env
+	if out, err := mig.CombinedOutput(); err != nil {
+		t.Fatalf("paygate migrate: %v\n%s", err, out)
+	}
+	apiProc := startChild(t, bin, "paygate api", env, "api")
+	workerProc := startChild(t, bin, "paygate worker", env, "worker")
+	apiBase, workerBase := "http://"+apiAddr, "http://"+workerAddr
+	waitReady(t, apiProc, apiBase, 60*time.Second)
+	waitReady(t, workerProc, workerBase, 60*time.Second)
+
+	p := procAPI{t: t, base: apiBase}
+	d := p.call("POST", "/api/auth/signup", "", map[string]any{"email": "proc-" + suffix + "@example.com",
+		"password": "correct horse battery", "businessName": "Process Shop"}, 201)
+	key := d["testKey"].(map[string]any)["fullKey"].(string)
+	session := d["sessionToken"].(string)
+	p.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet}}, 200)
+	link := p.call("POST", "/api/payment-links", key, map[string]any{"name": "Mug", "amount": "12.00", "network": "base_sepolia"}, 201)["id"].(string)
+	q := p.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": link, "network": "base_sepolia",
+		"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
+	sess := p.call("POST", "/api/checkout/session", "", map[string]any{
+		"linkId": link, "quoteToken": q["quoteToken"], "walletAddress": dc.Customer().Hex(),
+		"walletType": "evm", "network": "base_sepolia",
+		"customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
+		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],
+			"totalCents": q["totalCents"], "calculationId": q["calculationId"]},
+	}, 201)
+	id := sess["id"].(string)
+
+	// Pay what the session asks, from the dev chain's customer, as a wallet would.
+	got := p.call("GET", "/api/checkout/session/"+id, "", nil, 200)["session"].(map[string]any)
+	units, ok := new(big.Int).SetString(fmt.Sprint(got["amountUnits"]), 10)
+	if !ok || units.Sign() <= 0 {
+		t.Fatalf("session amountUnits %v", got["amountUnits"])
+	}
+	if !strings.EqualFold(fmt.Sprint(got["tokenAddress"]), dc.USDC().Hex()) {
+		t.Fatalf("session token %v, want the dev chain's USDC %s (RegistryFromEnv overrides)", got["tokenAddress"], dc.USDC().Hex())
+	}
+	hash, err := devchain.PayUSDC(ctx, dc.RPCURL(), dc.CustomerKey(), dc.USDC(), common.HexToAddress(fmt.Sprint(got["merchantWalletAddress"])), units)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := p.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": hash}, 200)
+	if sub["status"] != "txn_broadcast" {
+		t.Fatalf("submit answered %v", sub)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := p.call("GET", "/api/checkout/session/"+id, "", nil, 200)["session"].(map[string]any)
+		if s["status"] == "complete" {
+			break
+		}
+		if s["status"] == "failed" || s["status"] == "expired" || s["status"] == "cancelled" {
+			t.Fatalf("session ended %v: %v", s["status"], s)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s is %v after 60s, want complete", id, s["status"])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Metrics: the API process counts requests by route and reports its
+	// Temporal client; the worker process counts the outcome and reports
+	// the SDK's worker metrics.
+	apiMetrics := scrape(t, apiBase)
+	for _, want := range []string{
+		`paygate_http_requests_total{method="POST",route="/api/checkout/submit",status="200"} 1`,
+		`paygate_http_requests_total{method="GET",route="/api/checkout/session/:id",status="200"}`,
+		`paygate_http_request_duration_seconds_bucket{method="POST",route="/api/checkout/session",status="201"`,
+		`temporal_request{`,
+	} {
+		if !strings.Contains(apiMetrics, want) {
+			t.Errorf("API /metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(apiMetrics, id) {
+		t.Error("a raw session id became a metric label")
+	}
+	var workerMetrics string
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		workerMetrics = scrape(t, workerBase)
+		if strings.Contains(workerMetrics, `paygate_checkout_sessions_total{outcome="complete",reason=""} 1`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{
+		`paygate_checkout_sessions_total{outcome="complete",reason=""} 1`,
+		`temporal_activity_execution_latency_bucket{`,
+		`temporal_workflow_task_execution_latency_bucket{`,
+		`temporal_num_pollers{`,
+	} {
+		if !strings.Contains(workerMetrics, want) {
+			t.Errorf("worker /metrics lacks %s", want)
+		}
+	}
+
+	// Graceful shutdown of both.
+	apiProc.stop(t, 30*time.Second)
+	workerProc.stop(t, 30*time.Second)
+
+	// Logs: JSON lines, request lines with their id, no credential anywhere.
+	for _, c := range []*child{apiProc, workerProc} {
+		out := c.out.String()
+		for _, prefix := range []string{"svc_test_sk_", "svc_live_sk_", "svc_sess_", "whsec_"} {
+			if strings.Contains(out, prefix) {
+				t.Errorf("%s logged %q", c.name, prefix)
+			}
+		}
+		requests := 0
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Errorf("%s: not a JSON log line: %q", c.name, line)
+				continue
+			}
+			if rec["msg"] == "request" {
+				requests++
+				if id, _ := rec["requestId"].(string); id == "" {
+					t.Errorf("%s: request line without requestId: %s", c.name, line)
+				}
+			}
+		}
+		if c == apiProc && requests < 8 {
+			t.Errorf("API logged %d request lines", requests)
+		}
+	}
+}
+
+func mustPort(t *testing.T) int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(loopbackAddr(t))
+	var n int
+	fmt.Sscan(port, &n)
+	return n
+}
