@@ -335,8 +335,9 @@ func (s *Server) patchWebhook(c *gin.Context) {
 	respond(c, http.StatusOK, toWebhookEndpointJSON(ep, false))
 }
 
-// deleteWebhook removes an endpoint; its pending deliveries stop at their
-// next attempt and it gets no new ones. Its delivery records are kept.
+// deleteWebhook removes an endpoint; it gets no new deliveries, its pending
+// ones are marked failed (their workflows stop at their next attempt) and
+// every delivery record is kept for GET /api/events.
 func (s *Server) deleteWebhook(c *gin.Context) {
 	id, err := pathID(c.Param("id"))
 	if err != nil {

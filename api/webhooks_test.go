@@ -163,10 +163,24 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 			t.Fatal("rotation not stored")
 		}
 
+		pending := h.emit(m.ID, models.ModeTest, "checkout.failed")
+		if len(pending) != 1 {
+			t.Fatalf("deliveries %v", pending)
+		}
 		del := h.do("DELETE", "/api/webhooks/"+id, m.Session, nil)
 		expect(t, del, 200, "")
 		if del.str("message") == "" {
 			t.Fatalf("delete answered %s", del.Raw)
+		}
+		// Its pending delivery can never be delivered: failed, and kept.
+		ev := h.do("GET", "/api/events", m.TestKey, nil)
+		expect(t, ev, 200, "")
+		if len(ev.list()) != 1 || ev.list()[0].(map[string]any)["id"] != pending[0] || ev.list()[0].(map[string]any)["status"] != "failed" {
+			t.Fatalf("events after the endpoint's deletion: %s", ev.Raw)
+		}
+		// Emitting after the deletion makes no delivery.
+		if got := h.emit(m.ID, models.ModeTest, "checkout.failed"); len(got) != 0 {
+			t.Fatalf("deleted endpoint got deliveries %v", got)
 		}
 		expect(t, h.do("DELETE", "/api/webhooks/"+id, m.Session, nil), 404, "NOT_FOUND")
 		expect(t, h.do("PATCH", "/api/webhooks/"+id, m.Session, map[string]any{"active": true}), 404, "NOT_FOUND")

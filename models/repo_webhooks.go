@@ -156,17 +156,21 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 	return s.WebhookEndpoint(ctx, merchantID, id)
 }
 
-// DeleteWebhookEndpoint removes an endpoint; its pending deliveries end as
-// gone at their next attempt.
+// DeleteWebhookEndpoint removes an endpoint. Its pending deliveries can no
+// longer be delivered, so the read model marks them failed at once; their
+// workflows stop as gone at their next attempt.
 func (s *Store) DeleteWebhookEndpoint(ctx context.Context, merchantID, id string) error {
-	res := s.ctx(ctx).Where("merchant_id = ? AND id = ?", merchantID, id).Delete(&WebhookEndpoint{})
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
-		return apperr.NotFound()
-	}
-	return nil
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Where("merchant_id = ? AND id = ?", merchantID, id).Delete(&WebhookEndpoint{})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return apperr.NotFound()
+		}
+		return tx.Model(&WebhookDelivery{}).Where("endpoint_id = ? AND status = ?", id, DeliveryPending).
+			Updates(map[string]any{"status": DeliveryFailed, "updated_at": s.Now()}).Error
+	})
 }
 
 // DeliveryFilter narrows the events list.
