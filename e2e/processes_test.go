@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -264,7 +266,7 @@ func TestSeparateProcesses(t *testing.T) {
 	t.Cleanup(func() { _ = dc.Close() })
 	bin := buildPaygate(t)
 
-	apiAddr, workerAddr := loopbackAddr(t), loopbackAddr(t)
+	apiAddr, workerAddr, worker2Addr := loopbackAddr(t), loopbackAddr(t), loopbackAddr(t)
 	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -293,11 +295,15 @@ func TestSeparateProcesses(t *testing.T) {
 	if out, err := mig.CombinedOutput(); err != nil {
 		t.Fatalf("paygate migrate: %v\n%s", err, out)
 	}
+	// One API and two workers: each kind scales on its own (the second
+	// worker differs only in its metrics address).
 	apiProc := startChild(t, bin, "paygate api", env, "api")
 	workerProc := startChild(t, bin, "paygate worker", env, "worker")
-	apiBase, workerBase := "http://"+apiAddr, "http://"+workerAddr
+	worker2Proc := startChild(t, bin, "paygate worker #2", append(slices.Clone(env), "WORKER_METRICS_ADDR="+worker2Addr), "worker")
+	apiBase, workerBase, worker2Base := "http://"+apiAddr, "http://"+workerAddr, "http://"+worker2Addr
 	waitReady(t, apiProc, apiBase, 60*time.Second)
 	waitReady(t, workerProc, workerBase, 60*time.Second)
+	waitReady(t, worker2Proc, worker2Base, 60*time.Second)
 
 	p := procAPI{t: t, base: apiBase}
 	d := p.call("POST", "/api/auth/signup", "", map[string]any{"email": "proc-" + suffix + "@example.com",
@@ -366,20 +372,31 @@ func TestSeparateProcesses(t *testing.T) {
 	if strings.Contains(apiMetrics, id) {
 		t.Error("a raw session id became a metric label")
 	}
+	// The session's outcome is counted once, by whichever worker ran it.
+	const completeSeries = `paygate_checkout_sessions_total{outcome="complete",reason=""}`
 	var workerMetrics string
+	var completes float64
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		workerMetrics = scrape(t, workerBase)
-		if strings.Contains(workerMetrics, `paygate_checkout_sessions_total{outcome="complete",reason=""} 1`) || time.Now().After(deadline) {
+		m1, m2 := scrape(t, workerBase), scrape(t, worker2Base)
+		workerMetrics = m1 + "\n" + m2
+		completes = seriesValue(m1, completeSeries) + seriesValue(m2, completeSeries)
+		if completes >= 1 || time.Now().After(deadline) {
+			for _, m := range []string{m1, m2} {
+				if !strings.Contains(m, `temporal_num_pollers{`) {
+					t.Errorf("a worker's /metrics lacks temporal_num_pollers")
+				}
+			}
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if completes != 1 {
+		t.Errorf("the workers counted %v complete sessions, want 1", completes)
+	}
 	for _, want := range []string{
-		`paygate_checkout_sessions_total{outcome="complete",reason=""} 1`,
 		`temporal_activity_execution_latency_bucket{`,
 		`temporal_workflow_task_execution_latency_bucket{`,
-		`temporal_num_pollers{`,
 	} {
 		if !strings.Contains(workerMetrics, want) {
 			t.Errorf("worker /metrics lacks %s", want)
@@ -389,9 +406,10 @@ func TestSeparateProcesses(t *testing.T) {
 	// Graceful shutdown of both.
 	apiProc.stop(t, 30*time.Second)
 	workerProc.stop(t, 30*time.Second)
+	worker2Proc.stop(t, 30*time.Second)
 
 	// Logs: JSON lines, request lines with their id, no credential anywhere.
-	for _, c := range []*child{apiProc, workerProc} {
+	for _, c := range []*child{apiProc, workerProc, worker2Proc} {
 		out := c.out.String()
 		for _, prefix := range []string{"svc_test_sk_", "svc_live_sk_", "svc_sess_", "whsec_"} {
 			if strings.Contains(out, prefix) {
@@ -416,6 +434,20 @@ func TestSeparateProcesses(t *testing.T) {
 			t.Errorf("API logged %d request lines", requests)
 		}
 	}
+}
+
+// seriesValue returns the value of the exposition line that starts with
+// series (name and labels), or 0.
+func seriesValue(exposition, series string) float64 {
+	for _, line := range strings.Split(exposition, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 func mustPort(t *testing.T) int {
