@@ -10,9 +10,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 )
@@ -26,15 +29,20 @@ const (
 
 // harness is one API over one fresh store, driven through real HTTP.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	store *models.Store
 	srv   *api.Server
 	http  *httptest.Server
 }
 
-func newHarness(t *testing.T, st *models.Store, mutate ...func(*api.Deps)) *harness {
+func newHarness(t testing.TB, st *models.Store, mutate ...func(*api.Deps)) *harness {
 	t.Helper()
-	d := api.Deps{Store: st, Hasher: auth.NewHasher("test-secret-test-secret-test-secret!"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := api.Deps{Store: st, Hasher: auth.NewHasher("test-secret-test-secret-test-secret!"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		UploadDir: t.TempDir()}
+	// The checkout service without a Temporal client: enough for every
+	// route that answers from the store (the e2e tests run the workflows).
+	d.Checkout = &checkout.Service{Store: st, Hasher: d.Hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
+		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: d.Logger}
 	for _, m := range mutate {
 		m(&d)
 	}
@@ -114,6 +122,8 @@ func (h *harness) do(method, path, token string, body any) resp {
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	// Every response the suite receives must match the OpenAPI document.
+	validateResponse(h.t, req, res.StatusCode, res.Header, raw)
 	out := resp{Status: res.StatusCode, Raw: string(raw), Header: res.Header}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out.Body); err != nil {
@@ -124,7 +134,7 @@ func (h *harness) do(method, path, token string, body any) resp {
 }
 
 // expect checks status and, for errors, the envelope and code.
-func expect(t *testing.T, r resp, status int, code string) {
+func expect(t testing.TB, r resp, status int, code string) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Raw)
@@ -139,7 +149,7 @@ func expect(t *testing.T, r resp, status int, code string) {
 }
 
 // expectMessage checks a 400's message names the field with the reason.
-func expectField(t *testing.T, r resp, field string) {
+func expectField(t testing.TB, r resp, field string) {
 	t.Helper()
 	expect(t, r, http.StatusBadRequest, "BAD_REQUEST")
 	msg := r.str("message")

@@ -75,7 +75,18 @@ func isolationCases() map[string]isolationCase {
 		}
 		return ids[0]
 	}
+	sessionOf := func(h *harness, a merchant, mode models.Mode) string {
+		linkID := linkOf(h, a, mode)
+		cs := &models.CheckoutSession{MerchantID: a.ID, Mode: mode, PaymentLinkID: linkID, Network: "base_sepolia", WalletType: "evm",
+			ExpectedAmount: money.FromCents(100), MerchantWalletAddress: evmA, TokenAddress: evmB, ExpiresAt: time.Now().Add(time.Hour)}
+		if err := h.store.CreateCheckoutSession(context.Background(), cs); err != nil {
+			h.t.Fatal(err)
+		}
+		return cs.ID
+	}
 	return map[string]isolationCase{
+		"GET /api/checkout-sessions/:id":          {auth: "key", create: sessionOf},
+		"POST /api/checkout-sessions/:id/cancel":  {auth: "key", create: sessionOf},
 		"PATCH /api/webhooks/:id":                 {auth: "session", create: endpointOf, body: `{"active":false}`},
 		"DELETE /api/webhooks/:id":                {auth: "session", create: endpointOf},
 		"POST /api/webhooks/:id/rotate-secret":    {auth: "session", create: endpointOf},
@@ -96,8 +107,16 @@ func isolationCases() map[string]isolationCase {
 }
 
 // Routes that act only on the caller's own account (no foreign id can be
-// named), listed so that a new route must be classified here or above.
+// named), and the customer-facing checkout routes, which take no merchant
+// credential by design (whoever holds a link or session id is its customer).
+// Listed so that a new route must be classified here or above.
 var ownAccountRoutes = map[string]bool{
+	// Uploads: another merchant's key is a 403 by SPEC.md (Errors rule 6),
+	// checked in TestUploads; uploaded logos are public.
+	"POST /api/upload": true, "DELETE /api/upload/*key": true, "GET /uploads/*key": true,
+	"GET /api/openapi.json": true, "GET /api/checkout/links/:id": true, "POST /api/checkout/quote": true,
+	"POST /api/checkout/session": true, "GET /api/checkout/session/:id": true, "POST /api/checkout/session/:id/wallet": true,
+	"POST /api/checkout/session/:id/cancel": true, "POST /api/checkout/submit": true,
 	"POST /api/auth/signup": true, "POST /api/auth/login": true, "POST /api/auth/logout": true,
 	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
 	"POST /api/developer/keys": true, "GET /api/developer/keys": true,

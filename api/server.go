@@ -65,6 +65,8 @@ type Deps struct {
 	TrustedProxies []netip.Prefix
 	// Logger receives request logs; nil uses slog.Default.
 	Logger *slog.Logger
+	// UploadDir, when set, stores uploaded images (logos) and serves them.
+	UploadDir string
 	// Checkout, when set, serves the customer-facing checkout routes.
 	Checkout *checkout.Service
 	// OnLinkDeleted, when set, fails the open checkout sessions of a
@@ -144,6 +146,8 @@ func New(d Deps) (*Server, error) {
 	s.registerSubscriptions(g)
 	s.registerSettlements(g)
 	s.registerCheckout(g)
+	s.registerOpenAPI(g)
+	s.registerUploads(g)
 	s.registerWebhooks(g)
 	for _, f := range d.Extra {
 		f(s, g)

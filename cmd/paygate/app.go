@@ -70,6 +70,15 @@ func (a *app) close() {
 	_ = a.store.Close()
 }
 
+// uploadDir is where uploaded logos live: PAYGATE_UPLOAD_DIR, or uploads/
+// under the data directory. Several API replicas must share it (a volume).
+func (a *app) uploadDir() string {
+	if v := os.Getenv("PAYGATE_UPLOAD_DIR"); v != "" {
+		return v
+	}
+	return filepath.Join(a.cfg.DataDir, "uploads")
+}
+
 func (a *app) hasher() *auth.Hasher { return auth.NewHasher(a.cfg.SecretKey) }
 
 // apiServer builds the HTTP API with every feature wired in.
@@ -95,6 +104,7 @@ func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
 		Store:          a.store,
 		Hasher:         a.hasher(),
 		Checkout:       svc,
+		UploadDir:      a.uploadDir(),
 		Networks:       a.networks,
 		SessionTTL:     a.cfg.SessionTTL,
 		TrustedProxies: a.cfg.RateLimit.TrustedProxies,

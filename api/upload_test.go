@@ -1,0 +1,82 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/paygate/paygate/models"
+)
+
+// A 1x1 PNG.
+var pngPixel, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+func (h *harness) upload(token string, name string, content []byte) resp {
+	h.t.Helper()
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	part, _ := w.CreateFormFile("file", name)
+	_, _ = part.Write(content)
+	_ = w.Close()
+	req, _ := http.NewRequest("POST", h.http.URL+"/api/upload", &buf)
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := h.http.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	validateResponse(h.t, req, res.StatusCode, res.Header, raw)
+	out := resp{Status: res.StatusCode, Raw: string(raw), Header: res.Header}
+	_ = json.Unmarshal(raw, &out.Body)
+	return out
+}
+
+func TestUploads(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		a, b := h.signup(), h.signup()
+		r := h.upload(a.Session, "logo.png", pngPixel)
+		expect(t, r, 201, "")
+		key := r.str("data", "key")
+		if !strings.HasPrefix(key, "merchants/"+a.ID+"/") || r.str("data", "url") != "/uploads/"+key {
+			t.Fatalf("upload %s", r.Raw)
+		}
+		// The file is served publicly (logos appear on the checkout page).
+		res, err := h.http.Client().Get(h.http.URL + "/uploads/" + key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !bytes.Equal(body, pngPixel) || res.Header.Get("Content-Type") != "image/png" {
+			t.Fatalf("serve: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		expect(t, h.do("PATCH", "/api/merchant/logo", a.Session, map[string]any{"logoUrl": "https://shop.example/uploads/" + key}), 200, "")
+
+		// Bad uploads.
+		expectField(t, h.upload(a.Session, "x.txt", []byte("hello, not an image")), "file")
+		expectField(t, h.upload(a.Session, "big.png", append(append([]byte{}, pngPixel...), make([]byte, 2<<20)...)), "file")
+		expect(t, h.upload(a.TestKey, "logo.png", pngPixel), 401, "UNAUTHORIZED")
+
+		// Deleting: another merchant's key, traversal and foreign shapes are 403.
+		expect(t, h.do("DELETE", "/api/upload/"+key, b.Session, nil), 403, "FORBIDDEN")
+		if !strings.Contains(h.do("DELETE", "/api/upload/"+key, b.Session, nil).str("message"), "outside your own directory") {
+			t.Fatal("403 message must say why")
+		}
+		expect(t, h.do("DELETE", "/api/upload/merchants/"+a.ID+"/../"+b.ID+"/x.png", a.Session, nil), 403, "FORBIDDEN")
+		expect(t, h.do("DELETE", "/api/upload/etc/passwd", a.Session, nil), 403, "FORBIDDEN")
+		expect(t, h.do("DELETE", "/api/upload/"+key, a.TestKey, nil), 401, "UNAUTHORIZED")
+		r = h.do("DELETE", "/api/upload/"+key, a.Session, nil)
+		expect(t, r, 200, "")
+		expect(t, h.do("DELETE", "/api/upload/"+key, a.Session, nil), 404, "NOT_FOUND")
+		expect(t, h.do("DELETE", "/api/upload/merchants/"+a.ID+"/"+models.NewID()+".png", a.Session, nil), 404, "NOT_FOUND")
+	})
+}
