@@ -8,7 +8,7 @@ fuzztime=${FUZZTIME:-5s}
 count=0
 while IFS=: read -r file _ fn; do
   name=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]*).*/\1/' <<<"$fn")
-  pkg=./$(dirname "$file")
+  pkg=$(dirname "$file")
   echo "fuzz: $pkg $name ($fuzztime)"
   go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/paygate-fuzz.log 2>&1 || { cat /tmp/paygate-fuzz.log; exit 1; }
   count=$((count + 1))
