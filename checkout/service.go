@@ -220,7 +220,7 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 		return Created{}, err
 	}
 	if err := s.StartWorkflow(ctx, cs); err != nil {
-		s.log().Warn("checkout workflow not started; the repairer will start it", "sessionId", cs.ID, "err", err)
+		s.log().WarnContext(ctx, "checkout workflow not started; the repairer will start it", "sessionId", cs.ID, "err", err)
 	}
 	info := NetworkInfo{Network: r.Network, Family: net.Family, ChainID: net.ChainID, ReceiveAddress: cs.MerchantWalletAddress,
 		TokenAddress: net.USDC, TokenDecimals: net.Decimals, ExplorerURL: net.ExplorerURL}

@@ -63,6 +63,28 @@ func newApp() (*app, error) {
 	return &app{cfg: cfg, log: log, store: st, networks: networks, metrics: metrics.New()}, nil
 }
 
+// newMigratedApp is newApp with the schema moved to the newest version.
+func newMigratedApp() (*app, error) {
+	a, err := newApp()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.store.Migrate(); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// apiWithCheckout builds the API with the checkout service on a Temporal client.
+func (a *app) apiWithCheckout(c client.Client) (*api.Server, error) {
+	svc, err := a.checkoutService(c)
+	if err != nil {
+		return nil, err
+	}
+	return a.apiServer(svc)
+}
+
 func (a *app) close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		_ = a.closers[i]()
@@ -154,24 +176,17 @@ func runAPI(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return runHealthcheck(ctx, envOr("PAYGATE_ADDR", config.Defaults().Addr), "PAYGATE_ADDR")
 	}
-	a, err := newApp()
+	a, err := newMigratedApp()
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := a.store.Migrate(); err != nil {
-		return err
-	}
 	c, err := a.dialTemporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	svc, err := a.checkoutService(c)
-	if err != nil {
-		return err
-	}
-	srv, err := a.apiServer(svc)
+	srv, err := a.apiWithCheckout(c)
 	if err != nil {
 		return err
 	}
@@ -204,14 +219,11 @@ func runKYB(ctx context.Context, args []string) error {
 	approve := args[0] == "approve"
 	merchantID := args[1]
 	note := strings.Join(args[2:], " ")
-	a, err := newApp()
+	a, err := newMigratedApp()
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := a.store.Migrate(); err != nil {
-		return err
-	}
 	m, err := a.store.Merchant(ctx, merchantID)
 	if err != nil {
 		return fmt.Errorf("merchant %s: %w", merchantID, err)

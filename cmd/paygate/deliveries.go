@@ -24,14 +24,11 @@ func runDeliveries(ctx context.Context, args []string) error {
 		return usageError("deliveries needs retry DELIVERY_ID")
 	}
 	id := args[1]
-	a, err := newApp()
+	a, err := newMigratedApp()
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := a.store.Migrate(); err != nil {
-		return err
-	}
 	d, err := a.store.WebhookDelivery(ctx, id)
 	if errors.Is(err, apperr.ErrNotFound) {
 		return fmt.Errorf("delivery %s: not found", id)

@@ -71,11 +71,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	svc, err := a.checkoutService(c)
-	if err != nil {
-		return err
-	}
-	srv, err := a.apiServer(svc)
+	srv, err := a.apiWithCheckout(c)
 	if err != nil {
 		return err
 	}

@@ -113,14 +113,11 @@ func runWorker(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return runHealthcheck(ctx, os.Getenv(WorkerMetricsAddrEnv), WorkerMetricsAddrEnv)
 	}
-	a, err := newApp()
+	a, err := newMigratedApp()
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := a.store.Migrate(); err != nil {
-		return err
-	}
 	c, err := a.dialTemporal(ctx)
 	if err != nil {
 		return err
