@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paygate/paygate/models"
+)
+
+// TestKYBReviewCommand runs `paygate kyb approve|reject` as an operator
+// would, on the embedded store, and checks the merchant's status and the
+// stored notification.
+func TestKYBReviewCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PAYGATE_DATA_DIR", dir)
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("SMTP_HOST", "")
+	st, err := models.Open(models.Options{SQLitePath: filepath.Join(dir, "paygate.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mk := func(email string) string {
+		m := &models.Merchant{Email: email, PasswordHash: "x", BusinessName: "Shop"}
+		if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s" + email}, models.NewKey{Hash: "k" + email, Type: models.ModeTest}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SubmitKYB(ctx, &models.KYBApplication{MerchantID: m.ID, BusinessName: "Shop", BusinessType: "llc",
+			Country: "US", ContactName: "A", ContactEmail: email}); err != nil {
+			t.Fatal(err)
+		}
+		return m.ID
+	}
+	approved, rejected := mk("a@example.com"), mk("b@example.com")
+	if err := run(ctx, []string{"kyb", "approve", approved}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"kyb", "reject", rejected, "registration", "number", "unreadable"}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{approved: models.KYBApproved, rejected: models.KYBRejected} {
+		m, _ := st.Merchant(ctx, id)
+		if m.KYBStatus != want {
+			t.Fatalf("merchant %s is %s, want %s", id, m.KYBStatus, want)
+		}
+		notes, _ := st.Notifications(ctx, id)
+		if len(notes) != 1 || notes[0].Kind != "kyb.reviewed" || notes[0].EmailedAt != nil {
+			t.Fatalf("notification of %s: %+v", id, notes)
+		}
+	}
+	notes, _ := st.Notifications(ctx, rejected)
+	if !strings.Contains(notes[0].Body, "registration number unreadable") {
+		t.Fatalf("the reviewer's note must reach the merchant: %q", notes[0].Body)
+	}
+	// A second decision, an unknown merchant and bad usage are refused.
+	if err := run(ctx, []string{"kyb", "reject", approved}); err == nil {
+		t.Fatal("a reviewed application was reviewed again")
+	}
+	if err := run(ctx, []string{"kyb", "approve", models.NewID()}); err == nil {
+		t.Fatal("unknown merchant accepted")
+	}
+	var ue usageError
+	if err := run(ctx, []string{"kyb", "maybe", approved}); err == nil || !asUsage(err, &ue) {
+		t.Fatalf("bad usage: %v", err)
+	}
+}
+
+func asUsage(err error, ue *usageError) bool {
+	u, ok := err.(usageError)
+	if ok {
+		*ue = u
+	}
+	return ok
+}
