@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"math/big"
@@ -47,7 +48,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	a.log.Info("starting the Temporal dev server", "address", a.cfg.Temporal.Address)
 	ts, err := temporaldev.Start(ctx, temporaldev.Options{DataDir: a.cfg.DataDir, Host: host, Port: port, UIPort: uiPort,
-		Namespace: a.cfg.Temporal.Namespace, SearchAttributes: temporaldev.PaygateSearchAttributes(), Log: os.Stderr})
+		Namespace: a.cfg.Temporal.Namespace, SearchAttributes: temporaldev.PaygateSearchAttributes(), Log: untilDone(ctx, os.Stderr)})
 	if err != nil {
 		return fmt.Errorf("temporal dev server: %w (build it with `make temporal-cli`)", err)
 	}
@@ -122,3 +123,18 @@ func runDevPay(ctx context.Context, args []string) error {
 		p.Units, p.To, p.Network, p.TxHash, base, p.SessionID)
 	return nil
 }
+
+// untilDone passes writes to w until ctx ends, then drops them: the dev
+// server's complaints while everything shuts down after Ctrl-C are noise.
+func untilDone(ctx context.Context, w io.Writer) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if ctx.Err() != nil {
+			return len(p), nil
+		}
+		return w.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
