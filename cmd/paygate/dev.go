@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
