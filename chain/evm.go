@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -165,6 +166,13 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	if res.Confirmations < res.Required {
 		res.Message = fmt.Sprintf("%d of %d confirmations", res.Confirmations, res.Required)
 		return res, nil
+	}
+	if !req.NotBefore.IsZero() {
+		header, err := v.client.HeaderByNumber(ctx, receipt.BlockNumber)
+		if err != nil {
+			return VerifyResult{}, fmt.Errorf("chain: %s: header of block %d: %w", v.net.Name, res.BlockNumber, err)
+		}
+		res.BlockTime = time.Unix(int64(header.Time), 0).UTC()
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
 	return res, nil

@@ -130,6 +130,9 @@ func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyR
 	}
 	res.ReceivedUnits = nonNegative(received)
 	res.Payer = payer
+	if tx.BlockTime != nil {
+		res.BlockTime = tx.BlockTime.Time().UTC()
+	}
 
 	switch {
 	case received.Sign() <= 0:

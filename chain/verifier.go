@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Verdict is the outcome of one verification of a submitted transaction.
@@ -48,6 +50,14 @@ type VerifyRequest struct {
 	// ExpectedUnits is the amount due in integer token units (USDC has 6
 	// decimals: "32610000" is 32.61 USDC), as a decimal string.
 	ExpectedUnits string
+	// PayerAddress, when set, is the wallet the payment must come from (the
+	// checkout session's wallet). A transfer from anyone else fails, so a
+	// stranger cannot claim another customer's transfer for their session.
+	PayerAddress string
+	// NotBefore, when set, is the earliest block time accepted (the session's
+	// creation, less some clock slack): an older transfer to the merchant
+	// cannot pay a new session.
+	NotBefore time.Time
 }
 
 // VerifyResult is what the chain says about a transaction.
@@ -67,6 +77,9 @@ type VerifyResult struct {
 	ReceivedUnits string
 	// Payer is the wallet the USDC came from, when known.
 	Payer string
+	// BlockTime is the time of the block holding the transaction, when
+	// known (set once a verdict is possible).
+	BlockTime time.Time
 	// Verdict is pending, complete or failed.
 	Verdict Verdict
 	// Reason is the machine code of a failed verdict ([ReasonInvalidTransfer],
@@ -170,7 +183,44 @@ func (m *MultiVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyRe
 	if err != nil {
 		return VerifyResult{}, err
 	}
-	return v.Verify(ctx, req)
+	res, err := v.Verify(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	return BindToSession(req, res), nil
+}
+
+// BindToSession turns a verdict that would complete into a failure when the
+// transfer is not the session's own: it came from another wallet than
+// req.PayerAddress, or it is older than req.NotBefore. Pending results are
+// left alone (the checks apply to the final verdict).
+func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
+	if res.Verdict != VerdictComplete {
+		return res
+	}
+	if req.PayerAddress != "" && !sameAddress(req.PayerAddress, res.Payer) {
+		payer := res.Payer
+		if payer == "" {
+			payer = "an unknown wallet"
+		}
+		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
+		res.Message = fmt.Sprintf("the transfer came from %s, not from the session's wallet %s", payer, req.PayerAddress)
+		return res
+	}
+	if !req.NotBefore.IsZero() && !res.BlockTime.IsZero() && res.BlockTime.Before(req.NotBefore) {
+		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
+		res.Message = fmt.Sprintf("the transaction was mined at %s, before the checkout session was created",
+			res.BlockTime.UTC().Format(time.RFC3339))
+	}
+	return res
+}
+
+// sameAddress compares addresses; EVM hex addresses without regard to case.
+func sameAddress(a, b string) bool {
+	if strings.HasPrefix(a, "0x") || strings.HasPrefix(a, "0X") {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
 }
 
 func (m *MultiVerifier) verifier(ctx context.Context, name string) (Verifier, error) {

@@ -233,7 +233,8 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 func (s *Service) StartWorkflow(ctx context.Context, cs *models.CheckoutSession) error {
 	net, _ := s.Networks.Lookup(cs.Network)
 	in := workflows.CheckoutInput{SessionID: cs.ID, MerchantID: cs.MerchantID, PaymentLinkID: cs.PaymentLinkID, Network: cs.Network,
-		MerchantWallet: cs.MerchantWalletAddress, ExpectedUnits: cs.ExpectedAmount.Units(), ExpiresAt: cs.ExpiresAt,
+		MerchantWallet: cs.MerchantWalletAddress, PayerWallet: cs.WalletAddress, CreatedAt: cs.CreatedAt,
+		ExpectedUnits: cs.ExpectedAmount.Units(), ExpiresAt: cs.ExpiresAt,
 		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow}
 	opts := client.StartWorkflowOptions{
 		ID:                    workflows.CheckoutWorkflowID(cs.ID),

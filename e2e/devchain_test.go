@@ -6,6 +6,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,7 @@ func TestDevChainPayments(t *testing.T) {
 	t.Cleanup(eth.Close)
 	conf, _ := reg.Lookup("base_sepolia")
 	key, _ := s.merchant()
+	s.wallet = dc.Customer().Hex() // sessions declare the wallet that pays
 
 	var lags []time.Duration
 	var link string
@@ -103,5 +105,18 @@ func TestDevChainPayments(t *testing.T) {
 	d := s.waitStatus(id, "failed", 30*time.Second)
 	if r := d["session"].(map[string]any)["failureReason"]; r != chain.ReasonInvalidTransfer {
 		t.Fatalf("short payment failed with %v, want %s", r, chain.ReasonInvalidTransfer)
+	}
+
+	// A full payment from another wallet than the session's does not pay it:
+	// nobody can claim someone else's transfer for their own session.
+	s.wallet = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
+	id, _ = s.openSession(key, link, "")
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), id, nil); err != nil {
+		t.Fatal(err)
+	}
+	d = s.waitStatus(id, "failed", 30*time.Second)
+	sess := d["session"].(map[string]any)
+	if sess["failureReason"] != chain.ReasonInvalidTransfer || !strings.Contains(sess["failureMessage"].(string), "not from the session's wallet") {
+		t.Fatalf("payment from a stranger's wallet: %v", sess)
 	}
 }

@@ -75,6 +75,8 @@ type stack struct {
 	webhookQueue  string
 	verifier      chain.Verifier
 	sender        *webhook.Sender
+	// wallet is the customer wallet new sessions declare (the payer).
+	wallet string
 }
 
 type stackOptions struct {
@@ -132,7 +134,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &stack{t: t, temporal: c, store: st, checkout: svc, http: hs, networks: o.networks,
-		workers: ws, checkoutQueue: queue, webhookQueue: webhookQueue, verifier: o.verifier, sender: o.sender}
+		workers: ws, checkoutQueue: queue, webhookQueue: webhookQueue, verifier: o.verifier, sender: o.sender,
+		wallet: "0x8617E340B3D01FA5F11F306F4090FD50E238070D"}
 }
 
 type quietLogger struct{}
@@ -191,7 +194,7 @@ func (s *stack) openSession(key, linkID, amount string) (sessionID, link string)
 	q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": linkID, "network": "base_sepolia",
 		"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
 	d := s.call("POST", "/api/checkout/session", "", map[string]any{
-		"linkId": linkID, "quoteToken": q["quoteToken"], "walletAddress": "0x8617E340B3D01FA5F11F306F4090FD50E238070D",
+		"linkId": linkID, "quoteToken": q["quoteToken"], "walletAddress": s.wallet,
 		"walletType": "evm", "network": "base_sepolia",
 		"customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
 		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],

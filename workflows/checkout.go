@@ -67,6 +67,11 @@ type CheckoutInput struct {
 	PaymentLinkID  string
 	Network        string
 	MerchantWallet string
+	// PayerWallet is the customer's wallet: only a transfer from it pays the
+	// session (empty: any payer, for sessions started before this field).
+	PayerWallet string
+	// CreatedAt is the session's creation; older transfers do not pay it.
+	CreatedAt time.Time
 	// ExpectedUnits is the total due in USDC base units (6 decimals).
 	ExpectedUnits int64
 	ExpiresAt     time.Time
@@ -142,6 +147,10 @@ type CheckoutResult struct {
 const maxChecksPerRun = 300
 
 var checkoutActivities *activities.CheckoutActivities
+
+// blockClockSlack is how much older than the session a block may claim to
+// be: block timestamps follow their producers' clocks, not ours.
+const blockClockSlack = 10 * time.Minute
 
 // preBroadcast reports whether a session may still take a hash or a cancel.
 func preBroadcast(status string) bool {
@@ -405,7 +414,11 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 		}
 	})
 	req := chain.VerifyRequest{Network: c.in.Network, TxHash: c.state.TxHash, MerchantAddress: c.in.MerchantWallet,
-		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits)}
+		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits), PayerAddress: c.in.PayerWallet}
+	if !c.in.CreatedAt.IsZero() {
+		// Slack for the difference between block clocks and ours.
+		req.NotBefore = c.in.CreatedAt.Add(-blockClockSlack)
+	}
 	for checks := 0; ; checks++ {
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
