@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,5 +31,28 @@ func TestBindToSession(t *testing.T) {
 		if (got.Verdict == VerdictFailed) != c.failed || (c.failed && (got.Reason != ReasonInvalidTransfer || got.Message == "")) {
 			t.Errorf("%s: %+v", c.name, got)
 		}
+	}
+}
+
+// TestRPCURLNeverInErrors: an RPC failure does not print the provider URL
+// (and its API key) into logs or workflow history, yet stays transient.
+func TestRPCURLNeverInErrors(t *testing.T) {
+	reg := DefaultRegistry()
+	n, _ := reg.Lookup(NetworkBaseSepolia)
+	n.RPCURL = "http://127.0.0.1:1/v2/SECRETAPIKEY123?key=ALSOSECRET"
+	reg.Set(n)
+	m := NewMultiVerifier(reg)
+	defer m.Close()
+	_, err := m.Verify(context.Background(), VerifyRequest{Network: NetworkBaseSepolia,
+		TxHash: "0x" + strings.Repeat("ab", 32), MerchantAddress: "0x52908400098527886E0F7030069857D2E4169EE7", ExpectedUnits: "1"})
+	if err == nil {
+		t.Fatal("an unreachable RPC must be an error")
+	}
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("the RPC URL leaks: %v", err)
+	}
+	t.Logf("error as shown: %v", err)
+	if IsPermanent(err) {
+		t.Fatalf("an unreachable RPC is transient: %v", err)
 	}
 }

@@ -179,16 +179,39 @@ func NewMultiVerifier(reg *Registry, opts ...Option) *MultiVerifier {
 
 // Verify implements [Verifier].
 func (m *MultiVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	rpcURL := ""
+	if n, ok := m.reg.Lookup(req.Network); ok {
+		rpcURL = n.RPCURL
+	}
 	v, err := m.verifier(ctx, req.Network)
 	if err != nil {
-		return VerifyResult{}, err
+		return VerifyResult{}, scrubRPC(err, rpcURL)
 	}
 	res, err := v.Verify(ctx, req)
 	if err != nil {
-		return res, err
+		return res, scrubRPC(err, rpcURL)
 	}
 	return BindToSession(req, res), nil
 }
+
+// scrubRPC hides the RPC URL in an error's text (provider URLs often carry
+// an API key, and Go's HTTP errors print the whole URL): errors end up in
+// logs and in the Temporal history shown in the Web UI. errors.Is and
+// errors.As still see the original error.
+func scrubRPC(err error, rpcURL string) error {
+	if err == nil || rpcURL == "" || !strings.Contains(err.Error(), rpcURL) {
+		return err
+	}
+	return &scrubbedError{msg: strings.ReplaceAll(err.Error(), rpcURL, redactURL(rpcURL)), err: err}
+}
+
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
 
 // BindToSession turns a verdict that would complete into a failure when the
 // transfer is not the session's own: it came from another wallet than
