@@ -136,6 +136,9 @@ func TestCustomers(t *testing.T) {
 		}
 		expect(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "ann@example.com"}), 409, "CONFLICT")
 		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"name": "x"}), "email")
+		// NUL cannot be stored by PostgreSQL: a clear 400, not a 500.
+		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "nul@example.com", "name": "a\u0000b"}), "name")
+		expect(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "nl@example.com", "name": "Ann\tLee"}), 201, "")
 		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "b@example.com", "country": "USA"}), "country")
 		expectField(t, h.do("POST", "/api/customers", m.TestKey, map[string]any{"email": "b@example.com", "walletAddress": "0xnothex"}), "walletAddress")
 		big := map[string]string{}

@@ -34,8 +34,16 @@ func (v *checker) text(field, s string, required bool, max int) string {
 		v.Add(field, fmt.Sprintf("must be at most %d characters", max))
 	case !utf8.ValidString(s):
 		v.Add(field, "must be valid UTF-8")
+	case strings.ContainsFunc(s, isControl):
+		v.Add(field, "must not contain control characters")
 	}
 	return s
+}
+
+// isControl refuses NUL (which PostgreSQL cannot store) and the other C0
+// controls except tab and newlines, which free text may hold.
+func isControl(r rune) bool {
+	return (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f
 }
 
 // MaxEmailLength is SPEC.md's bound: under 320 characters.

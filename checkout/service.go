@@ -364,13 +364,18 @@ func (s *Service) Submit(ctx context.Context, sessionID, txHash string) (workflo
 	if err != nil {
 		return workflows.SubmitResult{}, err
 	}
-	if err := precheck(cs, s.now()); err != nil {
-		return workflows.SubmitResult{}, err
-	}
 	fam, _ := chain.FamilyOf(cs.Network)
 	h, perr := chain.ParseTxHash(fam, txHash)
 	if perr != nil {
 		return workflows.SubmitResult{}, apperr.Invalid("txHash", perr.Error())
+	}
+	// The same hash again (a page retrying after a timeout) is answered as
+	// the first time, so the customer is never told to pay twice.
+	if cs.TxHash != nil && *cs.TxHash == h && !models.TerminalStatus(cs.Status) {
+		return workflows.SubmitResult{Status: models.StatusBroadcast, TxHash: h, SessionID: cs.ID, NextAction: "poll_status"}, nil
+	}
+	if err := precheck(cs, s.now()); err != nil {
+		return workflows.SubmitResult{}, err
 	}
 	var res workflows.SubmitResult
 	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, workflows.SubmitRequest{TxHash: h}, &res)

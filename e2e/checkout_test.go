@@ -39,7 +39,12 @@ func TestCheckoutCompletes(t *testing.T) {
 	if sub["status"] != "txn_broadcast" || sub["nextAction"] != "poll_status" || sub["txHash"] != h || sub["sessionId"] != id {
 		t.Fatalf("submit answered %v", sub)
 	}
-	// A second submit, and the same hash on another session, are 409.
+	// The same hash again (a retry after a timeout) is answered as before.
+	again := s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": h}, 200)
+	if again["status"] != "txn_broadcast" || again["txHash"] != h {
+		t.Fatalf("resubmit answered %v", again)
+	}
+	// Another hash, and the same hash on another session, are 409.
 	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": hashN(2)}, 409)
 	other, _ := s.openSession(key, link, "")
 	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": other, "txHash": h}, 409)

@@ -13,6 +13,10 @@ import (
 	"gorm.io/gorm/clause"
 )
 
+// ReasonTxNotFound is the failure of a session whose hash never appeared on
+// chain within the window (chain.ReasonTxNotFound).
+const ReasonTxNotFound = "TX_NOT_FOUND"
+
 // PreBroadcastStatuses are the statuses that take a hash or a cancel.
 var PreBroadcastStatuses = []string{StatusCreated, StatusWalletConnecting, StatusWalletReady}
 
@@ -183,6 +187,14 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) ([]string, error) 
 		}
 		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
 			return err
+		}
+		if o.Reason == ReasonTxNotFound {
+			// The hash was never seen: release it, so a transfer that lands
+			// late can still be recorded (POST /api/transactions) or back a
+			// new session instead of being lost to this failed one.
+			if err := tx.Where("session_id = ?", cs.ID).Delete(&TxHashClaim{}).Error; err != nil {
+				return err
+			}
 		}
 		link, err := s.linkUnscoped(tx, cs.PaymentLinkID)
 		if err != nil {

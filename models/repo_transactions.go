@@ -51,6 +51,13 @@ func (s *Store) applyTransaction(tx *gorm.DB, t *Transaction) error {
 		return err
 	}
 	if t.PaymentLinkID != nil {
+		var link PaymentLink
+		if err := tx.Unscoped().Select("total_collected").Where("id = ?", *t.PaymentLinkID).Take(&link).Error; err != nil {
+			return notFound(err)
+		}
+		if _, err := link.TotalCollected.Add(t.Amount); err != nil {
+			return apperr.Invalid("amount", "would overflow the payment link's total")
+		}
 		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *t.PaymentLinkID).Updates(map[string]any{
 			"total_collected":    gorm.Expr("total_collected + ?", int64(t.Amount)),
 			"total_transactions": gorm.Expr("total_transactions + 1"),
@@ -75,6 +82,9 @@ func (s *Store) upsertCustomerSpend(tx *gorm.DB, t *Transaction) (string, error)
 	var existing Customer
 	if err := tx.Where("merchant_id = ? AND mode = ? AND email = ?", t.MerchantID, t.Mode, t.CustomerEmail).Take(&existing).Error; err != nil {
 		return "", err
+	}
+	if _, err := existing.TotalSpent.Add(t.Amount); err != nil {
+		return "", apperr.Invalid("amount", "would overflow the customer's total")
 	}
 	fields := map[string]any{
 		"total_spent":       gorm.Expr("total_spent + ?", int64(t.Amount)),

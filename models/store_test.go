@@ -3,8 +3,10 @@ package models_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
@@ -231,6 +233,48 @@ func TestSettlementBalance(t *testing.T) {
 		bals, _ := st.Balances(ctx, m.ID)
 		if len(bals) != 1 || bals[0].Available != 0 {
 			t.Fatalf("balances %+v", bals)
+		}
+	})
+}
+
+// A session that failed TX_NOT_FOUND releases its hash: the transfer that
+// lands late can still be recorded by the merchant.
+func TestTxNotFoundReleasesTheHash(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "late@x.io")
+		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
+			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+		if err := st.CreatePaymentLink(ctx, link); err != nil {
+			t.Fatal(err)
+		}
+		finish := func(reason string) string {
+			cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
+				ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef"}
+			if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+				t.Fatal(err)
+			}
+			hash := "0x" + strings.Repeat("7", 62) + reason[:2]
+			if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusFailed,
+				Source: "chain", Reason: reason, At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			return hash
+		}
+		record := func(hash string) error {
+			return st.RecordTransaction(ctx, &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, Amount: money.FromCents(500),
+				Token: "USDC", Network: "base_sepolia", TxHash: hash})
+		}
+		if err := record(finish(models.ReasonTxNotFound)); err != nil {
+			t.Fatalf("a hash released by TX_NOT_FOUND must be recordable: %v", err)
+		}
+		// Any other failure keeps the claim: the transfer was judged.
+		if err := record(finish("INVALID_TRANSFER")); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a judged hash stays claimed: %v", err)
 		}
 	})
 }
