@@ -259,7 +259,8 @@ func (s *Service) StartWorkflow(ctx context.Context, cs *models.CheckoutSession)
 
 // RepairOnce starts the workflow of every session older than grace whose
 // workflow was never confirmed (a crash between the database write and the
-// start). It returns how many it repaired.
+// start), and fails the open sessions of deleted links that were not told.
+// It returns how many sessions it acted on.
 func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, error) {
 	rows, err := s.Store.SessionsWithoutWorkflow(ctx, s.now().Add(-grace), 100)
 	if err != nil {
@@ -273,6 +274,15 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 		}
 		s.log().Info("repair: started the workflow of a session left without one", "sessionId", rows[i].ID)
 		n++
+	}
+	// Sessions of deleted links that did not hear of the deletion (a failure
+	// half-way through DELETE, or a session created while it ran).
+	orphans, err := s.Store.OpenSessionsOfDeletedLinks(ctx, 100)
+	if err != nil {
+		return n, err
+	}
+	if len(orphans) > 0 {
+		n += s.failOpenSessions(ctx, orphans)
 	}
 	return n, nil
 }
@@ -459,19 +469,31 @@ func (s *Service) Cancel(ctx context.Context, cs *models.CheckoutSession, source
 func (s *Service) LinkDeleted(ctx context.Context, link *models.PaymentLink) error {
 	open, err := s.Store.OpenSessionsOfLink(ctx, link.ID)
 	if err != nil {
-		return err
+		s.log().WarnContext(ctx, "link deleted; its open sessions will be failed by the repairer", "linkId", link.ID, "err", err)
+		return nil
 	}
+	s.failOpenSessions(ctx, open)
+	return nil
+}
+
+// failOpenSessions tells the workflows of sessions whose link is gone. A
+// session that cannot be reached now is left to the repairer, which sends
+// the signal again: the link is deleted either way.
+func (s *Service) failOpenSessions(ctx context.Context, open []models.CheckoutSession) int {
+	n := 0
 	for i := range open {
 		cs := &open[i]
-		if err := s.ensureWorkflow(ctx, cs); err != nil {
-			return err
+		err := s.ensureWorkflow(ctx, cs)
+		if err == nil {
+			err = s.Temporal.SignalWorkflow(ctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
+				workflows.CancelRequest{Source: workflows.CancelByLinkDeleted})
 		}
-		err := s.Temporal.SignalWorkflow(ctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
-			workflows.CancelRequest{Source: workflows.CancelByLinkDeleted})
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) {
-			return err
+			s.log().WarnContext(ctx, "session of a deleted link not reached; the repairer will retry", "sessionId", cs.ID, "err", err)
+			continue
 		}
+		n++
 	}
-	return nil
+	return n
 }

@@ -153,6 +153,11 @@ func Load(getenv func(string) string) (Config, error) {
 	str("TEMPORAL_TASK_QUEUE_CHECKOUT", &c.Temporal.TaskQueueCheckout)
 	str("TEMPORAL_TASK_QUEUE_WEBHOOKS", &c.Temporal.TaskQueueWebhooks)
 	boolean("RATE_LIMIT_ENABLED", &c.RateLimit.Enabled)
+	if c.Profile == ProfileProduction {
+		// Behind a reverse proxy on the same host every client would look
+		// like loopback: production limits loopback too unless told not to.
+		c.RateLimit.ExemptLoopback = false
+	}
 	boolean("RATE_LIMIT_EXEMPT_LOOPBACK", &c.RateLimit.ExemptLoopback)
 	str("REDIS_URL", &c.RateLimit.RedisURL)
 	if v := strings.TrimSpace(getenv("TRUSTED_PROXIES")); v != "" {

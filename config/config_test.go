@@ -34,6 +34,11 @@ func TestEnvironmentOverrides(t *testing.T) {
 		c.Temporal.Address != "temporal:7233" || c.SMTP.Port != 2525 || c.Embedded() {
 		t.Fatalf("overrides %+v", c)
 	}
+	prod, err := Load(env(map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p",
+		"PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}))
+	if err != nil || prod.RateLimit.ExemptLoopback {
+		t.Fatalf("production must rate-limit loopback by default: %v %v", prod.RateLimit.ExemptLoopback, err)
+	}
 	if c.RateLimit.TrustedProxies[1].String() != "192.0.2.1/32" {
 		t.Fatalf("single IP as a /32: %v", c.RateLimit.TrustedProxies[1])
 	}

@@ -185,3 +185,27 @@ func TestCheckoutRepairsMissingWorkflow(t *testing.T) {
 		t.Fatalf("cancel of repaired session: %v", d)
 	}
 }
+
+// TestCheckoutRepairsUntoldLinkDeletion: a link deleted without its open
+// sessions being told (a failure half-way through DELETE) is caught by the
+// repairer, which fails those sessions with LINK_DELETED.
+func TestCheckoutRepairsUntoldLinkDeletion(t *testing.T) {
+	s := startStack(t, stackOptions{verifier: &scriptedVerifier{}})
+	key, _ := s.merchant()
+	id, link := s.openSession(key, "", "10.00")
+	ctx := context.Background()
+	l, err := s.store.PaymentLinkByID(ctx, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.DeletePaymentLink(ctx, l.MerchantID, link); err != nil { // the store write only
+		t.Fatal(err)
+	}
+	if n, err := s.checkout.RepairOnce(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("repair: %d %v", n, err)
+	}
+	d := s.waitStatus(id, "failed", 10*time.Second)
+	if d["session"].(map[string]any)["failureReason"] != "LINK_DELETED" {
+		t.Fatalf("reason %v", d["session"])
+	}
+}

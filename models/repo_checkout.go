@@ -85,6 +85,16 @@ func (s *Store) OpenSessionsOfLink(ctx context.Context, linkID string) ([]Checko
 	return rows, err
 }
 
+// OpenSessionsOfDeletedLinks lists sessions without a broadcast whose link
+// was deleted: their workflows must still hear of it (repair).
+func (s *Store) OpenSessionsOfDeletedLinks(ctx context.Context, limit int) ([]CheckoutSession, error) {
+	var rows []CheckoutSession
+	err := s.ctx(ctx).Where("status IN ? AND payment_link_id IN (?)", PreBroadcastStatuses,
+		s.db.Unscoped().Model(&PaymentLink{}).Select("id").Where("deleted_at IS NOT NULL")).
+		Order("id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
 // ClaimSessionTxHash makes a hash back this session, ever. Claiming again
 // for the same session succeeds; a hash claimed by anything else conflicts.
 func (s *Store) ClaimSessionTxHash(ctx context.Context, sessionID, network, txHash string) error {
