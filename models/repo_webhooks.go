@@ -81,8 +81,20 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, a AttemptRecord) erro
 			return nil // an older attempt recorded late changes nothing visible
 		}
 		fields := map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now()}
+		next := a.Status
+		if next == DeliveryPending {
+			// An attempt that was in flight while its endpoint was deleted
+			// must not reopen the delivery: no attempt will follow.
+			var live int64
+			if err := tx.Model(&WebhookEndpoint{}).Where("id = ?", d.EndpointID).Count(&live).Error; err != nil {
+				return err
+			}
+			if live == 0 {
+				next = DeliveryFailed
+			}
+		}
 		if d.Status != DeliveryDelivered {
-			fields["status"] = a.Status
+			fields["status"] = next
 		}
 		return tx.Model(&WebhookDelivery{}).Where("id = ?", d.ID).Updates(fields).Error
 	})
