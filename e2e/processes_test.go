@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/paygate/paygate/models/storetest"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +24,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/temporaldev"
@@ -71,50 +70,6 @@ func buildPaygate(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// postgresSchemaURL creates a fresh schema on the test PostgreSQL and returns
-// a DATABASE_URL whose search_path selects it; it is dropped at cleanup. An
-// unreachable server skips the test, or fails it with PAYGATE_REQUIRE_POSTGRES=1.
-func postgresSchemaURL(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("PAYGATE_TEST_DATABASE_URL")
-	if base == "" {
-		base = os.Getenv("DATABASE_URL")
-	}
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("PAYGATE_REQUIRE_POSTGRES") == "1" {
-			t.Fatalf("PostgreSQL is required (PAYGATE_REQUIRE_POSTGRES=1) but unreachable: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable: %v", err)
-	}
-	defer conn.Close(ctx)
-	schema := "p_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func loopbackAddr(t *testing.T) string {
@@ -255,7 +210,7 @@ func scrape(t *testing.T, base string) string {
 // route, the session's outcome and the Temporal SDK's metrics, no
 // credential appears in either log, and both stop cleanly on SIGTERM.
 func TestSeparateProcesses(t *testing.T) {
-	dbURL := postgresSchemaURL(t)
+	dbURL := storetest.PostgresURL(t)
 	ts := temporaldev.StartForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

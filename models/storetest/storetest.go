@@ -6,7 +6,6 @@ package storetest
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -59,6 +58,15 @@ func Open(t testing.TB, dialect string) *models.Store {
 }
 
 func openPostgres(t testing.TB) (*models.Store, error) {
+	return models.Open(models.Options{DatabaseURL: PostgresURL(t)})
+}
+
+// PostgresURL creates a fresh schema on the test PostgreSQL server, drops
+// it at cleanup, and returns a URL whose search_path is that schema (for
+// child processes too). Unreachable: the test fails when
+// PAYGATE_REQUIRE_POSTGRES=1 and is skipped otherwise.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
 	base := postgresURL()
 	if base == "" {
 		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -72,12 +80,11 @@ func openPostgres(t testing.TB) (*models.Store, error) {
 		}
 		t.Skipf("storetest: PostgreSQL unreachable at %s: %v", redact(base), err)
 	}
+	defer conn.Close(ctx)
 	schema := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		conn.Close(ctx)
-		return nil, fmt.Errorf("create schema: %w", err)
+		t.Fatalf("storetest: create schema: %v", err)
 	}
-	conn.Close(ctx)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -88,12 +95,12 @@ func openPostgres(t testing.TB) (*models.Store, error) {
 	})
 	u, err := url.Parse(base)
 	if err != nil {
-		return nil, err
+		t.Fatalf("storetest: %v", err)
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return models.Open(models.Options{DatabaseURL: u.String()})
+	return u.String()
 }
 
 func redact(raw string) string {
