@@ -100,10 +100,5 @@ func (s *Store) UpdateCustomer(ctx context.Context, sc Scope, id string, u Custo
 
 // Customers lists a page of the scope's customers, newest first.
 func (s *Store) Customers(ctx context.Context, sc Scope, p Page) ([]Customer, bool, error) {
-	var rows []Customer
-	if err := paginate(s.scoped(ctx, sc), p).Find(&rows).Error; err != nil {
-		return nil, false, err
-	}
-	rows, more := trimPage(rows, p)
-	return rows, more, nil
+	return fetchPage[Customer](s.scoped(ctx, sc), p)
 }

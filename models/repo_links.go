@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/paygate/paygate/money"
 	"gorm.io/gorm"
@@ -29,6 +30,38 @@ func trimPage[T any](rows []T, p Page) ([]T, bool) {
 		return rows[:p.Limit], true
 	}
 	return rows, false
+}
+
+// fetchPage runs a list query for one page and reports whether more follow.
+func fetchPage[T any](q *gorm.DB, p Page) ([]T, bool, error) {
+	var rows []T
+	if err := paginate(q, p).Find(&rows).Error; err != nil {
+		return nil, false, err
+	}
+	rows, more := trimPage(rows, p)
+	return rows, more, nil
+}
+
+// equal adds `column = value` for every pair whose value is not empty
+// (list filters that were not given do not filter).
+func equal(q *gorm.DB, pairs ...string) *gorm.DB {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			q = q.Where(pairs[i]+" = ?", pairs[i+1])
+		}
+	}
+	return q
+}
+
+// createdBetween keeps rows created strictly after since and before until.
+func createdBetween(q *gorm.DB, since, until *time.Time) *gorm.DB {
+	if since != nil {
+		q = q.Where("created_at > ?", *since)
+	}
+	if until != nil {
+		q = q.Where("created_at < ?", *until)
+	}
+	return q
 }
 
 // Scope names the owner and mode every read and write is confined to.

@@ -19,16 +19,7 @@ func (s *Store) CreateSubscription(ctx context.Context, sub *Subscription) error
 // Subscriptions lists a page of the scope's subscriptions, newest first,
 // optionally of one status.
 func (s *Store) Subscriptions(ctx context.Context, sc Scope, status string, p Page) ([]Subscription, bool, error) {
-	q := s.scoped(ctx, sc)
-	if status != "" {
-		q = q.Where("status = ?", status)
-	}
-	var rows []Subscription
-	if err := paginate(q, p).Find(&rows).Error; err != nil {
-		return nil, false, err
-	}
-	rows, more := trimPage(rows, p)
-	return rows, more, nil
+	return fetchPage[Subscription](equal(s.scoped(ctx, sc), "status", status), p)
 }
 
 // Subscription loads one of the scope's subscriptions.

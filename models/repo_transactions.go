@@ -115,34 +115,9 @@ type TransactionFilter struct {
 
 // Transactions lists a page of the scope's transactions, newest first.
 func (s *Store) Transactions(ctx context.Context, sc Scope, f TransactionFilter, p Page) ([]Transaction, bool, error) {
-	q := s.scoped(ctx, sc)
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	if f.Network != "" {
-		q = q.Where("network = ?", f.Network)
-	}
-	if f.TxHash != "" {
-		q = q.Where("tx_hash = ?", f.TxHash)
-	}
-	if f.PaymentLinkID != "" {
-		q = q.Where("payment_link_id = ?", f.PaymentLinkID)
-	}
-	if f.CustomerEmail != "" {
-		q = q.Where("customer_email = ?", f.CustomerEmail)
-	}
-	if f.Since != nil {
-		q = q.Where("created_at > ?", *f.Since)
-	}
-	if f.Until != nil {
-		q = q.Where("created_at < ?", *f.Until)
-	}
-	var rows []Transaction
-	if err := paginate(q, p).Find(&rows).Error; err != nil {
-		return nil, false, err
-	}
-	rows, more := trimPage(rows, p)
-	return rows, more, nil
+	q := equal(s.scoped(ctx, sc), "status", f.Status, "network", f.Network, "tx_hash", f.TxHash,
+		"payment_link_id", f.PaymentLinkID, "customer_email", f.CustomerEmail)
+	return fetchPage[Transaction](createdBetween(q, f.Since, f.Until), p)
 }
 
 // Transaction loads one of the scope's transactions.

@@ -194,23 +194,6 @@ type DeliveryFilter struct {
 
 // WebhookDeliveries lists a page of the scope's deliveries, newest first.
 func (s *Store) WebhookDeliveries(ctx context.Context, sc Scope, f DeliveryFilter, p Page) ([]WebhookDelivery, bool, error) {
-	q := s.scoped(ctx, sc)
-	if f.Event != "" {
-		q = q.Where("event = ?", f.Event)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	if f.Since != nil {
-		q = q.Where("created_at > ?", *f.Since)
-	}
-	if f.Until != nil {
-		q = q.Where("created_at < ?", *f.Until)
-	}
-	var rows []WebhookDelivery
-	if err := paginate(q, p).Find(&rows).Error; err != nil {
-		return nil, false, err
-	}
-	rows, more := trimPage(rows, p)
-	return rows, more, nil
+	q := equal(s.scoped(ctx, sc), "event", f.Event, "status", f.Status)
+	return fetchPage[WebhookDelivery](createdBetween(q, f.Since, f.Until), p)
 }
