@@ -32,6 +32,9 @@ type Service struct {
 	Lifetime time.Duration
 	// NotFoundWindow: how long a submitted hash may stay unseen on chain.
 	NotFoundWindow time.Duration
+	// ReconcileGrace is how long past its due end a session may stay open
+	// before the repairer checks its workflow (0: a minute; negative: none).
+	ReconcileGrace time.Duration
 	Log            *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
@@ -231,17 +234,21 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 // (also after it closed: a session's workflow never runs twice), and then
 // marks the session.
 func (s *Service) StartWorkflow(ctx context.Context, cs *models.CheckoutSession) error {
+	return s.start(ctx, cs, nil, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+func (s *Service) start(ctx context.Context, cs *models.CheckoutSession, carry *workflows.CheckoutCarry, reuse enums.WorkflowIdReusePolicy) error {
 	net, _ := s.Networks.Lookup(cs.Network)
 	in := workflows.CheckoutInput{SessionID: cs.ID, MerchantID: cs.MerchantID, PaymentLinkID: cs.PaymentLinkID, Network: cs.Network,
 		MerchantWallet: cs.MerchantWalletAddress, PayerWallet: cs.WalletAddress, CreatedAt: cs.CreatedAt,
 		ExpectedUnits: cs.ExpectedAmount.Units(), ExpiresAt: cs.ExpiresAt,
-		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow}
+		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow, Carry: carry}
 	opts := client.StartWorkflowOptions{
 		ID:                    workflows.CheckoutWorkflowID(cs.ID),
 		TaskQueue:             s.TaskQueue,
-		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy: reuse,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.CheckoutStatusAttr.ValueSet(models.StatusCreated),
+			workflows.CheckoutStatusAttr.ValueSet(cs.Status),
 			workflows.MerchantIDAttr.ValueSet(cs.MerchantID),
 			workflows.NetworkAttr.ValueSet(cs.Network),
 			workflows.PaymentLinkIDAttr.ValueSet(cs.PaymentLinkID),
@@ -275,6 +282,7 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 		s.log().Info("repair: started the workflow of a session left without one", "sessionId", rows[i].ID)
 		n++
 	}
+	n += s.reconcileOverdue(ctx)
 	// Sessions of deleted links that did not hear of the deletion (a failure
 	// half-way through DELETE, or a session created while it ran).
 	orphans, err := s.Store.OpenSessionsOfDeletedLinks(ctx, 100)
@@ -285,6 +293,74 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 		n += s.failOpenSessions(ctx, orphans)
 	}
 	return n, nil
+}
+
+// reconcileOverdue finds sessions that should have ended by now and whose
+// workflow is gone (a namespace reset) or was stopped without an outcome
+// (terminated by an operator, failed): it starts the workflow again from the
+// read model, which then expires the session, or keeps watching its
+// broadcast transfer to a verdict.
+func (s *Service) reconcileOverdue(ctx context.Context) int {
+	grace := s.ReconcileGrace
+	if grace == 0 {
+		grace = time.Minute
+	} else if grace < 0 {
+		grace = 0
+	}
+	rows, err := s.Store.OverdueSessions(ctx, s.now().Add(-grace), s.now().Add(-s.NotFoundWindow-grace), 50)
+	if err != nil {
+		s.log().Warn("reconcile: overdue sessions not listed", "err", err)
+		return 0
+	}
+	n := 0
+	for i := range rows {
+		cs := &rows[i]
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.CheckoutWorkflowID(cs.ID), "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+		case err != nil:
+			s.log().Warn("reconcile: workflow not described", "sessionId", cs.ID, "err", err)
+			continue
+		case desc.WorkflowExecutionInfo.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			continue // still watching its transfer
+		case desc.WorkflowExecutionInfo.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+			s.log().Error("reconcile: workflow completed but the session is still open; needs an operator", "sessionId", cs.ID)
+			continue
+		}
+		if err := s.resumeWorkflow(ctx, cs); err != nil {
+			s.log().Warn("reconcile: workflow not resumed", "sessionId", cs.ID, "err", err)
+			continue
+		}
+		s.log().Info("reconcile: resumed the workflow of an overdue session", "sessionId", cs.ID, "status", cs.Status)
+		n++
+	}
+	return n
+}
+
+// resumeWorkflow starts a session's workflow again from the read model:
+// its status, hash and history. A previous run that completed is never
+// replaced (the reuse policy allows only failed, terminated or timed-out
+// runs to be followed).
+func (s *Service) resumeWorkflow(ctx context.Context, cs *models.CheckoutSession) error {
+	hist, err := s.Store.SessionHistory(ctx, cs.ID)
+	if err != nil {
+		return err
+	}
+	carry := &workflows.CheckoutCarry{Status: cs.Status}
+	if cs.TxHash != nil {
+		carry.TxHash = *cs.TxHash
+	}
+	for _, e := range hist {
+		carry.History = append(carry.History, workflows.HistoryEntry{ID: e.ID, Status: e.Status, Source: e.Source, Chain: e.Chain, At: e.CreatedAt})
+		if e.Status == models.StatusBroadcast {
+			carry.BroadcastAt = e.CreatedAt
+		}
+	}
+	if carry.TxHash != "" && carry.BroadcastAt.IsZero() {
+		carry.BroadcastAt = cs.UpdatedAt
+	}
+	return s.start(ctx, cs, carry, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY)
 }
 
 // RunRepairer repairs every interval until ctx ends.

@@ -209,3 +209,41 @@ func TestCheckoutRepairsUntoldLinkDeletion(t *testing.T) {
 		t.Fatalf("reason %v", d["session"])
 	}
 }
+
+// TestCheckoutReconcilesStoppedWorkflows: an operator terminated the
+// workflows of an open session and of a broadcast one; the repairer starts
+// them again from the read model, so the first expires and the second
+// still completes when its transfer is verified.
+func TestCheckoutReconcilesStoppedWorkflows(t *testing.T) {
+	v := &scriptedVerifier{}
+	s := startStack(t, stackOptions{verifier: v, lifetime: 2 * time.Second})
+	key, _ := s.merchant()
+	open, link := s.openSession(key, "", "10.00")
+	paid, _ := s.openSession(key, link, "")
+	h := hashN(7)
+	v.set(h, chain.VerifyResult{Verdict: chain.VerdictPending})
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": paid, "txHash": h}, 200)
+	ctx := context.Background()
+	for _, id := range []string{open, paid} {
+		if err := s.temporal.TerminateWorkflow(ctx, workflows.CheckoutWorkflowID(id), "", "operator mistake"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond) // past the open session's expiry
+	s.checkout.ReconcileGrace = -1      // check at once
+	s.checkout.NotFoundWindow = 0       // the broadcast one is overdue too
+	n, err := s.checkout.RepairOnce(ctx, time.Hour)
+	if err != nil || n != 2 {
+		t.Fatalf("reconcile: %d %v", n, err)
+	}
+	s.waitStatus(open, "expired", 10*time.Second)
+	v.set(h, chain.VerifyResult{Seen: true, Verdict: chain.VerdictComplete, ReceivedUnits: "11900000"})
+	d := s.waitStatus(paid, "complete", 10*time.Second)
+	if got := strings.Join(statuses(d), ","); got != "payment_session_created,txn_broadcast,txn_confirming,complete" {
+		t.Fatalf("history after the resume: %s", got)
+	}
+	// A second pass finds nothing left to do.
+	if n, _ := s.checkout.RepairOnce(ctx, time.Hour); n != 0 {
+		t.Fatalf("second pass acted on %d sessions", n)
+	}
+}

@@ -85,6 +85,18 @@ func (s *Store) OpenSessionsOfLink(ctx context.Context, linkID string) ([]Checko
 	return rows, err
 }
 
+// OverdueSessions lists open sessions that should have ended: without a
+// broadcast and expired before expiredBefore, or with a broadcast and not
+// moved since movedBefore (past the not-found window).
+func (s *Store) OverdueSessions(ctx context.Context, expiredBefore, movedBefore time.Time, limit int) ([]CheckoutSession, error) {
+	var rows []CheckoutSession
+	err := s.ctx(ctx).
+		Where("(status IN ? AND expires_at < ?) OR (status IN ? AND updated_at < ?)",
+			PreBroadcastStatuses, expiredBefore, []string{StatusBroadcast, StatusConfirming}, movedBefore).
+		Order("id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
 // OpenSessionsOfDeletedLinks lists sessions without a broadcast whose link
 // was deleted: their workflows must still hear of it (repair).
 func (s *Store) OpenSessionsOfDeletedLinks(ctx context.Context, limit int) ([]CheckoutSession, error) {
