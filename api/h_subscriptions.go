@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
 )
@@ -105,10 +104,6 @@ func (s *Server) patchSubscription(c *gin.Context) {
 	sub, err := s.Store.ApplySubscriptionAction(c.Request.Context(), principal(c).Scope(), id, req.Action)
 	if err != nil {
 		fail(c, err)
-		return
-	}
-	if sub == nil {
-		fail(c, apperr.NotFound())
 		return
 	}
 	respond(c, http.StatusOK, gin.H{"subscriptionId": sub.ID, "status": sub.Status, "cancelAtPeriodEnd": sub.CancelAtPeriodEnd})

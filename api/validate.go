@@ -232,7 +232,7 @@ func (v *checker) uuidField(field, s string, required bool) string {
 	return u.String()
 }
 
-// httpsURL validates a URL a browser or merchant will follow.
+// webURL validates an absolute http(s) URL a browser or merchant will follow.
 func (v *checker) webURL(field, s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
