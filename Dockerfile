@@ -20,8 +20,9 @@ ENV PAYGATE_PROFILE=production \
     PAYGATE_ADDR=0.0.0.0:8080 \
     WORKER_METRICS_ADDR=0.0.0.0:9091 \
     PAYGATE_DATA_DIR=/tmp/paygate
-# 8080: the API with /healthz, /readyz and /metrics; 9091: the worker's /metrics, /healthz, /readyz.
-EXPOSE 8080 9091
+# 8080: the API with /healthz and /readyz; 9090: the API's /metrics (PAYGATE_METRICS_ADDR, off unless
+# set); 9091: the worker's /metrics, /healthz, /readyz. Publish neither metrics port to the public.
+EXPOSE 8080 9090 9091
 # The image has no shell or curl: the binary probes itself
 # (`paygate api healthcheck` or `paygate worker healthcheck` GETs /readyz).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 CMD ["/paygate", "api", "healthcheck"]

@@ -45,10 +45,35 @@ type SessionOutcome struct {
 	Chain     string
 	Reason    string // failure or cancel reason code
 	Message   string
-	// ReceivedUnits and Payer describe a verified transfer (complete only).
+	// ReceivedUnits and Payer describe a verified transfer.
 	ReceivedUnits string
 	Payer         string
 	At            time.Time
+	// Bound: the transfer carries the session's own payment reference.
+	Bound bool
+	// Refs: references the transfer carries (chain.VerifyResult.Refs).
+	Refs []string
+}
+
+// SessionFinish is the outcome as stored: the store may turn a complete
+// verdict into a failure (the transfer is bound to another session, or is
+// contested). An empty Status means the outcome was stored as asked
+// (histories recorded before this result existed).
+type SessionFinish struct {
+	Status  string
+	Reason  string
+	Message string
+}
+
+// FinishedSession is what the store did: the stored outcome and the
+// webhook deliveries of its events.
+type FinishedSession struct {
+	Status     string
+	Reason     string
+	Message    string
+	Deliveries []string
+	// SubscriptionID is the subscription whose invoice the session pays.
+	SubscriptionID string
 }
 
 // CheckoutStore is what the checkout activities need from the store. Every
@@ -64,9 +89,10 @@ type CheckoutStore interface {
 	RecordSessionTransition(ctx context.Context, t SessionTransition) error
 	// FinishSession stores the outcome with its effects (for complete: the
 	// transaction, link totals, customer; for every outcome: the events and
-	// their webhook deliveries) in one transaction, and returns the ids of
-	// the deliveries to dispatch (also when they existed already).
-	FinishSession(ctx context.Context, o SessionOutcome) ([]string, error)
+	// their webhook deliveries) in one transaction, and returns the outcome
+	// as stored with the ids of the deliveries to dispatch (also when they
+	// existed already).
+	FinishSession(ctx context.Context, o SessionOutcome) (FinishedSession, error)
 }
 
 // DeliveryDispatcher starts the delivery workflow of each delivery id; a
@@ -80,9 +106,14 @@ type CheckoutActivities struct {
 	Store      CheckoutStore
 	Verifier   chain.Verifier
 	Dispatcher DeliveryDispatcher
+	// Subscriptions, when set, is told when a session paying a
+	// subscription's invoice ends.
+	Subscriptions SubscriptionNotifier
 }
 
-// ClaimTxHash claims a submitted hash for the session.
+// ClaimTxHash checks that a submitted hash may back the session: it
+// conflicts only with a transaction of the same merchant that is not this
+// session's (claims of open sessions are provisional; the chain decides).
 func (a *CheckoutActivities) ClaimTxHash(ctx context.Context, in ClaimTxHashInput) error {
 	if in.SessionID == "" || in.TxHash == "" || in.Network == "" {
 		return temporal.NewNonRetryableApplicationError("claim needs session, network and hash", ErrTypeInvalidInput, nil)
@@ -117,28 +148,49 @@ func (a *CheckoutActivities) RecordTransition(ctx context.Context, t SessionTran
 func (a *CheckoutActivities) VerifyTransfer(ctx context.Context, req chain.VerifyRequest) (chain.VerifyResult, error) {
 	res, err := a.Verifier.Verify(ctx, req)
 	if err != nil {
-		if chain.IsPermanent(err) {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), "VerifierMisconfigured", err)
-		}
-		activity.GetLogger(ctx).Warn("chain verification failed; will retry", "network", req.Network, "err", err)
-		return res, fmt.Errorf("verify %s on %s: %w", req.TxHash, req.Network, err)
+		return res, verifyFault(ctx, err, "verify "+req.TxHash, req.Network)
 	}
 	return res, nil
 }
 
+// ErrVerifierMisconfigured is the application error type of a permanent
+// verifier fault (chain.IsPermanent): the workflow logs it as an error and
+// keeps looking, since only an operator can fix it.
+const ErrVerifierMisconfigured = "VerifierMisconfigured"
+
+// verifyFault turns a verifier error into the activity's error: permanent
+// faults are non-retryable ErrVerifierMisconfigured, the rest retryable.
+func verifyFault(ctx context.Context, err error, what, network string) error {
+	if chain.IsPermanent(err) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrVerifierMisconfigured, err)
+	}
+	activity.GetLogger(ctx).Warn("chain verification failed; will retry", "what", what, "network", network, "err", err)
+	return fmt.Errorf("%s on %s: %w", what, network, err)
+}
+
 // FinishSession records the session's outcome and its effects, then starts
-// the webhook deliveries of the events it emitted. Both steps are
-// idempotent, so a retry after a crash repeats neither.
-func (a *CheckoutActivities) FinishSession(ctx context.Context, o SessionOutcome) error {
+// the webhook deliveries of the events it emitted and, for a session that
+// pays a subscription's invoice, signals the subscription's workflow. Every
+// step is idempotent, so a retry after a crash repeats none (a repeated
+// signal carries the same outcome, which the workflow has already taken).
+func (a *CheckoutActivities) FinishSession(ctx context.Context, o SessionOutcome) (SessionFinish, error) {
 	if o.SessionID == "" || o.EntryID == "" {
-		return temporal.NewNonRetryableApplicationError("outcome needs session and entry", ErrTypeInvalidInput, nil)
+		return SessionFinish{}, temporal.NewNonRetryableApplicationError("outcome needs session and entry", ErrTypeInvalidInput, nil)
 	}
-	ids, err := a.Store.FinishSession(ctx, o)
+	f, err := a.Store.FinishSession(ctx, o)
 	if err != nil {
-		return err
+		return SessionFinish{}, err
 	}
-	if len(ids) == 0 || a.Dispatcher == nil {
-		return nil
+	out := SessionFinish{Status: f.Status, Reason: f.Reason, Message: f.Message}
+	if len(f.Deliveries) > 0 && a.Dispatcher != nil {
+		if err := a.Dispatcher.Dispatch(ctx, f.Deliveries); err != nil {
+			return out, err
+		}
 	}
-	return a.Dispatcher.Dispatch(ctx, ids)
+	if f.SubscriptionID != "" && a.Subscriptions != nil {
+		if err := a.Subscriptions.SessionFinished(ctx, f.SubscriptionID, SessionNotice{SessionID: o.SessionID, Status: f.Status}); err != nil {
+			return out, fmt.Errorf("tell subscription %s: %w", f.SubscriptionID, err)
+		}
+	}
+	return out, nil
 }

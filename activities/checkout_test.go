@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ type checkoutStubStore struct {
 	claimedBy string
 	ids       []string
 	calls     []string
+	// subscription is the subscription the finished session pays.
+	subscription string
 }
 
 func (s *checkoutStubStore) note(call string) error {
@@ -47,11 +50,11 @@ func (s *checkoutStubStore) RecordSessionTransition(_ context.Context, t Session
 	return s.note("record " + t.EntryID + " " + t.Status)
 }
 
-func (s *checkoutStubStore) FinishSession(_ context.Context, o SessionOutcome) ([]string, error) {
+func (s *checkoutStubStore) FinishSession(_ context.Context, o SessionOutcome) (FinishedSession, error) {
 	if err := s.note("finish " + o.EntryID + " " + o.Status); err != nil {
-		return nil, err
+		return FinishedSession{}, err
 	}
-	return s.ids, nil
+	return FinishedSession{Status: o.Status, Reason: o.Reason, Message: o.Message, Deliveries: s.ids, SubscriptionID: s.subscription}, nil
 }
 
 // checkoutStubVerifier answers every Verify with res and err.
@@ -172,7 +175,7 @@ func TestCheckoutVerifyTransfer(t *testing.T) {
 			}
 			if err == nil {
 				var res chain.VerifyResult
-				if err := val.Get(&res); err != nil || res != ok {
+				if err := val.Get(&res); err != nil || !reflect.DeepEqual(res, ok) {
 					t.Fatalf("result %+v %v", res, err)
 				}
 			}
@@ -222,6 +225,27 @@ func TestCheckoutFinishSession(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+	t.Run("tells the subscription", func(t *testing.T) {
+		n := &stubNotifier{}
+		a := &CheckoutActivities{Store: &checkoutStubStore{subscription: "sub_1"}, Subscriptions: n}
+		if _, err := newCheckoutActivityEnv(a).ExecuteActivity(a.FinishSession, o); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(n.got) != "[sub_1 cs_1 complete]" {
+			t.Fatalf("notified %v", n.got)
+		}
+		// A session of a payment link tells nobody; a failed signal is retried.
+		n = &stubNotifier{}
+		a = &CheckoutActivities{Store: &checkoutStubStore{}, Subscriptions: n}
+		if _, err := newCheckoutActivityEnv(a).ExecuteActivity(a.FinishSession, o); err != nil || len(n.got) != 0 {
+			t.Fatalf("link session notified %v %v", n.got, err)
+		}
+		n = &stubNotifier{err: errors.New("temporal unavailable")}
+		a = &CheckoutActivities{Store: &checkoutStubStore{subscription: "sub_1"}, Subscriptions: n}
+		if _, err := newCheckoutActivityEnv(a).ExecuteActivity(a.FinishSession, o); checkoutErrKind(err) != "retryable" {
+			t.Fatalf("err %v", err)
+		}
+	})
 	t.Run("bad input", func(t *testing.T) {
 		a := &CheckoutActivities{Store: &checkoutStubStore{}}
 		for _, bad := range []SessionOutcome{{EntryID: "e"}, {SessionID: "cs"}} {
@@ -230,4 +254,21 @@ func TestCheckoutFinishSession(t *testing.T) {
 			}
 		}
 	})
+}
+
+// stubNotifier records the session outcomes it is told about.
+type stubNotifier struct {
+	mu  sync.Mutex
+	err error
+	got []string
+}
+
+func (n *stubNotifier) SessionFinished(_ context.Context, subscriptionID string, s SessionNotice) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err != nil {
+		return n.err
+	}
+	n.got = append(n.got, subscriptionID, s.SessionID, s.Status)
+	return nil
 }

@@ -43,6 +43,9 @@ type DeliveryTarget struct {
 	// Active is false when the merchant disabled the endpoint; the attempt
 	// is then recorded as failed without sending anything.
 	Active bool
+	// Live is true for a live-mode endpoint: the Sender holds it to the
+	// strict dial policy (https, public addresses) whatever its own.
+	Live bool
 }
 
 // DeliveryAttemptRecord is one attempt as the store records it.
@@ -158,6 +161,7 @@ func (a *WebhookActivities) AttemptDelivery(ctx context.Context, in DeliveryAtte
 			MessageID: in.DeliveryID,
 			Timestamp: at,
 			Body:      target.Body,
+			Live:      target.Live,
 		})
 	} else {
 		res = webhook.Result{Error: "endpoint disabled"}

@@ -208,6 +208,24 @@ func TestWebhookAttemptDeliveryInactiveEndpoint(t *testing.T) {
 	}
 }
 
+// TestWebhookAttemptDeliveryLiveEndpointIsStrict: a live endpoint whose URL
+// points at the worker's own loopback is refused at dial time even by a
+// Sender with the development loopback allowance, and the refusal is
+// recorded as a failed attempt; the receiver is never reached.
+func TestWebhookAttemptDeliveryLiveEndpointIsStrict(t *testing.T) {
+	a, store, rcv := webhookSetup(t, http.StatusNoContent)
+	tgt := store.targets["dlv_1"]
+	tgt.Live = true
+	store.targets["dlv_1"] = tgt
+	res, err := runAttempt(t, a, DeliveryAttemptInput{DeliveryID: "dlv_1", Attempt: 1})
+	if err != nil || res.Delivered || res.Status != DeliveryStatusPending || res.Error != "url: must use https" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if rcv.hits.Load() != 0 {
+		t.Fatal("a live endpoint reached a loopback receiver")
+	}
+}
+
 func TestWebhookAttemptDeliveryGoneIsNonRetryable(t *testing.T) {
 	a, _, rcv := webhookSetup(t, http.StatusNoContent)
 	_, err := runAttempt(t, a, DeliveryAttemptInput{DeliveryID: "dlv_missing", Attempt: 1})

@@ -152,7 +152,13 @@ func TestDeveloperKeys(t *testing.T) {
 		// Keys and sessions are not interchangeable.
 		expect(t, h.do("GET", "/api/developer/keys", newKey, nil), 401, "UNAUTHORIZED")
 		expect(t, h.do("POST", "/api/developer/keys", newKey, map[string]any{"keyType": "test"}), 401, "UNAUTHORIZED")
-		expect(t, h.do("GET", "/api/customers", m.Session, nil), 401, "UNAUTHORIZED")
+		// A session acts on KEY routes in ?mode= (test by default); live
+		// needs an approved KYB application, as a live key does.
+		expect(t, h.do("GET", "/api/customers", m.Session, nil), 200, "")
+		expect(t, h.do("GET", "/api/customers?mode=test", m.Session, nil), 200, "")
+		expect(t, h.do("GET", "/api/customers?mode=live", h.signup().Session, nil), 403, "FORBIDDEN")
+		expectField(t, h.do("GET", "/api/customers?mode=prod", m.Session, nil), "mode")
+		expect(t, h.do("GET", "/api/customers", "svc_sess_00000000000000000000000000000dead", nil), 401, "UNAUTHORIZED")
 		expect(t, h.do("GET", "/api/customers", "svc_test_sk_doesnotexist000000000000000000000", nil), 401, "UNAUTHORIZED")
 		expect(t, h.do("GET", "/api/customers", "garbage", nil), 401, "UNAUTHORIZED")
 		expect(t, h.do("GET", "/api/customers", "", nil), 401, "UNAUTHORIZED")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ const principalKey = "principal"
 // key's mode, which scopes every read and write.
 type Principal struct {
 	MerchantID string
-	Mode       models.Mode // API keys only
+	Mode       models.Mode // API keys, and sessions on KEY routes (?mode=)
 	KeyID      string      // API keys only
 	SessionID  string      // dashboard sessions only
 }
@@ -52,7 +53,49 @@ func (s *Server) unauthorized(c *gin.Context, message, hint string) {
 	fail(c, apperr.WithHint(apperr.ErrUnauthorized, message, hint))
 }
 
-// requireKey admits API keys only: a dashboard session token is refused.
+// loginFailed answers a failed sign-in (401) and counts it against the
+// client address and, with Deps.Accounts, the account.
+func (s *Server) loginFailed(c *gin.Context, email string) {
+	if s.Accounts == nil {
+		s.unauthorized(c, "invalid email or password", "")
+		return
+	}
+	if err := s.Accounts.RecordLoginFailure(c.Request.Context(), c.ClientIP(), email); err != nil {
+		s.Logger.Warn("could not record a failed sign-in", "err", err, "requestId", requestID(c))
+	}
+	fail(c, apperr.WithHint(apperr.ErrUnauthorized, "invalid email or password", ""))
+}
+
+// lookupRotating finds a credential by its hash under the current server
+// secret and, while PAYGATE_SECRET_KEY is being rotated, under the previous
+// ones; a credential found under a previous secret is hashed again under the
+// current one, so it keeps working once the previous secret is dropped.
+func lookupRotating[T any](c *gin.Context, s *Server, token string, byHash func(context.Context, string) (*T, error),
+	idOf func(*T) string, rehash func(ctx context.Context, id, oldHash, newHash string) error) (*T, error) {
+	ctx := c.Request.Context()
+	current := s.Hasher.Hash(token)
+	v, err := byHash(ctx, current)
+	if !errors.Is(err, apperr.ErrNotFound) {
+		return v, err
+	}
+	for _, old := range s.Hasher.PreviousHashes(token) {
+		pv, perr := byHash(ctx, old)
+		if errors.Is(perr, apperr.ErrNotFound) {
+			continue
+		}
+		if perr != nil {
+			return nil, perr
+		}
+		if rerr := rehash(ctx, idOf(pv), old, current); rerr != nil {
+			s.Logger.WarnContext(ctx, "could not re-hash a credential under the current secret", "err", rerr)
+		}
+		return pv, nil
+	}
+	return v, err
+}
+
+// requireKey admits API keys, and dashboard sessions acting in a mode
+// (sessionAsKey).
 func (s *Server) requireKey(c *gin.Context) {
 	token, ok := bearer(c)
 	if !ok {
@@ -61,13 +104,13 @@ func (s *Server) requireKey(c *gin.Context) {
 	}
 	switch auth.KeyType(token) {
 	case "session":
-		s.unauthorized(c, "this route takes an API key, not a dashboard session token", keyHint)
+		s.sessionAsKey(c, token)
 		return
 	case "":
 		s.unauthorized(c, "invalid or revoked API key", keyHint)
 		return
 	}
-	key, err := s.Store.APIKeyByHash(c.Request.Context(), s.Hasher.Hash(token))
+	key, err := lookupRotating(c, s, token, s.Store.APIKeyByHash, func(k *models.APIKey) string { return k.ID }, s.Store.RehashAPIKey)
 	if err != nil {
 		if errors.Is(err, apperr.ErrNotFound) {
 			s.unauthorized(c, "invalid or revoked API key", keyHint)
@@ -88,6 +131,52 @@ func (s *Server) requireKey(c *gin.Context) {
 
 const sessionHint = "sign in with POST /api/auth/login and send Authorization: Bearer svc_sess_..."
 
+// sessionAsKey admits a dashboard session on a KEY route, acting in the
+// mode of `?mode=test|live` (default test) as that mode's key would: the
+// dashboard reads and changes links, customers, transactions, payments and
+// deliveries through the same routes as an integration. Live mode needs an
+// approved KYB application, as a live key does (403 otherwise).
+func (s *Server) sessionAsKey(c *gin.Context, token string) {
+	sess, ok := s.session(c, token)
+	if !ok {
+		return
+	}
+	mode, err := dashboardMode(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if mode == models.ModeLive {
+		m, err := s.Store.Merchant(c.Request.Context(), sess.MerchantID)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		if m.KYBStatus != models.KYBApproved {
+			fail(c, apperr.WithHint(apperr.ErrForbidden, "live mode requires an approved KYB application",
+				"submit it with POST /api/kyb; meanwhile use mode=test"))
+			return
+		}
+	}
+	c.Set(principalKey, Principal{MerchantID: sess.MerchantID, Mode: mode, SessionID: sess.ID})
+	c.Next()
+}
+
+// session looks up a dashboard session token; on failure it has answered.
+func (s *Server) session(c *gin.Context, token string) (*models.DashboardSession, bool) {
+	sess, err := lookupRotating(c, s, token, s.Store.DashboardSessionByHash, func(d *models.DashboardSession) string { return d.ID },
+		s.Store.RehashDashboardSession)
+	if err != nil {
+		if errors.Is(err, apperr.ErrNotFound) {
+			s.unauthorized(c, "invalid or expired session", sessionHint)
+			return nil, false
+		}
+		fail(c, err)
+		return nil, false
+	}
+	return sess, true
+}
+
 // requireSession admits dashboard session tokens only: an API key is refused.
 func (s *Server) requireSession(c *gin.Context) {
 	token, ok := bearer(c)
@@ -103,13 +192,8 @@ func (s *Server) requireSession(c *gin.Context) {
 		s.unauthorized(c, "invalid or expired session", sessionHint)
 		return
 	}
-	sess, err := s.Store.DashboardSessionByHash(c.Request.Context(), s.Hasher.Hash(token))
-	if err != nil {
-		if errors.Is(err, apperr.ErrNotFound) {
-			s.unauthorized(c, "invalid or expired session", sessionHint)
-			return
-		}
-		fail(c, err)
+	sess, ok := s.session(c, token)
+	if !ok {
 		return
 	}
 	c.Set(principalKey, Principal{MerchantID: sess.MerchantID, SessionID: sess.ID})

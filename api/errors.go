@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/apperr"
@@ -19,6 +21,9 @@ const (
 	CodeRateLimited  = "RATE_LIMITED"
 	CodeInternal     = "INTERNAL_ERROR"
 	CodeTimeout      = "TIMEOUT"
+	// CodeUnavailable: the workers did not answer a workflow Update (submit,
+	// wallet progress, cancel) in time; retry after Retry-After.
+	CodeUnavailable = "SERVICE_UNAVAILABLE"
 )
 
 // mapping is the one table from domain error kinds to HTTP.
@@ -33,7 +38,11 @@ var mapping = []struct {
 	{apperr.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{apperr.ErrConflict, http.StatusConflict, CodeConflict},
 	{apperr.ErrTimeout, http.StatusGatewayTimeout, CodeTimeout},
+	{apperr.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 }
+
+// defaultRetryAfter is the Retry-After of a 503 whose error names none.
+const defaultRetryAfter = 5 * time.Second
 
 // ErrorStatus maps an error to its HTTP status and code (exported for tests
 // and for the OpenAPI document's error table).
@@ -62,6 +71,12 @@ func fail(c *gin.Context, err error) {
 		body.Message = "internal error; retry in 1 to 2 seconds"
 	case http.StatusGatewayTimeout:
 		body.Hint = "retry in 2 to 5 seconds"
+	case http.StatusServiceUnavailable:
+		wait := defaultRetryAfter
+		if de != nil && de.RetryAfter > 0 {
+			wait = de.RetryAfter
+		}
+		c.Header("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 	}
 	c.AbortWithStatusJSON(status, body)
 }

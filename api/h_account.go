@@ -2,7 +2,9 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -42,15 +44,25 @@ type merchantJSON struct {
 	BusinessName string      `json:"businessName"`
 	Wallets      walletsJSON `json:"wallets"`
 	LogoURL      string      `json:"logoUrl"`
+	EmbedOrigins []string    `json:"embedOrigins"`
 	KYBStatus    string      `json:"kybStatus"`
-	CreatedAt    Time        `json:"createdAt"`
-	UpdatedAt    Time        `json:"updatedAt"`
+	// RefundsEnabled says in which modes the merchant may create refunds
+	// (on in test mode by default; an operator enables live mode).
+	RefundsEnabled refundsFlagJSON `json:"refundsEnabled"`
+	CreatedAt      Time            `json:"createdAt"`
+	UpdatedAt      Time            `json:"updatedAt"`
+}
+
+type refundsFlagJSON struct {
+	Test bool `json:"test"`
+	Live bool `json:"live"`
 }
 
 func toMerchantJSON(m *models.Merchant) merchantJSON {
 	return merchantJSON{ID: m.ID, Email: m.Email, BusinessName: m.BusinessName,
-		Wallets: walletsJSON{EVM: m.WalletEVM, Solana: m.WalletSolana}, LogoURL: m.LogoURL,
-		KYBStatus: m.KYBStatus, CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt)}
+		Wallets: walletsJSON{EVM: m.WalletEVM, Solana: m.WalletSolana}, LogoURL: m.LogoURL, EmbedOrigins: append([]string{}, m.EmbedOrigins...),
+		KYBStatus: m.KYBStatus, RefundsEnabled: refundsFlagJSON{Test: m.RefundsOn(models.ModeTest), Live: m.RefundsOn(models.ModeLive)},
+		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt)}
 }
 
 type keyCreatedJSON struct {
@@ -143,6 +155,13 @@ func (s *Server) login(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	// Per account, whatever the address: an attacker rotating addresses
+	// (or a whole IPv6 network) still gets only so many guesses at one
+	// account. Unknown addresses are limited alike, so the answer does not
+	// tell which exist.
+	if s.Accounts != nil && !s.Accounts.AllowAccount(c, email) {
+		return
+	}
 	m, err := s.Store.MerchantByEmail(c.Request.Context(), email)
 	if err != nil && !errors.Is(err, apperr.ErrNotFound) {
 		fail(c, err)
@@ -150,11 +169,11 @@ func (s *Server) login(c *gin.Context) {
 	}
 	if err != nil {
 		auth.BurnPasswordCheck(req.Password)
-		s.unauthorized(c, "invalid email or password", "")
+		s.loginFailed(c, email)
 		return
 	}
 	if auth.CheckPassword(m.PasswordHash, req.Password) != nil {
-		s.unauthorized(c, "invalid email or password", "")
+		s.loginFailed(c, email)
 		return
 	}
 	token, err := auth.GenerateSessionToken()
@@ -193,7 +212,8 @@ type patchMerchantRequest struct {
 		EVM    *string `json:"evm"`
 		Solana *string `json:"solana"`
 	} `json:"wallets"`
-	LogoURL *string `json:"logoUrl"`
+	LogoURL      *string   `json:"logoUrl"`
+	EmbedOrigins *[]string `json:"embedOrigins"`
 }
 
 func (s *Server) patchMerchant(c *gin.Context) {
@@ -226,8 +246,12 @@ func (s *Server) patchMerchant(c *gin.Context) {
 		}
 	}
 	if req.LogoURL != nil {
-		l := v.webURL("logoUrl", *req.LogoURL)
+		l := v.logoURL("logoUrl", *req.LogoURL, principal(c).MerchantID)
 		u.LogoURL = &l
+	}
+	if req.EmbedOrigins != nil {
+		origins := v.embedOrigins("embedOrigins", *req.EmbedOrigins)
+		u.EmbedOrigins = &origins
 	}
 	if err := v.err(); err != nil {
 		fail(c, err)
@@ -255,7 +279,7 @@ func (s *Server) patchMerchantLogo(c *gin.Context) {
 	if strings.TrimSpace(req.LogoURL) == "" {
 		v.Add("logoUrl", "is required")
 	}
-	l := v.webURL("logoUrl", req.LogoURL)
+	l := v.logoURL("logoUrl", req.LogoURL, principal(c).MerchantID)
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return
@@ -265,4 +289,38 @@ func (s *Server) patchMerchantLogo(c *gin.Context) {
 		return
 	}
 	respondMessage(c, http.StatusOK, "logo updated")
+}
+
+// embedOrigins checks the sites allowed to frame the merchant's hosted
+// pages: at most 10 https origins (scheme and host, no path).
+func (v *checker) embedOrigins(field string, list []string) []string {
+	if len(list) > 10 {
+		v.Add(field, "at most 10 origins")
+		return nil
+	}
+	out := []string{}
+	for i, o := range list {
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" ||
+			u.User != nil || strings.ContainsAny(o, " ;'\"*") {
+			v.Add(fmt.Sprintf("%s[%d]", field, i), "must be an https origin such as https://shop.example")
+			continue
+		}
+		out = append(out, "https://"+u.Host)
+	}
+	return out
+}
+
+// logoURL checks a logo's address: an absolute http(s) URL, or the path of
+// an image the merchant uploaded (/uploads/merchants/<own id>/...), which
+// is what the hosted pages show (they load nothing from other origins).
+func (v *checker) logoURL(field, s, merchantID string) string {
+	s = strings.TrimSpace(s)
+	if key, ok := strings.CutPrefix(s, "/uploads/"); ok {
+		if m := uploadKey.FindStringSubmatch(key); m == nil || m[1] != merchantID {
+			v.Add(field, "must be an absolute http(s) URL or the path of an image you uploaded")
+		}
+		return s
+	}
+	return v.webURL(field, s)
 }

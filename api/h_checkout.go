@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
@@ -21,9 +22,11 @@ func (s *Server) registerCheckout(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodPost, "/checkout/quote", AuthNone, s.checkoutQuote)
 	s.Handle(g, http.MethodPost, "/checkout/session", AuthNone, s.createCheckoutSession)
 	s.Handle(g, http.MethodGet, "/checkout/session/:id", AuthNone, s.getCheckoutSession)
+	s.Handle(g, http.MethodGet, "/checkout/session/:id/events", AuthNone, s.checkoutEvents)
 	s.Handle(g, http.MethodPost, "/checkout/session/:id/wallet", AuthNone, s.checkoutWallet)
 	s.Handle(g, http.MethodPost, "/checkout/session/:id/cancel", AuthNone, s.customerCancel)
 	s.Handle(g, http.MethodPost, "/checkout/submit", AuthNone, s.checkoutSubmit)
+	s.Handle(g, http.MethodPost, "/checkout/session/:id/authorization", AuthNone, s.checkoutAuthorization)
 	// Merchant-facing: read and cancel a session of the key's mode.
 	s.Handle(g, http.MethodGet, "/checkout-sessions/:id", AuthKey, s.merchantGetSession)
 	s.Handle(g, http.MethodPost, "/checkout-sessions/:id/cancel", AuthKey, s.merchantCancel)
@@ -140,6 +143,29 @@ type sessionJSON struct {
 	AmountUnits           string        `json:"amountUnits"`
 	ExpiresAt             Time          `json:"expiresAt"`
 	CreatedAt             Time          `json:"createdAt"`
+	// PaymentReference binds a payment to the session: the nonce of the
+	// EIP-3009 authorization (EVM) or the Solana Pay reference key.
+	PaymentReference string `json:"paymentReference,omitempty"`
+	// Authorization is the EIP-712 TransferWithAuthorization to sign (EVM).
+	Authorization *checkout.TypedAuthorization `json:"authorization,omitempty"`
+	// Relayer says whether POST .../authorization broadcasts for the customer.
+	Relayer *bool `json:"relayer,omitempty"`
+	// SolanaPayURL is the Solana Pay transfer request (Solana).
+	SolanaPayURL string `json:"solanaPayUrl,omitempty"`
+}
+
+// sessionOut is a session with its payment instructions.
+func (s *Server) sessionOut(cs *models.CheckoutSession, withCustomer bool) sessionJSON {
+	out := toSessionJSON(cs, withCustomer)
+	if s.Checkout == nil {
+		return out
+	}
+	in := s.Checkout.PaymentInstructions(cs, "")
+	out.PaymentReference, out.Authorization, out.SolanaPayURL = in.Reference, in.Authorization, in.SolanaPayURL
+	if in.Authorization != nil {
+		out.Relayer = &in.Relayer
+	}
+	return out
 }
 
 func toSessionJSON(cs *models.CheckoutSession, withCustomer bool) sessionJSON {
@@ -205,12 +231,19 @@ func (s *Server) createCheckoutSession(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := toSessionJSON(created.Session, true)
-	respond(c, http.StatusCreated, gin.H{"id": out.ID, "paymentLinkId": out.PaymentLinkID, "walletAddress": out.WalletAddress,
+	out := s.sessionOut(created.Session, true)
+	body := gin.H{"id": out.ID, "paymentLinkId": out.PaymentLinkID, "walletAddress": out.WalletAddress,
 		"walletType": out.WalletType, "network": out.Network, "expectedAmount": out.ExpectedAmount, "status": out.Status,
 		"customer": out.Customer, "expiresAt": out.ExpiresAt, "createdAt": out.CreatedAt,
 		"merchantWalletAddress": out.MerchantWalletAddress, "tokenAddress": out.TokenAddress, "tokenDecimals": out.TokenDecimals,
-		"amountUnits": out.AmountUnits, "chainId": created.Network.ChainID})
+		"amountUnits": out.AmountUnits, "chainId": created.Network.ChainID, "paymentReference": out.PaymentReference}
+	if out.Authorization != nil {
+		body["authorization"], body["relayer"] = out.Authorization, out.Relayer
+	}
+	if out.SolanaPayURL != "" {
+		body["solanaPayUrl"] = out.SolanaPayURL
+	}
+	respond(c, http.StatusCreated, body)
 }
 
 type historyJSON struct {
@@ -232,7 +265,7 @@ func (s *Server) respondSession(c *gin.Context, cs *models.CheckoutSession, with
 	for _, e := range h {
 		events = append(events, historyJSON{ID: e.ID, SessionID: e.SessionID, Status: e.Status, Source: e.Source, Chain: e.Chain, CreatedAt: ts(e.CreatedAt)})
 	}
-	respond(c, http.StatusOK, gin.H{"session": toSessionJSON(cs, withCustomer), "events": events})
+	respond(c, http.StatusOK, gin.H{"session": s.sessionOut(cs, withCustomer), "events": events})
 }
 
 // getCheckoutSession is the status poll. It is public, so it does not show
@@ -351,6 +384,45 @@ func (s *Server) checkoutSubmit(c *gin.Context) {
 		return
 	}
 	res, err := s.Checkout.Submit(c.Request.Context(), id, hash)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, gin.H{"status": res.Status, "txHash": res.TxHash, "sessionId": res.SessionID, "nextAction": res.NextAction})
+}
+
+type authorizationRequest struct {
+	From        string `json:"from"`
+	ValidAfter  string `json:"validAfter"`
+	ValidBefore string `json:"validBefore"`
+	Signature   string `json:"signature"`
+}
+
+// checkoutAuthorization takes the customer's signed EIP-3009 authorization
+// of the session (the `authorization` object of the session, signed with
+// eth_signTypedData_v4) and has the operator's relayer broadcast it, so the
+// customer needs no gas; the transaction is attached to the session.
+func (s *Server) checkoutAuthorization(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req authorizationRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	from := v.addressOfFamily("from", chain.FamilyEVM, req.From)
+	after := v.uint256("validAfter", req.ValidAfter, false)
+	before := v.uint256("validBefore", req.ValidBefore, true)
+	sig := v.hexBytes("signature", req.Signature, 65, 4096)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	res, err := s.Checkout.Relay(c.Request.Context(), id, checkout.AuthorizationRequest{From: from, ValidAfter: after, ValidBefore: before, Signature: sig})
 	if err != nil {
 		fail(c, err)
 		return

@@ -173,11 +173,12 @@ func (s *Server) patchCustomer(c *gin.Context) {
 func (s *Server) listCustomers(c *gin.Context) {
 	var v checker
 	page := v.page(c.Query)
+	f := models.CustomerFilter{Search: v.text("q", c.Query("q"), false, 200)}
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return
 	}
-	rows, more, err := s.Store.Customers(c.Request.Context(), principal(c).Scope(), page)
+	rows, more, err := s.Store.CustomerList(c.Request.Context(), principal(c).Scope(), f, page)
 	if err != nil {
 		fail(c, err)
 		return

@@ -87,51 +87,7 @@ func (s *Server) createLink(c *gin.Context) {
 		req.Token = "USDC"
 	}
 	v.oneOf("token", req.Token, true, "USDC")
-	primary := v.network("network", req.Network, p.Mode)
-	// The accepted networks: the primary first, then the others, each once.
-	networks := []string{primary}
-	seen := map[string]bool{primary: true}
-	for i, n := range req.Networks {
-		field := "networks[" + strconv.Itoa(i) + "]"
-		n = v.network(field, n, p.Mode)
-		if !seen[n] {
-			seen[n] = true
-			networks = append(networks, n)
-		}
-	}
-	wallets := map[string]string{}
-	var extra []string
-	for n := range req.MerchantWalletAddresses {
-		if !seen[n] {
-			extra = append(extra, n)
-		}
-	}
-	sort.Strings(extra)
-	for _, n := range extra {
-		v.Add("merchantWalletAddresses."+n, "is not one of the link's networks")
-	}
-	if !v.Has("network") {
-		for _, n := range networks {
-			fam, ok := chain.FamilyOf(n)
-			if !ok {
-				continue
-			}
-			field := "merchantWalletAddresses." + n
-			if a, given := req.MerchantWalletAddresses[n]; given {
-				wallets[n] = v.addressOfFamily(field, fam, a)
-				continue
-			}
-			def := m.WalletEVM
-			if fam == chain.FamilySolana {
-				def = m.WalletSolana
-			}
-			if def == "" {
-				v.Add(field, "is required: no default "+string(fam)+" wallet is set on the merchant profile")
-				continue
-			}
-			wallets[n] = def
-		}
-	}
+	primary, networks, wallets := linkNetworks(&v, m, p.Mode, req.Network, req.Networks, req.MerchantWalletAddresses)
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return
@@ -155,6 +111,36 @@ func (s *Server) listLinks(c *gin.Context) {
 	}
 	var v checker
 	wallet := v.text("merchantWalletAddress", c.Query("merchantWalletAddress"), false, 128)
+	// SPEC.md lists every link at once; with limit, starting_after, active
+	// or q the answer is a page with hasMore instead (the dashboard's).
+	q := c.Request.URL.Query()
+	if q.Has("limit") || q.Has("starting_after") || q.Has("active") || q.Has("q") {
+		page := v.page(c.Query)
+		f := models.LinkFilter{Search: v.text("q", c.Query("q"), false, 200)}
+		switch a := v.oneOf("active", c.Query("active"), false, "true", "false"); a {
+		case "true", "false":
+			active := a == "true"
+			f.Active = &active
+		}
+		if wallet != "" {
+			v.Add("merchantWalletAddress", "cannot be combined with limit, starting_after, active or q")
+		}
+		if err := v.err(); err != nil {
+			fail(c, err)
+			return
+		}
+		links, more, err := s.Store.PaymentLinkPage(c.Request.Context(), p.Scope(), f, page)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		out := make([]linkJSON, 0, len(links))
+		for i := range links {
+			out = append(out, toLinkJSON(&links[i], m.BusinessName))
+		}
+		respondList(c, out, more)
+		return
+	}
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return
@@ -262,4 +248,56 @@ func (s *Server) deleteLink(c *gin.Context) {
 		}
 	}
 	respondMessage(c, http.StatusOK, "payment link deleted")
+}
+
+// linkNetworks validates a link's primary and other networks (the primary
+// first, each once) and their receiving wallets: the ones given, else the
+// merchant's default wallet of each network's family.
+func linkNetworks(v *checker, m *models.Merchant, mode models.Mode, network string, others []string, given map[string]string) (string, []string, map[string]string) {
+	primary := v.network("network", network, mode)
+	// The accepted networks: the primary first, then the others, each once.
+	networks := []string{primary}
+	seen := map[string]bool{primary: true}
+	for i, n := range others {
+		field := "networks[" + strconv.Itoa(i) + "]"
+		n = v.network(field, n, mode)
+		if !seen[n] {
+			seen[n] = true
+			networks = append(networks, n)
+		}
+	}
+	wallets := map[string]string{}
+	var extra []string
+	for n := range given {
+		if !seen[n] {
+			extra = append(extra, n)
+		}
+	}
+	sort.Strings(extra)
+	for _, n := range extra {
+		v.Add("merchantWalletAddresses."+n, "is not one of the link's networks")
+	}
+	if !v.Has("network") {
+		for _, n := range networks {
+			fam, ok := chain.FamilyOf(n)
+			if !ok {
+				continue
+			}
+			field := "merchantWalletAddresses." + n
+			if a, given := given[n]; given {
+				wallets[n] = v.addressOfFamily(field, fam, a)
+				continue
+			}
+			def := m.WalletEVM
+			if fam == chain.FamilySolana {
+				def = m.WalletSolana
+			}
+			if def == "" {
+				v.Add(field, "is required: no default "+string(fam)+" wallet is set on the merchant profile")
+				continue
+			}
+			wallets[n] = def
+		}
+	}
+	return primary, networks, wallets
 }

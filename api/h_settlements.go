@@ -89,7 +89,11 @@ type balanceJSON struct {
 	Token     string       `json:"token"`
 	Collected money.Amount `json:"collected"`
 	Settled   money.Amount `json:"settled"`
-	Available money.Amount `json:"available"`
+	// Refunded is what succeeded refunds returned; RefundsPending what
+	// refunds in progress hold. Both are subtracted from Available.
+	Refunded       money.Amount `json:"refunded"`
+	RefundsPending money.Amount `json:"refundsPending"`
+	Available      money.Amount `json:"available"`
 }
 
 // settlementBalance answers what can be paid out, per network and token.
@@ -101,7 +105,8 @@ func (s *Server) settlementBalance(c *gin.Context) {
 	}
 	out := make([]balanceJSON, 0, len(bals))
 	for _, b := range bals {
-		out = append(out, balanceJSON{Network: b.Network, Token: b.Token, Collected: b.Collected, Settled: b.Settled, Available: b.Available})
+		out = append(out, balanceJSON{Network: b.Network, Token: b.Token, Collected: b.Collected, Settled: b.Settled,
+			Refunded: b.Refunded, RefundsPending: b.RefundsPending, Available: b.Available})
 	}
 	respondArray(c, out)
 }

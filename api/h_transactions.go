@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,14 +35,43 @@ type transactionJSON struct {
 	PaymentLinkID         *string      `json:"paymentLinkId"`
 	SessionID             *string      `json:"sessionId"`
 	Source                string       `json:"source"`
-	CreatedAt             Time         `json:"createdAt"`
+	// Verification: pending (a record not yet checked on chain), verified
+	// or failed; only verified transactions count toward settlements.
+	Verification        string `json:"verification"`
+	VerificationMessage string `json:"verificationMessage,omitempty"`
+	// RefundedAmount is what succeeded refunds returned; RefundableAmount
+	// what a new refund may still take (refunds in progress hold theirs).
+	RefundedAmount   money.Amount `json:"refundedAmount"`
+	RefundableAmount money.Amount `json:"refundableAmount"`
+	// Refunds are the transaction's refunds, oldest first.
+	Refunds   []refundJSON `json:"refunds"`
+	CreatedAt Time         `json:"createdAt"`
 }
 
 func toTransactionJSON(t *models.Transaction) transactionJSON {
 	return transactionJSON{ID: t.ID, Amount: t.Amount, Token: t.Token, Network: t.Network, Status: t.Status,
 		CustomerEmail: t.CustomerEmail, CustomerName: t.CustomerName, CustomerID: t.CustomerID, TxHash: t.TxHash,
 		WalletAddress: t.WalletAddress, MerchantWalletAddress: t.MerchantWalletAddress, PaymentLinkID: t.PaymentLinkID,
-		SessionID: t.SessionID, Source: t.Source, CreatedAt: ts(t.CreatedAt)}
+		SessionID: t.SessionID, Source: t.Source, Verification: t.Verification, VerificationMessage: t.VerificationMessage,
+		RefundedAmount: t.RefundedAmount, RefundableAmount: max(t.Amount-t.RefundReserved, 0), Refunds: []refundJSON{},
+		CreatedAt: ts(t.CreatedAt)}
+}
+
+// transactionsOut maps transactions with their refunds.
+func (s *Server) transactionsOut(ctx context.Context, rows ...*models.Transaction) ([]transactionJSON, error) {
+	refunds, err := s.refundsOf(ctx, rows...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]transactionJSON, 0, len(rows))
+	for _, t := range rows {
+		j := toTransactionJSON(t)
+		if rs := refunds[t.ID]; len(rs) > 0 {
+			j.Refunds = rs
+		}
+		out = append(out, j)
+	}
+	return out, nil
 }
 
 type recordTransactionRequest struct {
@@ -55,9 +85,10 @@ type recordTransactionRequest struct {
 	PaymentLinkID string          `json:"paymentLinkId"`
 }
 
-// recordTransaction stores a payment made outside the checkout flow. The
-// hash can back one session or transaction ever (409 otherwise); a payment
-// link of the other mode is a 400 (SPEC.md Errors rule 3).
+// recordTransaction stores a payment made outside the checkout flow. Within
+// the merchant a hash backs one transaction (409 otherwise); the record is
+// checked on chain by the worker (verification pending → verified|failed);
+// a payment link of the other mode is a 400 (SPEC.md Errors rule 3).
 func (s *Server) recordTransaction(c *gin.Context) {
 	var req recordTransactionRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -171,9 +202,14 @@ func (s *Server) listTransactions(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := make([]transactionJSON, 0, len(rows))
+	ptrs := make([]*models.Transaction, 0, len(rows))
 	for i := range rows {
-		out = append(out, toTransactionJSON(&rows[i]))
+		ptrs = append(ptrs, &rows[i])
+	}
+	out, err := s.transactionsOut(c.Request.Context(), ptrs...)
+	if err != nil {
+		fail(c, err)
+		return
 	}
 	respondList(c, out, more)
 }
@@ -198,5 +234,10 @@ func (s *Server) getTransaction(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	respond(c, http.StatusOK, toTransactionJSON(t))
+	out, err := s.transactionsOut(c.Request.Context(), t)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, out[0])
 }

@@ -35,6 +35,8 @@ func (s *Server) registerWebhooks(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodDelete, "/webhooks/:id", AuthSession, s.deleteWebhook)
 	s.Handle(g, http.MethodPost, "/webhooks/:id/rotate-secret", AuthSession, s.rotateWebhookSecret)
 	s.Handle(g, http.MethodPost, "/webhooks/deliveries/:id/retry", AuthSession, s.retryDelivery)
+	s.Handle(g, http.MethodGet, "/webhooks/deliveries", AuthSession, s.listDeliveries)
+	s.Handle(g, http.MethodPost, "/webhooks/:id/test", AuthSession, s.sendTestEvent)
 	s.Handle(g, http.MethodGet, "/events", AuthKey, s.listEvents)
 }
 
@@ -50,7 +52,7 @@ type DeliveryRetrier interface {
 // events query filter.
 var WebhookEventTypes = []string{
 	"checkout.completed", "checkout.failed", "checkout.cancelled", "checkout.expired",
-	"payment.completed", "payment.failed", "payment.refunded",
+	"payment.completed", "payment.failed", "payment.refunded", "payment.exception",
 	"subscription.created", "subscription.updated", "subscription.renewed",
 	"subscription.renewal_due", "subscription.past_due", "subscription.canceled",
 }
@@ -445,4 +447,109 @@ func (s *Server) listEvents(c *gin.Context) {
 		out = append(out, toDeliveryJSON(&rows[i], true))
 	}
 	respondList(c, out, more)
+}
+
+// attemptJSON is one POST of a delivery: when, the receiver's HTTP status
+// (null when none came back) and the error, if it failed.
+type attemptJSON struct {
+	Attempt        int          `json:"attempt"`
+	AttemptedAt    Time         `json:"attemptedAt"`
+	ResponseStatus *optionalInt `json:"responseStatus"`
+	Error          string       `json:"error"`
+}
+
+// deliveryLogJSON is a delivery with its payload, the session its event is
+// about and every attempt (GET /api/webhooks/deliveries).
+type deliveryLogJSON struct {
+	deliveryJSON
+	SessionID   *string       `json:"sessionId"`
+	EndpointURL string        `json:"endpointUrl"`
+	AttemptLog  []attemptJSON `json:"attemptLog"`
+}
+
+// listDeliveries is the delivery log across the mode's endpoints, newest
+// first, filtered by event, status, endpointId, sessionId (the deliveries a
+// payment caused), since and until, with every attempt of each delivery.
+func (s *Server) listDeliveries(c *gin.Context) {
+	mode, err := dashboardMode(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	page := v.page(c.Query)
+	f := models.DeliveryFilter{
+		Event:      v.oneOf("event", c.Query("event"), false, append([]string{models.EventTest}, WebhookEventTypes...)...),
+		Status:     v.oneOf("status", c.Query("status"), false, models.DeliveryPending, models.DeliveryDelivered, models.DeliveryFailed),
+		EndpointID: v.uuidField("endpointId", c.Query("endpointId"), false),
+		SessionID:  v.uuidField("sessionId", c.Query("sessionId"), false),
+		Since:      v.timeParam("since", c.Query("since")),
+		Until:      v.timeParam("until", c.Query("until")),
+	}
+	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
+		v.Add("until", "must be after since")
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	rows, more, err := s.Store.WebhookDeliveries(ctx, models.Scope{MerchantID: principal(c).MerchantID, Mode: mode}, f, page)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ids := make([]string, 0, len(rows))
+	for _, d := range rows {
+		ids = append(ids, d.ID)
+	}
+	attempts, err := s.Store.DeliveryAttempts(ctx, ids)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	epIDs := make([]string, 0, len(rows))
+	for _, d := range rows {
+		epIDs = append(epIDs, d.EndpointID)
+	}
+	urls, err := s.Store.EndpointURLs(ctx, principal(c).MerchantID, epIDs)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]deliveryLogJSON, 0, len(rows))
+	for i := range rows {
+		d := deliveryLogJSON{deliveryJSON: toDeliveryJSON(&rows[i], true), SessionID: rows[i].SessionID,
+			EndpointURL: urls[rows[i].EndpointID], AttemptLog: []attemptJSON{}}
+		for _, a := range attempts[rows[i].ID] {
+			d.AttemptLog = append(d.AttemptLog, attemptJSON{Attempt: a.Attempt, AttemptedAt: ts(a.AttemptedAt),
+				ResponseStatus: &optionalInt{v: a.ResponseStatus}, Error: a.Error})
+		}
+		out = append(out, d)
+	}
+	respondList(c, out, more)
+}
+
+// sendTestEvent posts a webhook.test event to one endpoint, whatever events
+// it subscribes to, and answers the new delivery (watch it in the delivery
+// log). A disabled endpoint is a 409.
+func (s *Server) sendTestEvent(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	d, err := s.Store.SendTestEvent(ctx, principal(c).MerchantID, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if s.Dispatcher != nil {
+		// Without it (or if this fails) the delivery reconciler starts it.
+		if err := s.Dispatcher.Dispatch(ctx, []string{d.ID}); err != nil {
+			s.Logger.WarnContext(ctx, "test event not dispatched; the reconciler will", "deliveryId", d.ID, "err", err)
+		}
+	}
+	respond(c, http.StatusCreated, toDeliveryJSON(d, true))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/subscription"
 )
 
 const (
@@ -43,6 +44,9 @@ func newHarness(t testing.TB, st *models.Store, mutate ...func(*api.Deps)) *harn
 	// route that answers from the store (the e2e tests run the workflows).
 	d.Checkout = &checkout.Service{Store: st, Hasher: d.Hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
 		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: d.Logger}
+	// Likewise subscriptions: creation and every refusal that comes before
+	// the workflow (TestSubscriptionsOnTemporal runs the workflows).
+	d.Subscriptions = &subscription.Service{Store: st, Networks: chain.DefaultRegistry(), Log: d.Logger}
 	for _, m := range mutate {
 		m(&d)
 	}
@@ -91,8 +95,31 @@ func (r resp) str(path ...string) string {
 	return s
 }
 
+// decimal is the exact JSON number text at path ("" when absent). Money is
+// compared as that text, never as the float64 a generic decode would give.
+func (r resp) decimal(path ...string) string {
+	var cur any
+	d := json.NewDecoder(strings.NewReader(r.Raw))
+	d.UseNumber()
+	if d.Decode(&cur) != nil {
+		return ""
+	}
+	for _, p := range path {
+		m, _ := cur.(map[string]any)
+		cur = m[p]
+	}
+	n, _ := cur.(json.Number)
+	return string(n)
+}
+
 // do sends a request; body may be a string (sent as is) or a value (JSON).
 func (h *harness) do(method, path, token string, body any) resp {
+	h.t.Helper()
+	return h.doWith(method, path, token, body, nil)
+}
+
+// doWith sends a request with extra headers.
+func (h *harness) doWith(method, path, token string, body any, headers map[string]string) resp {
 	h.t.Helper()
 	var rdr io.Reader
 	switch b := body.(type) {
@@ -115,6 +142,9 @@ func (h *harness) do(method, path, token string, body any) resp {
 	}
 	if rdr != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	res, err := h.http.Client().Do(req)
 	if err != nil {

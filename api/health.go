@@ -10,12 +10,14 @@ import (
 )
 
 // Operational routes, served outside /api: no credential, no rate limit.
+// The API's port answers the probes; /metrics is on the operational listener.
 const (
 	// PathHealthz answers 200 while the process runs (liveness).
 	PathHealthz = "/healthz"
 	// PathReadyz answers 200 when every dependency answers, 503 otherwise.
 	PathReadyz = "/readyz"
-	// PathMetrics serves the Prometheus metrics (when Deps.Metrics is set).
+	// PathMetrics serves the Prometheus metrics, on the operational
+	// listener only (OpsHandler), never on the API's port.
 	PathMetrics = "/metrics"
 )
 
@@ -105,22 +107,17 @@ func writeHealth(w http.ResponseWriter, status int, body HealthBody) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// withOps answers /healthz, /readyz and (with Deps.Metrics) /metrics in
-// front of the Gin engine: outside /api, so no rate limit and no credential,
-// and outside the router, so they are not resources of SPEC.md (the route
-// table and the tenant-isolation tests do not see them) and probes do not
-// fill the access log. Every other request goes to next unchanged.
+// withOps answers /healthz and /readyz in front of the Gin engine: outside
+// /api, so no rate limit and no credential, and outside the router, so they
+// are not resources of SPEC.md (the route table and the tenant-isolation
+// tests do not see them) and probes do not fill the access log. Every other
+// request goes to next unchanged. /metrics is not served here: it tells
+// anyone checkout outcomes and volumes, so it lives on the operational
+// listener (OpsHandler) that the process binds apart from the public port.
 func (s *Server) withOps(next http.Handler) http.Handler {
-	checks := s.Ready
-	if checks == nil && s.Store != nil {
-		checks = []ReadyCheck{{Name: "store", Check: s.Store.Ping}}
-	}
 	ops := map[string]http.Handler{
 		PathHealthz: HealthHandler(),
-		PathReadyz:  ReadyHandler(checks, s.Logger),
-	}
-	if s.Metrics != nil {
-		ops[PathMetrics] = s.Metrics.Handler()
+		PathReadyz:  ReadyHandler(s.readyChecks(), s.Logger),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -131,4 +128,24 @@ func (s *Server) withOps(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (s *Server) readyChecks() []ReadyCheck {
+	if s.Ready == nil && s.Store != nil {
+		return []ReadyCheck{{Name: "store", Check: s.Store.Ping}}
+	}
+	return s.Ready
+}
+
+// OpsHandler serves the operational routes of a process on a listener of its
+// own, never the public API port: GET /metrics (metrics, when not nil),
+// /healthz and /readyz (checks).
+func OpsHandler(metrics http.Handler, checks []ReadyCheck, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET "+PathMetrics, metrics)
+	}
+	mux.Handle("GET "+PathHealthz, HealthHandler())
+	mux.Handle("GET "+PathReadyz, ReadyHandler(checks, log))
+	return mux
 }

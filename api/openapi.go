@@ -50,6 +50,8 @@ func OpenAPI() (*openapi3.T, error) {
 // under /api, where the global rate-limit tier applies to every route.
 func addCommonResponses(doc *openapi3.T) {
 	internal := &openapi3.ResponseRef{Ref: "#/components/responses/InternalError", Value: doc.Components.Responses["InternalError"].Value}
+	forbidden := &openapi3.ResponseRef{Ref: "#/components/responses/Forbidden", Value: doc.Components.Responses["Forbidden"].Value}
+	modeParam := &openapi3.ParameterRef{Ref: "#/components/parameters/dashboardMode", Value: doc.Components.Parameters["dashboardMode"].Value}
 	limited := &openapi3.ResponseRef{Ref: "#/components/responses/RateLimited", Value: doc.Components.Responses["RateLimited"].Value}
 	for path, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
@@ -58,6 +60,17 @@ func addCommonResponses(doc *openapi3.T) {
 			}
 			if strings.HasPrefix(path, "/api/") && op.Responses.Value("429") == nil {
 				op.Responses.Set("429", limited)
+			}
+			if takesKey(op) {
+				// A dashboard session acts on every KEY route in the mode of
+				// ?mode= (live needs an approved KYB application: 403).
+				*op.Security = append(*op.Security, openapi3.SecurityRequirement{"session": []string{}})
+				if op.Parameters.GetByInAndName("query", "mode") == nil {
+					op.Parameters = append(op.Parameters, modeParam)
+				}
+				if op.Responses.Value("403") == nil {
+					op.Responses.Set("403", forbidden)
+				}
 			}
 		}
 	}
@@ -71,4 +84,18 @@ func (s *Server) registerOpenAPI(g *gin.RouterGroup) {
 		}
 		c.Data(http.StatusOK, "application/json", openapiJSON)
 	})
+}
+
+// takesKey says whether an operation is a KEY route (its security names
+// apiKey).
+func takesKey(op *openapi3.Operation) bool {
+	if op.Security == nil {
+		return false
+	}
+	for _, req := range *op.Security {
+		if _, ok := req["apiKey"]; ok {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -68,4 +71,71 @@ func TestRateLimitWiring(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("another client must not be blocked: %d", res.StatusCode)
 	}
+}
+
+// TestLoginLimitedPerAccount: wrong passwords for one merchant from ten
+// addresses (each under the address block) lock the account: the right
+// password from an eleventh address is refused with SPEC's 401 envelope and
+// the rate-limit headers, while another merchant signs in from that address.
+// IPv6 clients count per /64: ten bad keys from ten addresses of one /64
+// block a fresh address of it, not a neighbouring /64.
+func TestLoginLimitedPerAccount(t *testing.T) {
+	st := storetest.Open(t, "sqlite")
+	cfg := ratelimit.DefaultConfig()
+	cfg.ExemptLoopback = false
+	lim := ratelimit.New(ratelimit.NewMemoryStore(), cfg)
+	h := newHarness(t, st, func(d *api.Deps) {
+		d.Limiter = lim.Middleware()
+		d.AuthFailures = lim
+		d.Accounts = lim
+		d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	ann, bob := h.signup(), h.signup()
+	send := func(method, path, ip, token string, body any) resp {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.http.URL+path, nil)
+		if body != nil {
+			b, _ := json.Marshal(body)
+			req, _ = http.NewRequest(method, h.http.URL+path, bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("X-Forwarded-For", ip)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := h.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		validateResponse(t, req, res.StatusCode, res.Header, raw)
+		out := resp{Status: res.StatusCode, Raw: string(raw), Header: res.Header}
+		_ = json.Unmarshal(raw, &out.Body)
+		return out
+	}
+	login := func(ip, email, password string) resp {
+		return send("POST", "/api/auth/login", ip, "", map[string]any{"email": email, "password": password})
+	}
+	for i := 0; i < 10; i++ {
+		expect(t, login(fmt.Sprintf("198.51.100.%d", i+1), ann.Email, "wrong password!"), 401, "UNAUTHORIZED")
+	}
+	r := login("203.0.113.77", strings.ToUpper(ann.Email), "correct horse battery")
+	expect(t, r, 401, "UNAUTHORIZED")
+	if !strings.Contains(r.str("message"), "too many failed sign-in attempts for this account") ||
+		r.Header.Get("Retry-After") == "" || r.Header.Get("X-RateLimit-Limit") != "10" || r.Header.Get("X-RateLimit-Reset") == "" {
+		t.Fatalf("locked account: %s %v", r.Raw, r.Header)
+	}
+	expect(t, login("203.0.113.77", bob.Email, "correct horse battery"), 200, "")
+	expect(t, send("GET", "/api/customers", "198.51.100.1", ann.TestKey, nil), 200, "")
+
+	for i := 0; i < 10; i++ {
+		ip := fmt.Sprintf("2001:db8:1:2:%x::1", i)
+		expect(t, send("GET", "/api/customers", ip, "svc_test_sk_wrongwrongwrongwrongwrongwrongwrongwr", nil), 401, "UNAUTHORIZED")
+	}
+	r = send("GET", "/api/customers", "2001:db8:1:2:ffff::9", bob.TestKey, nil)
+	if r.Status != 401 || !strings.Contains(r.str("message"), "too many failed authentication attempts") {
+		t.Fatalf("a fresh address of the blocked /64: %d %s", r.Status, r.Raw)
+	}
+	expect(t, send("GET", "/api/customers", "2001:db8:1:3::1", bob.TestKey, nil), 200, "")
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/paygate/paygate/logging"
 	"github.com/paygate/paygate/metrics"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/refund"
+	"github.com/paygate/paygate/subscription"
 	"github.com/paygate/paygate/webhook"
 )
 
@@ -50,6 +52,17 @@ type AuthFailureRecorder interface {
 	RecordAuthFailure(ctx context.Context, ip string) error
 }
 
+// AccountLimiter limits failed sign-ins per account as well as per address
+// (*ratelimit.Limiter implements it).
+type AccountLimiter interface {
+	// AllowAccount answers and aborts the request (401) when the account
+	// has too many recent failures; it returns false then.
+	AllowAccount(c *gin.Context, account string) bool
+	// RecordLoginFailure counts a failed sign-in against the client address
+	// and the account.
+	RecordLoginFailure(ctx context.Context, ip, account string) error
+}
+
 // Deps is what the API needs from the rest of the service.
 type Deps struct {
 	Store    *models.Store
@@ -61,6 +74,10 @@ type Deps struct {
 	Limiter gin.HandlerFunc
 	// AuthFailures, when set, is told about every failed authentication.
 	AuthFailures AuthFailureRecorder
+	// Accounts, when set, limits failed sign-ins per account; a wrong
+	// password is then recorded through it (address and account) instead
+	// of AuthFailures.
+	Accounts AccountLimiter
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	// Logger receives request logs; nil uses slog.Default.
@@ -69,22 +86,42 @@ type Deps struct {
 	UploadDir string
 	// Checkout, when set, serves the customer-facing checkout routes.
 	Checkout *checkout.Service
+	// Refunds serves the refund routes. Nil means a service on Store
+	// without a Temporal client: refunds are stored and the worker's
+	// repairer starts their workflows; submits answer 500.
+	Refunds *refund.Service
+	// Subscriptions, when set, creates subscriptions and runs their actions
+	// through their workflows (without it those routes answer 500).
+	Subscriptions *subscription.Service
 	// OnLinkDeleted, when set, fails the open checkout sessions of a
 	// deleted link (the checkout feature provides it).
 	OnLinkDeleted LinkDeleteHook
 	// WebhookPolicy checks webhook endpoint URLs at registration; its
-	// AllowLoopbackHTTP is set only in the embedded profile (test-mode
-	// endpoints only: live endpoints always need https to a public address).
+	// AllowLoopbackHTTP follows WEBHOOK_ALLOW_LOOPBACK (a single-machine
+	// embedded setup; never production) and applies to test-mode endpoints
+	// only: live endpoints always need https to a public address, here and
+	// at dial time.
 	WebhookPolicy webhook.Policy
 	// Deliveries, when set, makes manual webhook delivery retries through
 	// Temporal (worker.Retrier); without it the retry route answers 500.
 	Deliveries DeliveryRetrier
+	// Dispatcher, when set, starts the delivery workflows of events the API
+	// emits itself (a resolved payment exception's payment.completed);
+	// without it they wait for the delivery reconciler.
+	Dispatcher EventDispatcher
 	// Extra registers routes of later features on the /api group.
 	Extra []func(s *Server, g *gin.RouterGroup)
+	// PublicURL is where the hosted pages are reached from outside (e.g.
+	// https://pay.example.com); empty: the request's own host.
+	PublicURL string
+	// Root registers routes outside /api (the hosted pages, web.Pages).
+	Root []func(e *gin.Engine)
 	// Ready lists what GET /readyz checks (store, Temporal); nil means a
 	// ping of Store.
 	Ready []ReadyCheck
-	// Metrics, when set, records every request and is served at GET /metrics.
+	// Metrics, when set, records every request. It is not served by the
+	// API's handler: the process serves it with OpsHandler on its own
+	// listener (PAYGATE_METRICS_ADDR).
 	Metrics *metrics.Metrics
 }
 
@@ -95,6 +132,8 @@ type Server struct {
 	routes []RouteInfo
 	// handler is the engine behind the operational routes (health.go).
 	handler http.Handler
+	// hub shares session readers among event streams (h_stream.go).
+	hub *checkout.StatusHub
 }
 
 // New builds the router.
@@ -111,6 +150,9 @@ func New(d Deps) (*Server, error) {
 	}
 	if d.Networks == nil {
 		d.Networks = chain.DefaultRegistry()
+	}
+	if d.Refunds == nil && d.Store != nil {
+		d.Refunds = &refund.Service{Store: d.Store, Networks: d.Networks, Log: d.Logger}
 	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -143,14 +185,21 @@ func New(d Deps) (*Server, error) {
 	s.registerLinks(g)
 	s.registerCustomers(g)
 	s.registerTransactions(g)
+	s.registerPayments(g)
 	s.registerSubscriptions(g)
 	s.registerSettlements(g)
 	s.registerCheckout(g)
 	s.registerOpenAPI(g)
 	s.registerUploads(g)
 	s.registerWebhooks(g)
+	s.registerExceptions(g)
+	s.registerCatalog(g)
+	s.registerRefunds(g)
 	for _, f := range d.Extra {
 		f(s, g)
+	}
+	for _, f := range d.Root {
+		f(e)
 	}
 	return s, nil
 }
@@ -169,10 +218,14 @@ func (s *Server) Routes() []RouteInfo { return append([]RouteInfo(nil), s.routes
 func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.HandlerFunc) {
 	full := strings.TrimSuffix(g.BasePath(), "/") + path
 	s.routes = append(s.routes, RouteInfo{Method: method, Path: full, Auth: a})
-	switch a {
-	case AuthKey:
+	switch {
+	case a == AuthKey && method == http.MethodPost:
+		g.Handle(method, path, s.requireKey, s.idempotent, h)
+	case a == AuthSession && method == http.MethodPost:
+		g.Handle(method, path, s.requireSession, s.idempotent, h)
+	case a == AuthKey:
 		g.Handle(method, path, s.requireKey, h)
-	case AuthSession:
+	case a == AuthSession:
 		g.Handle(method, path, s.requireSession, h)
 	default:
 		g.Handle(method, path, h)

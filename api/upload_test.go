@@ -60,6 +60,14 @@ func TestUploads(t *testing.T) {
 			t.Fatalf("serve: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 		}
 		expect(t, h.do("PATCH", "/api/merchant/logo", a.Session, map[string]any{"logoUrl": "https://shop.example/uploads/" + key}), 200, "")
+		// The uploaded image's own path is a logo too (what the hosted pages
+		// show); another merchant's upload is not.
+		expect(t, h.do("PATCH", "/api/merchant/logo", a.Session, map[string]any{"logoUrl": "/uploads/" + key}), 200, "")
+		if got := h.do("GET", "/api/merchant", a.Session, nil).str("data", "logoUrl"); got != "/uploads/"+key {
+			t.Fatalf("logoUrl %q", got)
+		}
+		expectField(t, h.do("PATCH", "/api/merchant", h.signup().Session, map[string]any{"logoUrl": "/uploads/" + key}), "logoUrl")
+		expectField(t, h.do("PATCH", "/api/merchant/logo", a.Session, map[string]any{"logoUrl": "/uploads/../etc/passwd"}), "logoUrl")
 
 		// Bad uploads.
 		expectField(t, h.upload(a.Session, "x.txt", []byte("hello, not an image")), "file")

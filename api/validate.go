@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/mail"
 	"net/url"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/google/uuid"
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/chain"
@@ -304,4 +306,44 @@ func pathID(raw string) (string, error) {
 	var v checker
 	id := v.uuidField("id", raw, true)
 	return id, v.err()
+}
+
+// uint256 parses a non-negative decimal integer of at most 78 digits ("0"
+// when optional and empty).
+func (v *checker) uint256(field, s string, required bool) *big.Int {
+	if s == "" {
+		if required {
+			v.Add(field, "is required")
+		}
+		return new(big.Int)
+	}
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok || n.Sign() < 0 || len(s) > 78 || !allDigits(s) {
+		v.Add(field, "must be a non-negative integer in decimal")
+		return new(big.Int)
+	}
+	return n
+}
+
+func allDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// hexBytes parses 0x-prefixed hex of minLen to maxLen bytes.
+func (v *checker) hexBytes(field, s string, minLen, maxLen int) []byte {
+	if s == "" {
+		v.Add(field, "is required")
+		return nil
+	}
+	b, err := hexutil.Decode(s)
+	if err != nil || len(b) < minLen || len(b) > maxLen {
+		v.Add(field, fmt.Sprintf("must be 0x-prefixed hex of %d to %d bytes", minLen, maxLen))
+		return nil
+	}
+	return b
 }

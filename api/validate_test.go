@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paygate/paygate/apperr"
 )
@@ -34,6 +35,7 @@ func TestErrorStatusMapping(t *testing.T) {
 		{apperr.NotFound(), http.StatusNotFound, CodeNotFound},
 		{apperr.Conflict("c"), http.StatusConflict, CodeConflict},
 		{apperr.New(apperr.ErrTimeout, "t"), http.StatusGatewayTimeout, CodeTimeout},
+		{apperr.Unavailable("u", 5*time.Second), http.StatusServiceUnavailable, CodeUnavailable},
 		{http.ErrHandlerTimeout, http.StatusInternalServerError, CodeInternal},
 	}
 	for _, c := range cases {

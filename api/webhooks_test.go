@@ -112,9 +112,9 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 			t.Fatalf("events not deduplicated in order: %s", got)
 		}
 		// The secret really signs: the stored endpoint has it.
-		stored, err := h.store.WebhookEndpoint(context.Background(), m.ID, id)
-		if err != nil || stored.Secret != secret {
-			t.Fatalf("stored endpoint %v %v", stored, err)
+		stored, err := h.store.EndpointSecret(context.Background(), id)
+		if err != nil || stored != secret {
+			t.Fatalf("stored secret %q %v", stored, err)
 		}
 
 		list := h.do("GET", "/api/webhooks", m.Session, nil)
@@ -159,7 +159,7 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 		if !strings.HasPrefix(newSecret, "whsec_") || newSecret == secret || rot.str("data", "id") != id {
 			t.Fatalf("rotate answered %s", rot.Raw)
 		}
-		if stored, _ := h.store.WebhookEndpoint(context.Background(), m.ID, id); stored.Secret != newSecret {
+		if stored, _ := h.store.EndpointSecret(context.Background(), id); stored != newSecret {
 			t.Fatal("rotation not stored")
 		}
 
@@ -248,7 +248,7 @@ func TestWebhookCreateValidation(t *testing.T) {
 
 		// Every SPEC event name is accepted.
 		all := ok(hookURL, api.WebhookEventTypes...)
-		if len(all["events"].([]any)) != 13 {
+		if len(all["events"].([]any)) != len(api.WebhookEventTypes) || len(api.WebhookEventTypes) != 14 {
 			t.Fatalf("events %v", all["events"])
 		}
 
@@ -616,7 +616,11 @@ func TestWebhookEventsList(t *testing.T) {
 		}
 		// Credentials.
 		expect(t, h.do("GET", "/api/events", "", nil), 401, "UNAUTHORIZED")
-		expect(t, h.do("GET", "/api/events", m.Session, nil), 401, "UNAUTHORIZED")
+		expect(t, h.do("GET", "/api/events", "svc_sess_"+strings.Repeat("x", 40), nil), 401, "UNAUTHORIZED")
+		// A dashboard session reads the events of the mode it names.
+		if n := len(h.do("GET", "/api/events?mode=test&limit=100", other.Session, nil).list()); n != 1 {
+			t.Fatalf("other merchant's session sees %d", n)
+		}
 		expect(t, h.do("GET", "/api/events", "svc_test_sk_"+strings.Repeat("x", 40), nil), 401, "UNAUTHORIZED")
 	})
 }

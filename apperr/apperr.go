@@ -5,7 +5,9 @@ package apperr
 
 import (
 	"errors"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Sentinel kinds. Wrap them with New so the user-facing message travels with
@@ -17,6 +19,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrTimeout      = errors.New("timeout")
 	ErrBadRequest   = errors.New("bad request")
+	// ErrUnavailable: a dependency (the workers behind a workflow Update)
+	// did not answer in time; the request may be retried.
+	ErrUnavailable = errors.New("service unavailable")
 )
 
 // Error is a domain error: a kind (one of the sentinels), a message safe to
@@ -25,6 +30,9 @@ type Error struct {
 	Kind    error
 	Message string
 	Hint    string
+	// RetryAfter, when positive, is how long the caller should wait before
+	// retrying (the Retry-After header of a 503).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -43,6 +51,14 @@ func WithHint(kind error, message, hint string) error {
 // NotFound is the one answer for a resource that is absent, deleted, of
 // another merchant or of the other mode: callers cannot tell them apart.
 func NotFound() error { return &Error{Kind: ErrNotFound, Message: "not found"} }
+
+// Unavailable builds a 503 error: the request could not be completed now
+// and may be retried after retryAfter.
+func Unavailable(message string, retryAfter time.Duration) error {
+	secs := int64((retryAfter + time.Second - 1) / time.Second)
+	return &Error{Kind: ErrUnavailable, Message: message, RetryAfter: retryAfter,
+		Hint: "retry in " + strconv.FormatInt(secs, 10) + " seconds"}
+}
 
 // Conflict builds a 409 error.
 func Conflict(message string) error { return &Error{Kind: ErrConflict, Message: message} }

@@ -32,23 +32,62 @@ const keyRandomChars = 38
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// Hasher hashes keys and tokens under the server's secret.
-type Hasher struct{ secret []byte }
+// Hasher hashes keys and tokens under the server's secret. While the secret
+// is being rotated it also knows the previous ones: hashes made under them
+// can still be looked up (PreviousHashes) and signatures still verify.
+type Hasher struct {
+	secret   []byte
+	previous [][]byte
+}
 
-// NewHasher keys the hasher.
-func NewHasher(secret string) *Hasher { return &Hasher{secret: []byte(secret)} }
+// NewHasher keys the hasher with the current server secret and any previous
+// ones (PAYGATE_SECRET_KEY_PREVIOUS); empty ones are ignored.
+func NewHasher(secret string, previous ...string) *Hasher {
+	h := &Hasher{secret: []byte(secret)}
+	for _, p := range previous {
+		if p != "" && p != secret {
+			h.previous = append(h.previous, []byte(p))
+		}
+	}
+	return h
+}
 
-// Hash returns the hex HMAC-SHA256 of a key or token; look-ups go by it.
-func (h *Hasher) Hash(token string) string {
-	m := hmac.New(sha256.New, h.secret)
+// Hash returns the hex HMAC-SHA256 of a key or token under the current
+// secret; look-ups go by it.
+func (h *Hasher) Hash(token string) string { return hashUnder(h.secret, token) }
+
+// PreviousHashes returns the token's hashes under each previous secret, for
+// a look-up that missed under the current one (the row is then re-hashed).
+func (h *Hasher) PreviousHashes(token string) []string {
+	out := make([]string, 0, len(h.previous))
+	for _, p := range h.previous {
+		out = append(out, hashUnder(p, token))
+	}
+	return out
+}
+
+func hashUnder(secret []byte, token string) string {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(token))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
 // Sign returns an HMAC-SHA256 over data under a purpose-specific key, so
 // signatures for one purpose (quote tokens, say) never verify for another.
-func (h *Hasher) Sign(purpose string, data []byte) []byte {
-	k := hmac.New(sha256.New, h.secret)
+func (h *Hasher) Sign(purpose string, data []byte) []byte { return signUnder(h.secret, purpose, data) }
+
+// Verify reports whether mac is Sign(purpose, data) under the current or a
+// previous secret, in constant time for each.
+func (h *Hasher) Verify(purpose string, data, mac []byte) bool {
+	ok := hmac.Equal(mac, signUnder(h.secret, purpose, data))
+	for _, p := range h.previous {
+		ok = hmac.Equal(mac, signUnder(p, purpose, data)) || ok
+	}
+	return ok
+}
+
+func signUnder(secret []byte, purpose string, data []byte) []byte {
+	k := hmac.New(sha256.New, secret)
 	k.Write([]byte("paygate/" + purpose))
 	m := hmac.New(sha256.New, k.Sum(nil))
 	m.Write(data)

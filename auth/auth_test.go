@@ -49,3 +49,25 @@ func TestHasherDomainSeparation(t *testing.T) {
 		t.Fatal("hash must depend on the secret")
 	}
 }
+
+// TestHasherRotation: with previous secrets the hasher still recognises
+// hashes and signatures made under them; the current secret always hashes.
+func TestHasherRotation(t *testing.T) {
+	old := NewHasher("old-secret-old-secret-old-secret-old")
+	h := NewHasher("new-secret-new-secret-new-secret-new", "", "old-secret-old-secret-old-secret-old")
+	if h.Hash("svc_test_sk_x") == old.Hash("svc_test_sk_x") {
+		t.Fatal("the current secret must hash")
+	}
+	prev := h.PreviousHashes("svc_test_sk_x")
+	if len(prev) != 1 || prev[0] != old.Hash("svc_test_sk_x") {
+		t.Fatalf("previous hashes %v", prev)
+	}
+	sig := old.Sign("quote", []byte("body"))
+	if !h.Verify("quote", []byte("body"), sig) || !h.Verify("quote", []byte("body"), h.Sign("quote", []byte("body"))) {
+		t.Fatal("a signature under the previous or the current secret must verify")
+	}
+	if h.Verify("other", []byte("body"), sig) || h.Verify("quote", []byte("body2"), sig) ||
+		NewHasher("new-secret-new-secret-new-secret-new").Verify("quote", []byte("body"), sig) {
+		t.Fatal("a signature verified for another purpose, body, or without its secret")
+	}
+}

@@ -19,6 +19,11 @@ import (
 // transferTopic is topic 0 of the ERC-20 event Transfer(address,address,uint256).
 var transferTopic = crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))
 
+// AuthorizationUsedTopic is topic 0 of EIP-3009's
+// AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce),
+// which USDC (FiatToken v2) emits just before the Transfer it authorizes.
+var AuthorizationUsedTopic = crypto.Keccak256Hash([]byte("AuthorizationUsed(address,bytes32)"))
+
 // EVMClient is the part of an Ethereum JSON-RPC client the EVM verifier uses.
 // *ethclient.Client and the simulated backend's client satisfy it.
 type EVMClient interface {
@@ -99,6 +104,14 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	if err != nil {
 		return VerifyResult{}, err
 	}
+	var ref common.Hash
+	if req.Reference != "" {
+		r, err := ParseEVMReference(req.Reference)
+		if err != nil {
+			return VerifyResult{}, fmt.Errorf("%w: reference: %v", ErrInvalidRequest, err)
+		}
+		ref = r
+	}
 	hash, merchant := common.HexToHash(hashStr), common.HexToAddress(merchantStr)
 
 	res := VerifyResult{Required: max(v.net.Confirmations, 1), Verdict: VerdictPending}
@@ -117,10 +130,20 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	res.BlockNumber = receipt.BlockNumber.Uint64()
 	res.BlockHash = receipt.BlockHash.Hex()
 
-	received, payer := v.netTransfer(receipt, merchant)
+	t := v.transfers(receipt, merchant, ref)
+	received, payer := t.plain, t.plainPayer
+	if t.bound.Sign() > 0 {
+		// The payer signed an authorization naming this session: only that
+		// transfer counts, whatever else the transaction moved.
+		received, payer, res.Bound = t.bound, t.boundPayer, true
+	}
 	res.ReceivedUnits = nonNegative(received)
 	if payer != (common.Address{}) {
 		res.Payer = payer.Hex()
+	}
+	res.Refs = t.refs
+	if t.foreign.Sign() > 0 {
+		res.ForeignUnits = t.foreign.String()
 	}
 
 	// Re-check that the receipt's block is still the canonical block at its
@@ -152,6 +175,9 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	switch {
 	case receipt.Status != types.ReceiptStatusSuccessful:
 		verdict, reason, msg = VerdictFailed, ReasonTxReverted, "transaction reverted on chain"
+	case received.Sign() <= 0 && t.foreign.Sign() > 0:
+		verdict, reason, msg = VerdictFailed, ReasonInvalidTransfer,
+			"the USDC in this transaction was authorized for another payment (EIP-3009 nonce of another session)"
 	case received.Sign() <= 0:
 		verdict, reason, msg = VerdictFailed, ReasonInvalidTransfer,
 			fmt.Sprintf("no USDC transfer from %s to %s in this transaction", v.usdc.Hex(), merchant.Hex())
@@ -167,7 +193,7 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 		res.Message = fmt.Sprintf("%d of %d confirmations", res.Confirmations, res.Required)
 		return res, nil
 	}
-	if !req.NotBefore.IsZero() {
+	if !req.NotBefore.IsZero() && !res.Bound {
 		header, err := v.client.HeaderByNumber(ctx, receipt.BlockNumber)
 		if err != nil {
 			return VerifyResult{}, fmt.Errorf("chain: %s: header of block %d: %w", v.net.Name, res.BlockNumber, err)
@@ -178,32 +204,95 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	return res, nil
 }
 
-// netTransfer sums the USDC credited to merchant by the receipt's Transfer
-// logs, minus USDC debited from it, and names the first sender.
-func (v *EVMVerifier) netTransfer(r *types.Receipt, merchant common.Address) (*big.Int, common.Address) {
-	net := new(big.Int)
-	var payer common.Address
+// evmTransfers is what a receipt moved to or from the merchant in the
+// canonical token, split by binding.
+type evmTransfers struct {
+	// bound is what reached the merchant through an EIP-3009 authorization
+	// whose nonce is the session's reference; boundPayer its authorizer.
+	bound      *big.Int
+	boundPayer common.Address
+	// foreign is what reached the merchant through authorizations with any
+	// other nonce: another payment's, never this session's.
+	foreign *big.Int
+	// plain is the net of every other transfer to (plus) and from (minus)
+	// the merchant; plainPayer the sender of the first one.
+	plain      *big.Int
+	plainPayer common.Address
+	// refs are the nonces of every authorization used in the receipt.
+	refs []string
+}
+
+// transfers reads the canonical token's logs of a receipt. USDC emits
+// AuthorizationUsed(authorizer, nonce) immediately before the Transfer it
+// authorizes (FiatToken v2: mark the nonce used, then transfer), so a
+// Transfer from the authorizer that directly follows its AuthorizationUsed
+// is the authorized one. Logs of any other contract are ignored.
+func (v *EVMVerifier) transfers(r *types.Receipt, merchant common.Address, ref common.Hash) evmTransfers {
+	out := evmTransfers{bound: new(big.Int), foreign: new(big.Int), plain: new(big.Int)}
+	var pending *struct {
+		authorizer common.Address
+		nonce      common.Hash
+	}
 	for _, l := range r.Logs {
-		if l == nil || l.Removed || l.Address != v.usdc || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 {
+		if l == nil || l.Removed || l.Address != v.usdc || len(l.Topics) == 0 {
 			continue
 		}
+		if l.Topics[0] == AuthorizationUsedTopic && len(l.Topics) == 3 {
+			a, ok := topicAddress(l.Topics[1])
+			if ok {
+				pending = &struct {
+					authorizer common.Address
+					nonce      common.Hash
+				}{a, l.Topics[2]}
+				out.refs = append(out.refs, l.Topics[2].Hex())
+			}
+			continue
+		}
+		if l.Topics[0] != transferTopic || len(l.Topics) != 3 || len(l.Data) != 32 {
+			continue
+		}
+		auth := pending
+		pending = nil
 		from, okFrom := topicAddress(l.Topics[1])
 		to, okTo := topicAddress(l.Topics[2])
 		if !okFrom || !okTo || from == to {
 			continue
 		}
 		value := new(big.Int).SetBytes(l.Data)
-		switch merchant {
-		case to:
-			net.Add(net, value)
-			if payer == (common.Address{}) {
-				payer = from
+		// Without a reference (records, sessions older than references)
+		// an authorized transfer counts like any other.
+		authorized := auth != nil && auth.authorizer == from && ref != (common.Hash{})
+		switch {
+		case to == merchant && authorized && auth.nonce == ref:
+			out.bound.Add(out.bound, value)
+			if out.boundPayer == (common.Address{}) {
+				out.boundPayer = from
 			}
-		case from:
-			net.Sub(net, value)
+		case to == merchant && authorized:
+			out.foreign.Add(out.foreign, value)
+		case to == merchant:
+			out.plain.Add(out.plain, value)
+			if out.plainPayer == (common.Address{}) {
+				out.plainPayer = from
+			}
+		case from == merchant:
+			out.plain.Sub(out.plain, value)
 		}
 	}
-	return net, payer
+	return out
+}
+
+// ParseEVMReference parses a session's EVM payment reference: 0x and 64
+// hex digits, the nonce of its EIP-3009 authorization.
+func ParseEVMReference(s string) (common.Hash, error) {
+	if len(s) != 66 || (s[:2] != "0x" && s[:2] != "0X") {
+		return common.Hash{}, errors.New("must be 0x and 64 hex digits")
+	}
+	b, err := hexutil.Decode("0x" + s[2:])
+	if err != nil || len(b) != 32 {
+		return common.Hash{}, errors.New("must be 0x and 64 hex digits")
+	}
+	return common.BytesToHash(b), nil
 }
 
 // topicAddress decodes an indexed address topic; the 12 high bytes must be zero.

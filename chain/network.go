@@ -85,6 +85,15 @@ type Network struct {
 	ExplorerURL string
 	// ExplorerSuffix is appended after the hash, e.g. "?cluster=devnet".
 	ExplorerSuffix string
+	// TokenName and TokenVersion are the name and version of the USDC
+	// contract's EIP-712 domain (EVM): a wallet signs the EIP-3009
+	// authorization of a payment under that domain.
+	TokenName    string
+	TokenVersion string
+	// GenesisHash is the Solana cluster's genesis hash; the verifier refuses
+	// an RPC endpoint of another cluster as it refuses an EVM endpoint of
+	// another chain id. Empty: not checked.
+	GenesisHash string
 }
 
 // TxURL returns the block-explorer page of a transaction on this network, or ""
@@ -137,27 +146,28 @@ func defaultNetworks() []Network {
 			RPCURL:   "https://ethereum-rpc.publicnode.com",
 			USDC:     "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48",
 			Decimals: USDCDecimals, Confirmations: 12, PollInterval: 12 * time.Second,
-			ExplorerURL: "https://etherscan.io/tx/",
+			ExplorerURL: "https://etherscan.io/tx/", TokenName: "USD Coin", TokenVersion: "2",
 		},
 		{
 			Name: NetworkBase, Family: FamilyEVM, Mode: ModeLive, ChainID: 8453,
 			RPCURL:   "https://mainnet.base.org",
 			USDC:     "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
 			Decimals: USDCDecimals, Confirmations: 10, PollInterval: 2 * time.Second,
-			ExplorerURL: "https://basescan.org/tx/",
+			ExplorerURL: "https://basescan.org/tx/", TokenName: "USD Coin", TokenVersion: "2",
 		},
 		{
 			Name: NetworkPolygon, Family: FamilyEVM, Mode: ModeLive, ChainID: 137,
 			RPCURL:   "https://polygon-rpc.com",
 			USDC:     "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359",
 			Decimals: USDCDecimals, Confirmations: 64, PollInterval: 2 * time.Second,
-			ExplorerURL: "https://polygonscan.com/tx/",
+			ExplorerURL: "https://polygonscan.com/tx/", TokenName: "USD Coin", TokenVersion: "2",
 		},
 		{
 			Name: NetworkSolana, Family: FamilySolana, Mode: ModeLive,
-			RPCURL:   "https://api.mainnet-beta.solana.com",
-			USDC:     "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
-			Decimals: USDCDecimals, Confirmations: 1, PollInterval: 2 * time.Second,
+			RPCURL:      "https://api.mainnet-beta.solana.com",
+			GenesisHash: "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d",
+			USDC:        "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+			Decimals:    USDCDecimals, Confirmations: 1, PollInterval: 2 * time.Second,
 			ExplorerURL: "https://explorer.solana.com/tx/",
 		},
 		{
@@ -165,20 +175,21 @@ func defaultNetworks() []Network {
 			RPCURL:   "https://sepolia.base.org",
 			USDC:     "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
 			Decimals: USDCDecimals, Confirmations: 3, PollInterval: 2 * time.Second,
-			ExplorerURL: "https://sepolia.basescan.org/tx/",
+			ExplorerURL: "https://sepolia.basescan.org/tx/", TokenName: "USDC", TokenVersion: "2",
 		},
 		{
 			Name: NetworkEthSepolia, Family: FamilyEVM, Mode: ModeTest, ChainID: 11155111,
 			RPCURL:   "https://ethereum-sepolia-rpc.publicnode.com",
 			USDC:     "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238",
 			Decimals: USDCDecimals, Confirmations: 3, PollInterval: 12 * time.Second,
-			ExplorerURL: "https://sepolia.etherscan.io/tx/",
+			ExplorerURL: "https://sepolia.etherscan.io/tx/", TokenName: "USDC", TokenVersion: "2",
 		},
 		{
 			Name: NetworkSolanaDevnet, Family: FamilySolana, Mode: ModeTest,
-			RPCURL:   "https://api.devnet.solana.com",
-			USDC:     "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
-			Decimals: USDCDecimals, Confirmations: 1, PollInterval: 2 * time.Second,
+			RPCURL:      "https://api.devnet.solana.com",
+			GenesisHash: "EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG",
+			USDC:        "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+			Decimals:    USDCDecimals, Confirmations: 1, PollInterval: 2 * time.Second,
 			ExplorerURL: "https://explorer.solana.com/tx/", ExplorerSuffix: "?cluster=devnet",
 		},
 	}
@@ -209,7 +220,8 @@ func DefaultRegistry() *Registry {
 
 // RegistryFromEnv returns [DefaultRegistry] with per-network overrides read
 // through getenv: RPC_URL_<NETWORK>, USDC_<NETWORK>, CONFIRMATIONS_<NETWORK>,
-// CHAIN_ID_<NETWORK> and POLL_INTERVAL_<NETWORK>, where <NETWORK> is the
+// CHAIN_ID_<NETWORK>, POLL_INTERVAL_<NETWORK>, USDC_NAME_<NETWORK> and
+// USDC_VERSION_<NETWORK> (the token's EIP-712 domain), where <NETWORK> is the
 // upper-cased network name (e.g. RPC_URL_BASE_SEPOLIA). POLL_INTERVAL takes a
 // Go duration ("2s") or whole seconds ("2"). An empty variable keeps the
 // default. The error names the first bad variable.
@@ -248,6 +260,18 @@ func RegistryFromEnv(getenv func(string) string) (*Registry, error) {
 				return nil, fmt.Errorf("CHAIN_ID_%s: must be a positive integer", suffix)
 			}
 			n.ChainID = id
+		}
+		if v := getenv("GENESIS_HASH_" + suffix); v != "" {
+			if n.Family != FamilySolana {
+				return nil, fmt.Errorf("GENESIS_HASH_%s: only Solana networks have a genesis hash", suffix)
+			}
+			n.GenesisHash = v
+		}
+		if v := getenv("USDC_NAME_" + suffix); v != "" {
+			n.TokenName = v
+		}
+		if v := getenv("USDC_VERSION_" + suffix); v != "" {
+			n.TokenVersion = v
 		}
 		if v := getenv("POLL_INTERVAL_" + suffix); v != "" {
 			d, err := parseInterval(v)

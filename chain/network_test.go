@@ -97,6 +97,7 @@ func TestRegistryFromEnv(t *testing.T) {
 		Name: "base_sepolia", Family: FamilyEVM, Mode: ModeTest, ChainID: 1337,
 		RPCURL: "http://127.0.0.1:8545", USDC: "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
 		Decimals: 6, Confirmations: 2, PollInterval: time.Second, ExplorerURL: "https://sepolia.basescan.org/tx/",
+		TokenName: "USDC", TokenVersion: "2",
 	}
 	if n != want {
 		t.Errorf("base_sepolia = %+v\nwant %+v", n, want)

@@ -77,6 +77,12 @@ func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyR
 	}
 	sig := solana.MustSignatureFromBase58(sigStr)
 	merchant := solana.MustPublicKeyFromBase58(merchantStr)
+	var ref solana.PublicKey
+	if req.Reference != "" {
+		if ref, err = solana.PublicKeyFromBase58(req.Reference); err != nil {
+			return VerifyResult{}, fmt.Errorf("%w: reference: %v", ErrInvalidRequest, err)
+		}
+	}
 
 	required := v.net.Confirmations
 	if required == 0 {
@@ -117,12 +123,17 @@ func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyR
 		res.ReceivedUnits = "0"
 		return res, nil
 	}
+	var decoded *solana.Transaction
 	if tx.Transaction != nil {
+		decoded, _ = tx.Transaction.GetTransaction()
 		// Guard against an RPC answering for another signature.
-		if decoded, derr := tx.Transaction.GetTransaction(); derr == nil && decoded != nil && len(decoded.Signatures) > 0 && decoded.Signatures[0] != sig {
+		if decoded != nil && len(decoded.Signatures) > 0 && decoded.Signatures[0] != sig {
 			return VerifyResult{}, fmt.Errorf("chain: %s: rpc returned transaction %s for %s", v.net.Name, decoded.Signatures[0], sigStr)
 		}
 	}
+	carries, refs := references(decoded, tx.Meta, ref)
+	res.Refs = refs
+	res.Bound = carries
 
 	received, payer, ignored, err := v.delta(tx, merchant)
 	if err != nil {
@@ -173,6 +184,48 @@ func (v *SolanaVerifier) get(ctx context.Context, sig solana.Signature, c rpc.Co
 		return nil, rpc.ErrNotFound
 	}
 	return tx, nil
+}
+
+// references reports whether the transaction names ref among its account
+// keys (Solana Pay: the transfer instruction carries the reference as a
+// read-only, non-signer account), and lists the read-only non-signer keys
+// (static and loaded from lookup tables) other than ref: the references it
+// may carry for someone else.
+func references(tx *solana.Transaction, meta *rpc.TransactionMeta, ref solana.PublicKey) (bool, []string) {
+	var keys []solana.PublicKey
+	found := false
+	if tx != nil {
+		h := tx.Message.Header
+		n := len(tx.Message.AccountKeys)
+		for i, k := range tx.Message.AccountKeys {
+			if !ref.IsZero() && k == ref {
+				found = true
+			}
+			if i >= int(h.NumRequiredSignatures) && i >= n-int(h.NumReadonlyUnsignedAccounts) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if meta != nil {
+		for _, k := range meta.LoadedAddresses.Writable {
+			if !ref.IsZero() && k == ref {
+				found = true
+			}
+		}
+		for _, k := range meta.LoadedAddresses.ReadOnly {
+			if !ref.IsZero() && k == ref {
+				found = true
+			}
+			keys = append(keys, k)
+		}
+	}
+	var refs []string
+	for _, k := range keys {
+		if k != ref {
+			refs = append(refs, k.String())
+		}
+	}
+	return found, refs
 }
 
 // delta returns the net raw USDC amount received by token accounts that the

@@ -115,11 +115,12 @@ type solanaPayment struct {
 	program       solana.PublicKey // token program of the balances (default: classic SPL Token)
 	to            solana.PublicKey // wallet that owns the receiving token account (default: merchant)
 	units         uint64
-	merchantPre   uint64 // merchant's balance before
-	createAccount bool   // receiving token account created in the same transaction (no pre entry)
-	versioned     bool   // v0 transaction, receiving account loaded through an address lookup table
-	failed        bool   // meta.err set
-	notFinal      bool   // only at confirmed commitment
+	merchantPre   uint64           // merchant's balance before
+	createAccount bool             // receiving token account created in the same transaction (no pre entry)
+	versioned     bool             // v0 transaction, receiving account loaded through an address lookup table
+	failed        bool             // meta.err set
+	notFinal      bool             // only at confirmed commitment
+	reference     solana.PublicKey // Solana Pay reference carried by the transfer (read-only, non-signer)
 }
 
 type solanaEnv struct {
@@ -136,6 +137,7 @@ func newSolanaEnv(t *testing.T) *solanaEnv {
 	t.Helper()
 	e := &solanaEnv{t: t, rpc: newSolanaRPC(t)}
 	e.net, _ = DefaultRegistry().Lookup(NetworkSolanaDevnet)
+	e.net.GenesisHash = "" // recorded documents, not a cluster
 	e.net.RPCURL = e.rpc.srv.URL
 	e.usdc = solana.MustPublicKeyFromBase58(e.net.USDC)
 	e.merchant = solana.NewWallet().PublicKey()
@@ -175,7 +177,14 @@ func (e *solanaEnv) publish(p solanaPayment) string {
 	if p.createAccount {
 		ixs = append(ixs, ata.NewCreateInstruction(payer, p.to, p.mint).Build())
 	}
-	transfer := token.NewTransferCheckedInstruction(p.units, USDCDecimals, src, p.mint, dst, payer, nil).Build()
+	var transfer solana.Instruction = token.NewTransferCheckedInstruction(p.units, USDCDecimals, src, p.mint, dst, payer, nil).Build()
+	if !p.reference.IsZero() {
+		data, err := transfer.Data()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		transfer = solana.NewInstruction(transfer.ProgramID(), append(transfer.Accounts(), solana.Meta(p.reference)), data)
+	}
 	ixs = append(ixs, transfer)
 
 	var opts []solana.TransactionOption

@@ -36,6 +36,7 @@ func outcome(res VerifyResult, err error) string {
 // case / expected / observed. The amount due is 10 USDC (10000000 units).
 func TestVerdictTable(t *testing.T) {
 	const due = 10_000_000
+	solRef1, solRef2 := solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey()
 	ctx := context.Background()
 	evm := newEVMEnv(t, 2)
 	sol := newSolanaEnv(t)
@@ -56,6 +57,29 @@ func TestVerdictTable(t *testing.T) {
 		return func() string {
 			sig := sol.publish(p)
 			return outcome(sol.verifier.Verify(ctx, VerifyRequest{Network: sol.net.Name, TxHash: sig, MerchantAddress: sol.merchant.String(), ExpectedUnits: fmt.Sprint(due)}))
+		}
+	}
+	// solRef verifies a Solana payment for a session whose reference is ref
+	// and says whether the transfer is bound to it or carries another's.
+	solRef := func(p solanaPayment, ref solana.PublicKey) func() string {
+		return func() string {
+			sig := sol.publish(p)
+			res, err := sol.verifier.Verify(ctx, VerifyRequest{Network: sol.net.Name, TxHash: sig, MerchantAddress: sol.merchant.String(),
+				ExpectedUnits: fmt.Sprint(due), Reference: ref.String()})
+			got := outcome(res, err)
+			if err != nil || res.Verdict != VerdictComplete {
+				return got
+			}
+			bound := ", not bound"
+			if res.Bound {
+				bound = ", bound"
+			}
+			for _, r := range res.Refs {
+				if r == solRef2.String() {
+					bound += ", carries it"
+				}
+			}
+			return strings.Replace(got, "complete", "complete"+bound, 1)
 		}
 	}
 	rows := []row{
@@ -116,6 +140,10 @@ func TestVerdictTable(t *testing.T) {
 		{"solana: v0 tx with address lookup table", "complete (received 10000000)", solCase(solanaPayment{units: due, versioned: true})},
 		{"solana: receiving account created in same tx", "complete (received 10000000)", solCase(solanaPayment{units: due, createAccount: true})},
 		{"solana: confirmed, not finalized", "pending (0/1 conf)", solCase(solanaPayment{units: due, notFinal: true})},
+		{"solana: transfer carries the session's reference", "complete, bound (received 10000000)", solRef(solanaPayment{units: due, reference: solRef1}, solRef1)},
+		{"solana: v0 transaction carrying the reference", "complete, bound (received 10000000)", solRef(solanaPayment{units: due, reference: solRef1, versioned: true}, solRef1)},
+		{"solana: transfer without the reference", "complete, not bound (received 10000000)", solRef(solanaPayment{units: due}, solRef1)},
+		{"solana: transfer with another session's reference", "complete, not bound, carries it (received 10000000)", solRef(solanaPayment{units: due, reference: solRef2}, solRef1)},
 		{"solana: not found (null result)", "pending (not seen)", func() string {
 			var sig solana.Signature
 			copy(sig[:], strings.Repeat("n", 64))

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gagliardetto/solana-go"
 )
 
 // Verdict is the outcome of one verification of a submitted transaction.
@@ -58,6 +60,13 @@ type VerifyRequest struct {
 	// creation, less some clock slack): an older transfer to the merchant
 	// cannot pay a new session.
 	NotBefore time.Time
+	// Reference, when set, is the session's payment reference: on EVM the
+	// 32-byte nonce (0x + 64 hex) of the EIP-3009 authorization the payer
+	// signs; on Solana the Solana Pay reference key (base58) the transfer
+	// carries as an account. A transfer that carries it is bound to the
+	// session by the payer's own signature, and the PayerAddress and
+	// NotBefore checks do not apply to it.
+	Reference string
 }
 
 // VerifyResult is what the chain says about a transaction.
@@ -87,6 +96,21 @@ type VerifyResult struct {
 	Reason string
 	// Message explains the verdict to a human.
 	Message string
+	// Bound is true when the transfer carries the request's Reference (an
+	// EIP-3009 authorization whose nonce is the reference, or the Solana Pay
+	// reference key): only the payer could have produced it for this session.
+	// ReceivedUnits then counts only the bound transfer.
+	Bound bool
+	// Refs lists the references the transaction carries besides the
+	// request's own: EVM, the nonces of the canonical token's
+	// AuthorizationUsed logs; Solana, the read-only non-signer account keys
+	// (Solana Pay references are among them). The caller checks them against
+	// other sessions' references: a transfer bound to another session never
+	// pays this one.
+	Refs []string
+	// ForeignUnits is what the merchant received through transfers bound to
+	// another authorization (EVM): not counted in ReceivedUnits.
+	ForeignUnits string
 }
 
 // Verifier checks a submitted transaction against the chain.
@@ -216,9 +240,11 @@ func (e *scrubbedError) Unwrap() error { return e.err }
 // BindToSession turns a verdict that would complete into a failure when the
 // transfer is not the session's own: it came from another wallet than
 // req.PayerAddress, or it is older than req.NotBefore. Pending results are
-// left alone (the checks apply to the final verdict).
+// left alone (the checks apply to the final verdict), and so is a transfer
+// bound to the session by its reference (res.Bound): the payer's signature
+// over the session's reference proves more than a declared wallet.
 func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
-	if res.Verdict != VerdictComplete {
+	if res.Verdict != VerdictComplete || res.Bound {
 		return res
 	}
 	if req.PayerAddress != "" && !sameAddress(req.PayerAddress, res.Payer) {
@@ -296,6 +322,10 @@ func (m *MultiVerifier) dial(ctx context.Context, n Network) (Verifier, any, err
 		if err != nil {
 			return nil, nil, fmt.Errorf("chain: dial %s: %w", n.Name, err)
 		}
+		if err := checkGenesis(ctx, n, c); err != nil {
+			closeClient(c)
+			return nil, nil, err
+		}
 		v, err := NewSolanaVerifier(n, c)
 		if err != nil {
 			closeClient(c)
@@ -333,4 +363,26 @@ func nonNegative(v *big.Int) string {
 		return "0"
 	}
 	return v.String()
+}
+
+// checkGenesis refuses a Solana RPC endpoint of another cluster than the
+// network's (its genesis hash differs), as an EVM chain id is checked.
+func checkGenesis(ctx context.Context, n Network, c SolanaClient) error {
+	if n.GenesisHash == "" {
+		return nil
+	}
+	g, ok := c.(interface {
+		GetGenesisHash(ctx context.Context) (solana.Hash, error)
+	})
+	if !ok {
+		return nil
+	}
+	h, err := g.GetGenesisHash(ctx)
+	if err != nil {
+		return fmt.Errorf("chain: %s: read genesis hash: %w", n.Name, err)
+	}
+	if h.String() != n.GenesisHash {
+		return fmt.Errorf("%w: %s expects genesis %s, %s serves %s", ErrChainIDMismatch, n.Name, n.GenesisHash, redactURL(n.RPCURL), h)
+	}
+	return nil
 }

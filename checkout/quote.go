@@ -6,7 +6,6 @@ package checkout
 
 import (
 	"context"
-	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -131,7 +130,7 @@ func verifyQuote(h *auth.Hasher, token string, now time.Time) (Quote, error) {
 	if err1 != nil || err2 != nil {
 		return Quote{}, errors.New("is not a quote token")
 	}
-	if !hmac.Equal(sig, h.Sign("quote", body)) {
+	if !h.Verify("quote", body, sig) {
 		return Quote{}, errors.New("has an invalid signature")
 	}
 	var q Quote

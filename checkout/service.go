@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/paygate/paygate/periodic"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -32,12 +34,39 @@ type Service struct {
 	Lifetime time.Duration
 	// NotFoundWindow: how long a submitted hash may stay unseen on chain.
 	NotFoundWindow time.Duration
+	// UpdateTimeout bounds how long a submit, a wallet report or a cancel
+	// waits for the session's workflow to answer (0: DefaultUpdateTimeout).
+	// With the workers down the workflow cannot answer: the caller gets a
+	// 503 with Retry-After instead of a request that hangs.
+	UpdateTimeout time.Duration
 	// ReconcileGrace is how long past its due end a session may stay open
 	// before the repairer checks its workflow (0: a minute; negative: none).
 	ReconcileGrace time.Duration
 	Log            *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// Relayer broadcasts customers' signed EIP-3009 authorizations (nil or
+	// a network without a key: the customer's wallet broadcasts).
+	Relayer *chain.Relayer
+	// Finder finds payments by their session's reference (worker side).
+	Finder chain.ReferenceFinder
+	// Verifier checks recorded transactions and late payments on chain
+	// (worker side).
+	Verifier chain.Verifier
+	// LateGrace is how long after a session's end a payment bound to it is
+	// still looked for (and kept as a late-payment exception); 0 is 24 h.
+	LateGrace time.Duration
+	// UnmatchedGrace is how long a transfer to a merchant wallet may stay
+	// unaccounted for before it is an unmatched-payment exception; 0 is 10
+	// minutes.
+	UnmatchedGrace time.Duration
+
+	watchMu         sync.Mutex
+	cursors         map[string]uint64
+	transferCursors map[string]uint64
+	candidates      map[string]unmatchedCandidate
+	walletCache     map[string]walletCacheEntry
+	knownWallets    map[string]map[string]bool
 }
 
 func (s *Service) now() time.Time {
@@ -62,6 +91,9 @@ func (s *Service) openLink(ctx context.Context, id string) (*models.PaymentLink,
 	}
 	if !l.Active {
 		return nil, nil, apperr.Invalid("linkId", "the payment link is not active")
+	}
+	if l.ExpiresAt != nil && !s.now().Before(*l.ExpiresAt) {
+		return nil, nil, apperr.Invalid("linkId", "the checkout has expired")
 	}
 	m, err := s.Store.Merchant(ctx, l.MerchantID)
 	if err != nil {
@@ -214,11 +246,34 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 		return Created{}, err
 	}
 	now := s.now()
-	cs := &models.CheckoutSession{MerchantID: l.MerchantID, Mode: l.Mode, PaymentLinkID: l.ID, WalletAddress: r.WalletAddress,
+	ref, err := NewPaymentReference(net.Family)
+	if err != nil {
+		return Created{}, err
+	}
+	cs := &models.CheckoutSession{PaymentReference: &ref, MerchantID: l.MerchantID, Mode: l.Mode, PaymentLinkID: l.ID, WalletAddress: r.WalletAddress,
 		WalletType: r.WalletType, Network: r.Network, Subtotal: money.FromCents(q.SubtotalCents), Tax: money.FromCents(q.TaxCents),
 		ExpectedAmount: money.FromCents(q.TotalCents), CalculationID: q.CalculationID, CustomerName: r.Customer.Name,
 		CustomerEmail: r.Customer.Email, CustomerAddress: r.Customer.Address, CustomerCountry: r.Customer.Country,
 		MerchantWalletAddress: l.WalletAddresses[r.Network], TokenAddress: net.USDC, ExpiresAt: now.Add(s.Lifetime)}
+	cs.ProductID = l.ProductID
+	if l.CheckoutID != nil {
+		// A hosted checkout's session carries its metadata and the
+		// merchant's customer id into checkout.completed, and ends with it.
+		hc, err := s.Store.HostedCheckoutByID(ctx, *l.CheckoutID)
+		if err != nil {
+			return Created{}, err
+		}
+		if hc.Status != models.HostedOpen {
+			return Created{}, apperr.Invalid("linkId", "the checkout is "+hc.Status)
+		}
+		cs.CheckoutID, cs.ExternalCustomerID, cs.Metadata = &hc.ID, hc.ExternalCustomerID, hc.Metadata
+		if hc.ProductID != nil {
+			cs.ProductID = hc.ProductID
+		}
+		if hc.ExpiresAt.Before(cs.ExpiresAt) {
+			cs.ExpiresAt = hc.ExpiresAt
+		}
+	}
 	if err := s.Store.CreateCheckoutSession(ctx, cs); err != nil {
 		return Created{}, err
 	}
@@ -238,11 +293,17 @@ func (s *Service) StartWorkflow(ctx context.Context, cs *models.CheckoutSession)
 }
 
 func (s *Service) start(ctx context.Context, cs *models.CheckoutSession, carry *workflows.CheckoutCarry, reuse enums.WorkflowIdReusePolicy) error {
+	if s.Temporal == nil {
+		return errors.New("checkout: no Temporal client")
+	}
 	net, _ := s.Networks.Lookup(cs.Network)
 	in := workflows.CheckoutInput{SessionID: cs.ID, MerchantID: cs.MerchantID, PaymentLinkID: cs.PaymentLinkID, Network: cs.Network,
 		MerchantWallet: cs.MerchantWalletAddress, PayerWallet: cs.WalletAddress, CreatedAt: cs.CreatedAt,
 		ExpectedUnits: cs.ExpectedAmount.Units(), ExpiresAt: cs.ExpiresAt,
 		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow, Carry: carry}
+	if cs.PaymentReference != nil {
+		in.PaymentReference = *cs.PaymentReference
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                    workflows.CheckoutWorkflowID(cs.ID),
 		TaskQueue:             s.TaskQueue,
@@ -360,23 +421,27 @@ func (s *Service) resumeWorkflow(ctx context.Context, cs *models.CheckoutSession
 	if carry.TxHash != "" && carry.BroadcastAt.IsZero() {
 		carry.BroadcastAt = cs.UpdatedAt
 	}
+	if cs.Status == models.StatusConfirming {
+		// The chain showed the transfer; when it last did is not stored, so
+		// the not-found window starts again now. Starting it from the
+		// broadcast would fail a confirming session at once on a node that
+		// lags behind the one that saw it.
+		carry.LastSeenAt = s.now()
+	}
 	return s.start(ctx, cs, carry, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY)
 }
 
 // RunRepairer repairs every interval until ctx ends.
 func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, interval, func(ctx context.Context) {
 		if _, err := s.RepairOnce(ctx, grace); err != nil && ctx.Err() == nil {
 			s.log().Warn("repair pass failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		// Idempotency keys are kept for 24 hours.
+		if _, err := s.Store.SweepIdempotencyKeys(ctx, s.now().Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
+			s.log().Warn("idempotency keys not swept", "err", err)
 		}
-	}
+	})
 }
 
 // Session answers a session and its history (the status poll).
@@ -389,17 +454,67 @@ func (s *Service) Session(ctx context.Context, id string) (*models.CheckoutSessi
 	return cs, h, err
 }
 
-// update sends an update to a session's workflow and maps its refusals.
-func (s *Service) update(ctx context.Context, cs *models.CheckoutSession, name string, arg, result any) error {
-	if err := s.ensureWorkflow(ctx, cs); err != nil {
+// DefaultUpdateTimeout is Service.UpdateTimeout's default.
+const DefaultUpdateTimeout = 10 * time.Second
+
+// unavailableRetryAfter is the Retry-After of the 503 answered when the
+// workflow did not answer in time.
+const unavailableRetryAfter = 5 * time.Second
+
+func (s *Service) updateTimeout() time.Duration {
+	if s.UpdateTimeout > 0 {
+		return s.UpdateTimeout
+	}
+	return DefaultUpdateTimeout
+}
+
+// errWorkersUnavailable is the answer when a session's workflow did not
+// answer within the update timeout: the workers are down or overloaded (or
+// Temporal is unreachable). A submit may still be applied once they are
+// back: retrying with the same hash is answered as the first time.
+func errWorkersUnavailable() error {
+	return apperr.Unavailable("the checkout service is temporarily unavailable; retry shortly", unavailableRetryAfter)
+}
+
+// unavailable reports whether err means the deadline of uctx (not the
+// caller's own) passed or Temporal could not be reached.
+func unavailable(parent, uctx context.Context, err error) bool {
+	if err == nil || parent.Err() != nil {
+		return false
+	}
+	if uctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var de *serviceerror.DeadlineExceeded
+	var ua *serviceerror.Unavailable
+	return errors.As(err, &de) || errors.As(err, &ua)
+}
+
+// update sends an update to a session's workflow and maps its refusals. It
+// waits at most UpdateTimeout for the answer (503 after that). A non-empty
+// updateID makes a retried request the same update: one admitted before
+// the caller gave up (workers down) is attached to, and answered, rather
+// than refused as a second submit in progress.
+func (s *Service) update(ctx context.Context, cs *models.CheckoutSession, name, updateID string, arg, result any) error {
+	uctx, cancel := context.WithTimeout(ctx, s.updateTimeout())
+	defer cancel()
+	if err := s.ensureWorkflow(uctx, cs); err != nil {
+		if unavailable(ctx, uctx, err) {
+			return errWorkersUnavailable()
+		}
 		return err
 	}
-	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.CheckoutWorkflowID(cs.ID), UpdateName: name, Args: []any{arg},
+	h, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.CheckoutWorkflowID(cs.ID), UpdateName: name, UpdateID: updateID, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
-		err = h.Get(ctx, result)
+		err = h.Get(uctx, result)
+	}
+	if unavailable(ctx, uctx, err) {
+		s.log().WarnContext(ctx, "workflow update not answered in time", "sessionId", cs.ID, "update", name,
+			"timeout", s.updateTimeout().String(), "err", err)
+		return errWorkersUnavailable()
 	}
 	return s.mapWorkflowError(ctx, cs, err)
 }
@@ -422,7 +537,9 @@ func (s *Service) mapWorkflowError(ctx context.Context, cs *models.CheckoutSessi
 		switch appErr.Type() {
 		case workflows.ErrTypeSessionExpired:
 			return apperr.New(apperr.ErrNotFound, "checkout session expired")
-		case workflows.ErrTypeSessionNotOpen, workflows.ErrTypeSubmitInProgress:
+		case workflows.ErrTypeSubmitInProgress:
+			return errSubmitInProgress
+		case workflows.ErrTypeSessionNotOpen:
 			return apperr.Conflict(appErr.Message())
 		case "TxHashClaimed":
 			return apperr.Conflict("transaction hash already attached to another session")
@@ -446,6 +563,10 @@ func (s *Service) mapWorkflowError(ctx context.Context, cs *models.CheckoutSessi
 
 // Submit attaches a broadcast transaction to a session.
 func (s *Service) Submit(ctx context.Context, sessionID, txHash string) (workflows.SubmitResult, error) {
+	return s.submit(ctx, sessionID, txHash, "client")
+}
+
+func (s *Service) submit(ctx context.Context, sessionID, txHash, source string) (workflows.SubmitResult, error) {
 	cs, err := s.Store.CheckoutSession(ctx, sessionID)
 	if err != nil {
 		return workflows.SubmitResult{}, err
@@ -464,9 +585,17 @@ func (s *Service) Submit(ctx context.Context, sessionID, txHash string) (workflo
 		return workflows.SubmitResult{}, err
 	}
 	var res workflows.SubmitResult
-	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, workflows.SubmitRequest{TxHash: h}, &res)
+	req := workflows.SubmitRequest{TxHash: h}
+	if source == "chain" {
+		req.Source = source
+	}
+	// One update per hash: a submit retried after a 503 joins the first.
+	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, "submit:"+h, req, &res)
 	return res, err
 }
+
+// errSubmitInProgress: another submit of the session is being handled.
+var errSubmitInProgress = apperr.Conflict("a transaction hash is being attached to this session")
 
 // precheck answers from the read model what is already decided: an expired
 // session is 404 (SPEC.md), one with a hash or an outcome is 409.
@@ -492,15 +621,16 @@ func (s *Service) Wallet(ctx context.Context, sessionID, status string) (*models
 		return nil, err
 	}
 	var st workflows.CheckoutState
-	if err := s.update(ctx, cs, workflows.CheckoutWalletUpdate, workflows.WalletRequest{Status: status}, &st); err != nil {
+	if err := s.update(ctx, cs, workflows.CheckoutWalletUpdate, "", workflows.WalletRequest{Status: status}, &st); err != nil {
 		return nil, err
 	}
 	return s.Store.CheckoutSession(ctx, sessionID)
 }
 
 // Cancel cancels a session before a broadcast; after one it is a 409. The
-// signal is sent, then the outcome awaited briefly, so the answer says what
-// really happened even when a submit raced the cancel.
+// signal is sent, then the outcome awaited (at most UpdateTimeout), so the
+// answer says what really happened even when a submit raced the cancel;
+// when the workers do not record it in time the answer is a 503.
 func (s *Service) Cancel(ctx context.Context, cs *models.CheckoutSession, source string) (*models.CheckoutSession, error) {
 	if err := precheck(cs, s.now()); err != nil {
 		if errors.Is(err, apperr.ErrConflict) && cs.TxHash != nil {
@@ -508,14 +638,26 @@ func (s *Service) Cancel(ctx context.Context, cs *models.CheckoutSession, source
 		}
 		return nil, err
 	}
-	if err := s.ensureWorkflow(ctx, cs); err != nil {
+	uctx, cancel := context.WithTimeout(ctx, s.updateTimeout())
+	defer cancel()
+	if err := s.ensureWorkflow(uctx, cs); err != nil {
+		if unavailable(ctx, uctx, err) {
+			return nil, errWorkersUnavailable()
+		}
 		return nil, err
 	}
-	if err := s.Temporal.SignalWorkflow(ctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
+	if err := s.Temporal.SignalWorkflow(uctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
 		workflows.CancelRequest{Source: source}); err != nil {
+		if unavailable(ctx, uctx, err) {
+			return nil, errWorkersUnavailable()
+		}
 		return nil, s.mapWorkflowError(ctx, cs, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// The signal is in the workflow's history; wait, as long as an update
+	// would, for the workers to record the outcome. If they do not, the
+	// answer is 503: the cancel still takes effect when they are back, and
+	// a retry sends it again harmlessly.
+	deadline := time.Now().Add(s.updateTimeout())
 	for {
 		cur, err := s.Store.CheckoutSession(ctx, cs.ID)
 		if err != nil {
@@ -529,7 +671,9 @@ func (s *Service) Cancel(ctx context.Context, cs *models.CheckoutSession, source
 		case models.TerminalStatus(cur.Status):
 			return nil, apperr.Conflict("checkout session is " + cur.Status)
 		case time.Now().After(deadline):
-			return cur, nil // accepted; the workflow records it shortly
+			s.log().WarnContext(ctx, "cancel signalled but not recorded in time", "sessionId", cs.ID,
+				"timeout", s.updateTimeout().String())
+			return nil, errWorkersUnavailable()
 		}
 		select {
 		case <-ctx.Done():

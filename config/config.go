@@ -29,19 +29,45 @@ const (
 type Config struct {
 	Profile Profile // PAYGATE_PROFILE: embedded (default) or production
 	Addr    string  // PAYGATE_ADDR: API listen address
-	DataDir string  // PAYGATE_DATA_DIR: embedded state (SQLite, secret, Temporal)
+	// MetricsAddr is the API process's operational listener (/metrics,
+	// /healthz, /readyz), apart from the public port: loopback in the
+	// embedded profile, off ("") in production unless set.
+	MetricsAddr string // PAYGATE_METRICS_ADDR: host:port, or "off"
+	DataDir     string // PAYGATE_DATA_DIR: embedded state (SQLite, secret, Temporal)
 	// DatabaseURL selects PostgreSQL; empty means SQLite under DataDir.
 	DatabaseURL string // DATABASE_URL
 	// SecretKey keys API-key hashing, quote signatures and other HMACs.
 	// Embedded: generated once into DataDir/secret.key when unset.
 	SecretKey string // PAYGATE_SECRET_KEY (at least 32 characters)
+	// SecretKeyPrevious are earlier server secrets, kept while rotating
+	// PAYGATE_SECRET_KEY: webhook secrets sealed under them still open (and
+	// are sealed again under the current one), API keys and dashboard
+	// sessions hashed under them still sign in (and are hashed again), and
+	// quotes signed under them still verify.
+	SecretKeyPrevious []string // PAYGATE_SECRET_KEY_PREVIOUS: comma separated
 
 	SessionTTL       time.Duration // DASHBOARD_SESSION_TTL (12h)
 	CheckoutLifetime time.Duration // CHECKOUT_LIFETIME (30m)
+	// RefundWindow is how long a merchant has to submit a refund's
+	// transfer before the refund fails and frees its amount.
+	RefundWindow time.Duration // REFUND_WINDOW (24h)
+	// UpdateTimeout bounds how long the API waits for a session's workflow
+	// to answer a submit, a wallet report or a cancel before it answers 503.
+	UpdateTimeout time.Duration // CHECKOUT_UPDATE_TIMEOUT (10s)
 
-	Temporal  TemporalConfig
-	RateLimit RateLimitConfig
-	SMTP      SMTPConfig
+	Temporal      TemporalConfig
+	RateLimit     RateLimitConfig
+	SMTP          SMTPConfig
+	Subscriptions SubscriptionConfig
+
+	// WebhookAllowLoopback lets test-mode webhook endpoints use http:// and
+	// loopback addresses (WEBHOOK_ALLOW_LOOPBACK), for local development.
+	// Live endpoints never get it. Default: on only in the embedded profile
+	// on one machine (API, Temporal on loopback, SQLite); a deployment that
+	// forgot PAYGATE_PROFILE=production therefore does not open the worker
+	// host's loopback to anyone who signs up. The production profile
+	// refuses to start with it.
+	WebhookAllowLoopback bool
 
 	// PublicBaseURL is where the hosted pages are reachable (links in mails).
 	PublicBaseURL string // PAYGATE_PUBLIC_URL
@@ -71,6 +97,20 @@ type RateLimitConfig struct {
 	ExemptLoopback bool           // RATE_LIMIT_EXEMPT_LOOPBACK (true)
 	RedisURL       string         // REDIS_URL: shared store for several API replicas
 	TrustedProxies []netip.Prefix // TRUSTED_PROXIES: CIDRs or IPs, comma separated
+	// IPv6PrefixBits groups IPv6 clients per network of this prefix length
+	// (RATE_LIMIT_IPV6_PREFIX, 64); 128 limits each address on its own.
+	IPv6PrefixBits int
+}
+
+// SubscriptionConfig is the dunning schedule of subscriptions.
+type SubscriptionConfig struct {
+	// GracePeriod: an invoice unpaid this long after it is issued makes the
+	// subscription past_due.
+	GracePeriod time.Duration // SUBSCRIPTION_GRACE_PERIOD (72h)
+	// Reminders are offsets from past_due at which a reminder goes out.
+	Reminders []time.Duration // SUBSCRIPTION_REMINDERS (24h,72h,120h; "none" for none)
+	// DunningPeriod: still unpaid this long after past_due, it is canceled.
+	DunningPeriod time.Duration // SUBSCRIPTION_DUNNING_PERIOD (168h)
 }
 
 // SMTPConfig sends merchant notifications when Host is set.
@@ -87,17 +127,22 @@ func Defaults() Config {
 	return Config{
 		Profile:          ProfileEmbedded,
 		Addr:             "127.0.0.1:8080",
+		MetricsAddr:      "127.0.0.1:9090",
 		DataDir:          ".data",
 		SessionTTL:       12 * time.Hour,
 		CheckoutLifetime: 30 * time.Minute,
+		RefundWindow:     24 * time.Hour,
+		UpdateTimeout:    10 * time.Second,
 		Temporal: TemporalConfig{
 			Address:           "127.0.0.1:7233",
 			Namespace:         "default",
 			TaskQueueCheckout: "paygate-checkout",
 			TaskQueueWebhooks: "paygate-webhooks",
 		},
-		RateLimit:     RateLimitConfig{Enabled: true, ExemptLoopback: true},
-		SMTP:          SMTPConfig{Port: 587},
+		RateLimit: RateLimitConfig{Enabled: true, ExemptLoopback: true, IPv6PrefixBits: 64},
+		SMTP:      SMTPConfig{Port: 587},
+		Subscriptions: SubscriptionConfig{GracePeriod: 72 * time.Hour,
+			Reminders: []time.Duration{24 * time.Hour, 72 * time.Hour, 120 * time.Hour}, DunningPeriod: 168 * time.Hour},
 		PublicBaseURL: "http://127.0.0.1:8080",
 		LogLevel:      "info",
 	}
@@ -139,11 +184,27 @@ func Load(getenv func(string) string) (Config, error) {
 		c.Profile = Profile(profile)
 	}
 	str("PAYGATE_ADDR", &c.Addr)
+	if c.Profile == ProfileProduction {
+		c.MetricsAddr = "" // off unless asked for: production decides where it is reachable
+	}
+	if v := strings.TrimSpace(getenv("PAYGATE_METRICS_ADDR")); v != "" {
+		c.MetricsAddr = v
+		if strings.EqualFold(v, "off") {
+			c.MetricsAddr = ""
+		}
+	}
 	str("PAYGATE_DATA_DIR", &c.DataDir)
 	str("DATABASE_URL", &c.DatabaseURL)
 	str("PAYGATE_SECRET_KEY", &c.SecretKey)
+	for _, p := range strings.Split(getenv("PAYGATE_SECRET_KEY_PREVIOUS"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.SecretKeyPrevious = append(c.SecretKeyPrevious, p)
+		}
+	}
 	duration("DASHBOARD_SESSION_TTL", &c.SessionTTL)
 	duration("CHECKOUT_LIFETIME", &c.CheckoutLifetime)
+	duration("REFUND_WINDOW", &c.RefundWindow)
+	duration("CHECKOUT_UPDATE_TIMEOUT", &c.UpdateTimeout)
 	str("TEMPORAL_ADDRESS", &c.Temporal.Address)
 	str("TEMPORAL_NAMESPACE", &c.Temporal.Namespace)
 	str("TEMPORAL_TLS_CERT", &c.Temporal.TLSCert)
@@ -160,6 +221,14 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	boolean("RATE_LIMIT_EXEMPT_LOOPBACK", &c.RateLimit.ExemptLoopback)
 	str("REDIS_URL", &c.RateLimit.RedisURL)
+	if v := strings.TrimSpace(getenv("RATE_LIMIT_IPV6_PREFIX")); v != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "/"))
+		if err != nil || n < 1 || n > 128 {
+			errs = append(errs, fmt.Errorf("RATE_LIMIT_IPV6_PREFIX: must be a prefix length from 1 to 128 (64 groups a /64; 128 is per address), got %q", v))
+		} else {
+			c.RateLimit.IPv6PrefixBits = n
+		}
+	}
 	if v := strings.TrimSpace(getenv("TRUSTED_PROXIES")); v != "" {
 		for _, part := range strings.Split(v, ",") {
 			part = strings.TrimSpace(part)
@@ -178,6 +247,9 @@ func Load(getenv func(string) string) (Config, error) {
 			c.RateLimit.TrustedProxies = append(c.RateLimit.TrustedProxies, p)
 		}
 	}
+	c.WebhookAllowLoopback = c.Profile == ProfileEmbedded && c.DatabaseURL == "" &&
+		loopbackHostPort(c.Addr) && loopbackHostPort(c.Temporal.Address)
+	boolean("WEBHOOK_ALLOW_LOOPBACK", &c.WebhookAllowLoopback)
 	str("SMTP_HOST", &c.SMTP.Host)
 	if v := strings.TrimSpace(getenv("SMTP_PORT")); v != "" {
 		p, err := strconv.Atoi(v)
@@ -191,6 +263,21 @@ func Load(getenv func(string) string) (Config, error) {
 	str("SMTP_PASSWORD", &c.SMTP.Password)
 	str("SMTP_FROM", &c.SMTP.From)
 	str("PAYGATE_PUBLIC_URL", &c.PublicBaseURL)
+	duration("SUBSCRIPTION_GRACE_PERIOD", &c.Subscriptions.GracePeriod)
+	duration("SUBSCRIPTION_DUNNING_PERIOD", &c.Subscriptions.DunningPeriod)
+	if v := strings.TrimSpace(getenv("SUBSCRIPTION_REMINDERS")); v != "" {
+		c.Subscriptions.Reminders = nil
+		if v != "none" {
+			for _, part := range strings.Split(v, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(part))
+				if err != nil || d <= 0 {
+					errs = append(errs, fmt.Errorf("SUBSCRIPTION_REMINDERS: must be positive durations separated by commas (or none), got %q", v))
+					break
+				}
+				c.Subscriptions.Reminders = append(c.Subscriptions.Reminders, d)
+			}
+		}
+	}
 	str("LOG_LEVEL", &c.LogLevel)
 	if err := errors.Join(errs...); err != nil {
 		return c, err
@@ -209,6 +296,16 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("PAYGATE_ADDR: must be host:port, got %q", c.Addr))
 	}
+	if c.MetricsAddr != "" {
+		_, mport, err := net.SplitHostPort(c.MetricsAddr)
+		_, aport, _ := net.SplitHostPort(c.Addr)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("PAYGATE_METRICS_ADDR: must be host:port or off, got %q", c.MetricsAddr))
+		case mport == aport && mport != "0":
+			errs = append(errs, errors.New("PAYGATE_METRICS_ADDR: must not share the API's port (PAYGATE_ADDR): /metrics stays off the public listener"))
+		}
+	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		errs = append(errs, errors.New("DATABASE_URL: must be a postgres:// URL"))
 	}
@@ -219,9 +316,20 @@ func (c Config) Validate() error {
 		if c.SecretKey == "" {
 			errs = append(errs, errors.New("PAYGATE_SECRET_KEY: required in the production profile"))
 		}
+		// Embedded-only settings: a production process refuses them rather
+		// than run with a development allowance.
+		if c.WebhookAllowLoopback {
+			errs = append(errs, errors.New("WEBHOOK_ALLOW_LOOPBACK: embedded-only (http:// and loopback webhooks); not allowed in the production profile"))
+		}
 	}
 	if c.SecretKey != "" && len(c.SecretKey) < 32 {
 		errs = append(errs, errors.New("PAYGATE_SECRET_KEY: must be at least 32 characters"))
+	}
+	for _, p := range c.SecretKeyPrevious {
+		if len(p) < 32 {
+			errs = append(errs, errors.New("PAYGATE_SECRET_KEY_PREVIOUS: every previous secret has at least 32 characters"))
+			break
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.Temporal.Address); err != nil {
 		errs = append(errs, fmt.Errorf("TEMPORAL_ADDRESS: must be host:port, got %q", c.Temporal.Address))
@@ -238,6 +346,17 @@ func (c Config) Validate() error {
 	if c.SMTP.Host != "" && c.SMTP.From == "" {
 		errs = append(errs, errors.New("SMTP_FROM: required when SMTP_HOST is set"))
 	}
+	prev := time.Duration(0)
+	for _, r := range c.Subscriptions.Reminders {
+		if r <= prev {
+			errs = append(errs, errors.New("SUBSCRIPTION_REMINDERS: offsets must ascend"))
+			break
+		}
+		prev = r
+	}
+	if prev >= c.Subscriptions.DunningPeriod {
+		errs = append(errs, fmt.Errorf("SUBSCRIPTION_DUNNING_PERIOD: must be longer than the last reminder (%s)", prev))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -246,9 +365,22 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Embedded reports whether this is the single-machine default profile, which
-// also accepts http:// webhooks to loopback for local development.
+// Embedded reports whether this is the single-machine default profile.
 func (c Config) Embedded() bool { return c.Profile == ProfileEmbedded }
+
+// loopbackHostPort reports whether addr's host is a loopback address or
+// "localhost" (an empty host listens everywhere: not loopback).
+func loopbackHostPort(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
 
 // EnsureSecret returns the configured secret, or in the embedded profile the
 // one kept in DataDir/secret.key, generating it on first use.

@@ -28,11 +28,11 @@ func freePort(t *testing.T) int {
 }
 
 // TestDevChainPayments pays sessions on the dev chain exactly as
-// `paygate dev pay` does (devchain.PaySession: broadcast the USDC transfer,
-// then submit the hash), with the real EVM verifier over JSON-RPC: a full
-// payment completes and a short one fails with INVALID_TRANSFER. It also
-// measures the time from the block that reaches the confirmation threshold
-// to the session's `complete`.
+// `paygate dev pay` does (devchain.PaySession: sign the session's EIP-3009
+// authorization, broadcast transferWithAuthorization, then submit the hash),
+// with the real EVM verifier over JSON-RPC: a full payment completes and a
+// short one fails with INVALID_TRANSFER. It also measures the time from the
+// block that reaches the confirmation threshold to the session's `complete`.
 func TestDevChainPayments(t *testing.T) {
 	ctx := context.Background()
 	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
@@ -41,7 +41,7 @@ func TestDevChainPayments(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = dc.Close() })
 	reg := chain.DefaultRegistry()
-	devchain.DevNetworks(dc, reg)
+	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
 	verifier := chain.NewMultiVerifier(reg)
 	t.Cleanup(verifier.Close)
 	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
@@ -107,11 +107,12 @@ func TestDevChainPayments(t *testing.T) {
 		t.Fatalf("short payment failed with %v, want %s", r, chain.ReasonInvalidTransfer)
 	}
 
-	// A full payment from another wallet than the session's does not pay it:
-	// nobody can claim someone else's transfer for their own session.
+	// A plain transfer (no authorization) from another wallet than the one
+	// the session declares does not pay it: nobody can claim someone else's
+	// transfer for their own session. The merchant keeps it as an exception.
 	s.wallet = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
 	id, _ = s.openSession(key, link, "")
-	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), id, nil); err != nil {
+	if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: id, Plain: true}); err != nil {
 		t.Fatal(err)
 	}
 	d = s.waitStatus(id, "failed", 30*time.Second)
@@ -119,4 +120,11 @@ func TestDevChainPayments(t *testing.T) {
 	if sess["failureReason"] != chain.ReasonInvalidTransfer || !strings.Contains(sess["failureMessage"].(string), "not from the session's wallet") {
 		t.Fatalf("payment from a stranger's wallet: %v", sess)
 	}
+	// A bound payment names the session in the payer's signature, so it
+	// pays the session whatever wallet the session declared.
+	id, _ = s.openSession(key, link, "")
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), id, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(id, "complete", 30*time.Second)
 }

@@ -221,7 +221,7 @@ func TestSeparateProcesses(t *testing.T) {
 	t.Cleanup(func() { _ = dc.Close() })
 	bin := buildPaygate(t)
 
-	apiAddr, workerAddr, worker2Addr := loopbackAddr(t), loopbackAddr(t), loopbackAddr(t)
+	apiAddr, apiOpsAddr, workerAddr, worker2Addr := loopbackAddr(t), loopbackAddr(t), loopbackAddr(t), loopbackAddr(t)
 	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -254,7 +254,7 @@ func TestSeparateProcesses(t *testing.T) {
 	}
 	// One API and two workers: each kind scales on its own (the second
 	// worker differs only in its metrics address).
-	apiProc := startChild(t, bin, "paygate api", env, "api")
+	apiProc := startChild(t, bin, "paygate api", append(slices.Clone(env), "PAYGATE_METRICS_ADDR="+apiOpsAddr), "api")
 	workerProc := startChild(t, bin, "paygate worker", env, "worker")
 	worker2Proc := startChild(t, bin, "paygate worker #2", append(slices.Clone(env), "WORKER_METRICS_ADDR="+worker2Addr), "worker")
 	apiBase, workerBase, worker2Base := "http://"+apiAddr, "http://"+workerAddr, "http://"+worker2Addr
@@ -312,10 +312,16 @@ func TestSeparateProcesses(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	// Metrics: the API process counts requests by route and reports its
-	// Temporal client; the worker process counts the outcome and reports
+	// Metrics, on the API process's own operational listener
+	// (PAYGATE_METRICS_ADDR), not its public port: it counts requests by
+	// route and reports its Temporal client; the worker process counts the outcome and reports
 	// the SDK's worker metrics.
-	apiMetrics := scrape(t, apiBase)
+	apiMetrics := scrape(t, "http://"+apiOpsAddr)
+	if res, err := http.Get(apiBase + "/metrics"); err != nil || res.StatusCode != http.StatusNotFound {
+		t.Errorf("the API's public port must not serve /metrics: %v %v", err, res)
+	} else {
+		res.Body.Close()
+	}
 	for _, want := range []string{
 		`paygate_http_requests_total{method="POST",route="/api/checkout/submit",status="200"} 1`,
 		`paygate_http_requests_total{method="GET",route="/api/checkout/session/:id",status="200"}`,

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/web"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,9 +27,12 @@ import (
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/refund"
+	"github.com/paygate/paygate/subscription"
 	"github.com/paygate/paygate/temporaldev"
 	"github.com/paygate/paygate/webhook"
 	pworker "github.com/paygate/paygate/worker"
+	"github.com/paygate/paygate/workflows"
 )
 
 const merchantWallet = "0x52908400098527886E0F7030069857D2E4169EE7"
@@ -67,8 +72,11 @@ type stack struct {
 	temporal client.Client
 	store    *models.Store
 	checkout *checkout.Service
-	http     *httptest.Server
-	networks *chain.Registry
+	refunds  *refund.Service
+	// subscriptions runs subscriptions on the checkout queue.
+	subscriptions *subscription.Service
+	http          *httptest.Server
+	networks      *chain.Registry
 	// The workers and their queues, so a test can stop and replace them.
 	workers       []sdkworker.Worker
 	checkoutQueue string
@@ -85,6 +93,18 @@ type stackOptions struct {
 	networks *chain.Registry
 	// sender delivers webhooks; nil means the embedded policy's default.
 	sender *webhook.Sender
+	// relayer broadcasts signed authorizations (nil: none).
+	relayer *chain.Relayer
+	// watch runs the reference watcher (payments found without a submit,
+	// late and unmatched payments, record verification) with the verifier
+	// as finder, every watchEvery.
+	watch      bool
+	watchEvery time.Duration
+	// pages mounts the hosted checkout pages (web.Pages).
+	pages bool
+	// subscriptionPeriod, when set, makes every billing period of the
+	// stack's subscriptions last this long (seconds instead of months).
+	subscriptionPeriod time.Duration
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -109,8 +129,15 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.sender == nil {
 		o.sender = webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: true})
 	}
+	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
+	if o.lifetime == 0 {
+		o.lifetime = 30 * time.Minute
+	}
+	svc := &checkout.Service{Store: st, Temporal: c, Hasher: hasher, Networks: o.networks, Tax: checkout.DefaultRates(),
+		TaskQueue: queue, Lifetime: o.lifetime, NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Relayer: o.relayer}
 	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: queue, WebhookQueue: webhookQueue, Store: st,
-		Verifier: o.verifier, Sender: o.sender})
+		Verifier: o.verifier, Sender: o.sender, Sessions: svc, PublicBaseURL: "http://paygate.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +145,31 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pworker.Stop(ws) })
-	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
-	if o.lifetime == 0 {
-		o.lifetime = 30 * time.Minute
+	policy := workflows.DefaultSubscriptionPolicy()
+	policy.FixedPeriod = o.subscriptionPeriod
+	subs := &subscription.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Policy: policy,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if mv, ok := o.verifier.(*chain.MultiVerifier); ok && o.watch {
+		svc.Finder, svc.Verifier = mv, mv
+		every := o.watchEvery
+		if every == 0 {
+			every = 200 * time.Millisecond
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go svc.RunWatcher(ctx, every, pworker.Dispatcher{Client: c, Queue: webhookQueue})
 	}
-	svc := &checkout.Service{Store: st, Temporal: c, Hasher: hasher, Networks: o.networks, Tax: checkout.DefaultRates(),
-		TaskQueue: queue, Lifetime: o.lifetime, NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc,
+	refunds := &refund.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Window: 24 * time.Hour,
+		NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var root []func(e *gin.Engine)
+	if o.pages {
+		pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		root = append(root, pages.Register)
+	}
+	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc, Refunds: refunds, Subscriptions: subs, Root: root,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
 		Deliveries:    pworker.Retrier{Client: c, Queue: webhookQueue}})
@@ -133,7 +178,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &stack{t: t, temporal: c, store: st, checkout: svc, http: hs, networks: o.networks,
+	return &stack{t: t, temporal: c, store: st, checkout: svc, refunds: refunds, subscriptions: subs, http: hs, networks: o.networks,
 		workers: ws, checkoutQueue: queue, webhookQueue: webhookQueue, verifier: o.verifier, sender: o.sender,
 		wallet: "0x8617E340B3D01FA5F11F306F4090FD50E238070D"}
 }

@@ -368,7 +368,7 @@ func TestWebhookSurvivesWorkerRestart(t *testing.T) {
 	pworker.Stop(s.workers)
 	stopped := time.Since(start)
 	ws, err := pworker.New(s.temporal, pworker.Config{CheckoutQueue: s.checkoutQueue, WebhookQueue: s.webhookQueue, Store: s.store,
-		Verifier: s.verifier, Sender: s.sender})
+		Verifier: s.verifier, Sender: s.sender, Sessions: s.checkout, PublicBaseURL: "http://paygate.test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,23 @@
 package models
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
+
+	"github.com/paygate/paygate/keyring"
 )
 
 // allModels lists every table of the store.
 func allModels() []any {
 	return []any{
 		&Merchant{}, &DashboardSession{}, &APIKey{}, &PaymentLink{}, &Transaction{},
-		&TxHashClaim{}, &Customer{}, &Subscription{}, &CheckoutSession{},
+		&PaymentException{}, &IdempotencyKey{}, &Product{}, &HostedCheckout{}, &Customer{}, &Subscription{}, &CheckoutSession{},
 		&CheckoutSessionEvent{}, &Settlement{}, &WebhookEndpoint{}, &Event{},
 		&WebhookDelivery{}, &DeliveryAttempt{}, &KYBApplication{}, &Notification{},
+		&Refund{},
 	}
 }
 
@@ -47,7 +51,259 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// Payments bound to sessions: a payment reference per session,
+			// hashes unique per merchant instead of globally (the global
+			// claim table let anyone burn a hash), record verification and
+			// payment exceptions.
+			ID: "20261123_0002_payment_binding",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				if !m.HasColumn(&CheckoutSession{}, "PaymentReference") {
+					if err := m.AddColumn(&CheckoutSession{}, "PaymentReference"); err != nil {
+						return err
+					}
+				}
+				if !m.HasIndex(&CheckoutSession{}, "PaymentReference") {
+					if err := m.CreateIndex(&CheckoutSession{}, "PaymentReference"); err != nil {
+						return err
+					}
+				}
+				for _, col := range []string{"Verification", "VerificationMessage"} {
+					if !m.HasColumn(&Transaction{}, col) {
+						if err := m.AddColumn(&Transaction{}, col); err != nil {
+							return err
+						}
+					}
+				}
+				if m.HasIndex(&Transaction{}, "idx_tx_network_hash") {
+					if err := m.DropIndex(&Transaction{}, "idx_tx_network_hash"); err != nil {
+						return err
+					}
+				}
+				if !m.HasIndex(&Transaction{}, "idx_tx_merchant_network_hash") {
+					if err := m.CreateIndex(&Transaction{}, "idx_tx_merchant_network_hash"); err != nil {
+						return err
+					}
+				}
+				if m.HasTable("tx_hash_claims") {
+					if err := m.DropTable("tx_hash_claims"); err != nil {
+						return err
+					}
+				}
+				return tx.AutoMigrate(&PaymentException{})
+			},
+		},
+		{
+			// Idempotency keys, products, hosted checkouts and the
+			// metadata sessions carry into checkout.completed; merchants'
+			// embed origins for the hosted pages.
+			ID: "20261123_0003_checkouts_products_idempotency",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				for _, c := range []struct {
+					model any
+					field string
+				}{
+					{&PaymentLink{}, "ProductID"}, {&PaymentLink{}, "CheckoutID"}, {&PaymentLink{}, "ExpiresAt"},
+					{&CheckoutSession{}, "CheckoutID"}, {&CheckoutSession{}, "ProductID"}, {&CheckoutSession{}, "ExternalCustomerID"},
+					{&CheckoutSession{}, "Metadata"}, {&Merchant{}, "EmbedOrigins"},
+				} {
+					if !m.HasColumn(c.model, c.field) {
+						if err := m.AddColumn(c.model, c.field); err != nil {
+							return err
+						}
+					}
+				}
+				for _, c := range []struct {
+					model any
+					field string
+				}{{&PaymentLink{}, "ProductID"}, {&PaymentLink{}, "CheckoutID"}, {&CheckoutSession{}, "CheckoutID"},
+					// The watcher's scan of recent sessions per network.
+					{&CheckoutSession{}, "idx_sessions_network_created"}} {
+					if !m.HasIndex(c.model, c.field) {
+						if err := m.CreateIndex(c.model, c.field); err != nil {
+							return err
+						}
+					}
+				}
+				return tx.AutoMigrate(&IdempotencyKey{}, &Product{}, &HostedCheckout{})
+			},
+		},
+		{
+			// Subscriptions that run: what their workflow needs on the row
+			// (customer, interval count, trial, billing anchor, pause and
+			// cancellation, the change sequence, workflow start for repair),
+			// and the links between a subscription, the link that prices its
+			// renewals and the checkout sessions that pay its invoices.
+			ID: "20261123_0004_subscriptions",
+			Migrate: func(tx *gorm.DB) error {
+				return addMissing(tx, subscriptionColumns())
+			},
+		},
+		{
+			// Webhook signing secrets encrypted at rest: each endpoint's
+			// secret is sealed (keyring, AES-256-GCM under a key derived from
+			// PAYGATE_SECRET_KEY) into secret_sealed and the clear column
+			// emptied. Idempotent: only rows still holding a secret in clear
+			// are touched, each with a conditional update.
+			ID:      "20261123_0005_webhook_secret_encryption",
+			Migrate: encryptWebhookSecrets,
+		},
+		{
+			// Refunds: the refunds table (unique hash per merchant and
+			// network), what a transaction has refunded and reserved, and
+			// the merchant's refunds feature flag.
+			ID: "20261123_0006_refunds",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				for _, col := range []string{"RefundedAmount", "RefundReserved"} {
+					if !m.HasColumn(&Transaction{}, col) {
+						if err := m.AddColumn(&Transaction{}, col); err != nil {
+							return err
+						}
+					}
+				}
+				if !m.HasColumn(&Merchant{}, "RefundsEnabled") {
+					if err := m.AddColumn(&Merchant{}, "RefundsEnabled"); err != nil {
+						return err
+					}
+				}
+				// AutoMigrate creates the table and its indexes when missing
+				// and leaves an existing one as it is.
+				return tx.AutoMigrate(&Refund{})
+			},
+			Rollback: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				if err := m.DropTable(&Refund{}); err != nil {
+					return err
+				}
+				for _, col := range []string{"RefundedAmount", "RefundReserved"} {
+					if m.HasColumn(&Transaction{}, col) {
+						if err := m.DropColumn(&Transaction{}, col); err != nil {
+							return err
+						}
+					}
+				}
+				if m.HasColumn(&Merchant{}, "RefundsEnabled") {
+					return m.DropColumn(&Merchant{}, "RefundsEnabled")
+				}
+				return nil
+			},
+		},
+		{
+			// The dashboard: deliveries name the checkout session their
+			// event is about, so a payment lists the deliveries it caused.
+			ID: "20261123_0007_delivery_session",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				if !m.HasColumn(&WebhookDelivery{}, "SessionID") {
+					if err := m.AddColumn(&WebhookDelivery{}, "SessionID"); err != nil {
+						return err
+					}
+				}
+				if !m.HasIndex(&WebhookDelivery{}, "SessionID") {
+					if err := m.CreateIndex(&WebhookDelivery{}, "SessionID"); err != nil {
+						return err
+					}
+				}
+				return backfillDeliverySessions(tx)
+			},
+		},
 	}
+}
+
+// subscriptionColumns are the columns migration 20261123_0004 adds.
+func subscriptionColumns() []columnSpec {
+	return []columnSpec{
+		{&Subscription{}, "IntervalCount", false}, {&Subscription{}, "CustomerID", true},
+		{&Subscription{}, "MerchantWalletAddress", false}, {&Subscription{}, "TrialEnd", false},
+		{&Subscription{}, "BillingAnchor", false}, {&Subscription{}, "PausedAt", false},
+		{&Subscription{}, "CanceledAt", false}, {&Subscription{}, "CancelReason", false},
+		{&Subscription{}, "LatestSessionID", false}, {&Subscription{}, "ChangeSeq", false},
+		{&Subscription{}, "WorkflowStarted", true},
+		{&CheckoutSession{}, "SubscriptionID", true},
+		{&PaymentLink{}, "SubscriptionID", true},
+	}
+}
+
+// columnSpec names a column a migration adds (by its field) and whether
+// the field's index comes with it.
+type columnSpec struct {
+	model   any
+	field   string
+	indexed bool
+}
+
+// addMissing adds each column and its index unless it exists already (a
+// new database has them from the first migration's structs).
+func addMissing(tx *gorm.DB, cols []columnSpec) error {
+	m := tx.Migrator()
+	for _, c := range cols {
+		if !m.HasColumn(c.model, c.field) {
+			if err := m.AddColumn(c.model, c.field); err != nil {
+				return fmt.Errorf("add %T.%s: %w", c.model, c.field, err)
+			}
+		}
+		if c.indexed && !m.HasIndex(c.model, c.field) {
+			if err := m.CreateIndex(c.model, c.field); err != nil {
+				return fmt.Errorf("index %T.%s: %w", c.model, c.field, err)
+			}
+		}
+	}
+	return nil
+}
+
+type keyringKey struct{}
+
+// withKeyring hands the store's keyring to the migrations through the
+// database handle's context (gormigrate passes migrations only a *gorm.DB).
+func withKeyring(ctx context.Context, r *keyring.Ring) context.Context {
+	return context.WithValue(ctx, keyringKey{}, r)
+}
+
+func keyringOf(tx *gorm.DB) *keyring.Ring {
+	if tx.Statement == nil || tx.Statement.Context == nil {
+		return nil
+	}
+	r, _ := tx.Statement.Context.Value(keyringKey{}).(*keyring.Ring)
+	return r
+}
+
+// encryptWebhookSecrets is migration 20261123_0005.
+func encryptWebhookSecrets(tx *gorm.DB) error {
+	m := tx.Migrator()
+	if !m.HasColumn(&WebhookEndpoint{}, "SecretSealed") {
+		if err := m.AddColumn(&WebhookEndpoint{}, "SecretSealed"); err != nil {
+			return err
+		}
+	}
+	var rows []struct {
+		ID     string
+		Secret string
+	}
+	// Deleted endpoints too: their secrets are secrets all the same.
+	if err := tx.Table("webhook_endpoints").Select("id, secret").Where("secret <> ''").Order("id").Find(&rows).Error; err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ring := keyringOf(tx)
+	if ring == nil {
+		return fmt.Errorf("%d webhook secrets are stored in clear and no keyring was given to encrypt them (PAYGATE_SECRET_KEY)", len(rows))
+	}
+	for _, r := range rows {
+		sealed, err := ring.Seal(r.Secret, secretAAD(r.ID))
+		if err != nil {
+			return err
+		}
+		if err := tx.Table("webhook_endpoints").Where("id = ? AND secret = ?", r.ID, r.Secret).
+			Updates(map[string]any{"secret_sealed": sealed, "secret": ""}).Error; err != nil {
+			return fmt.Errorf("encrypt the secret of webhook endpoint %s: %w", r.ID, err)
+		}
+	}
+	return nil
 }
 
 // Migrate moves the schema to the newest version.
@@ -72,4 +328,28 @@ func MigrationIDs() []string {
 		ids = append(ids, m.ID)
 	}
 	return ids
+}
+
+// backfillDeliverySessions sets the session of existing deliveries from
+// their events' data, a batch at a time.
+func backfillDeliverySessions(tx *gorm.DB) error {
+	after := ""
+	for {
+		var events []Event
+		if err := tx.Where("id > ?", after).Order("id asc").Limit(500).Find(&events).Error; err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		for _, e := range events {
+			if id := eventSessionID(e.Data); id != nil {
+				if err := tx.Model(&WebhookDelivery{}).Where("event_id = ? AND session_id IS NULL", e.ID).
+					Update("session_id", *id).Error; err != nil {
+					return err
+				}
+			}
+		}
+		after = events[len(events)-1].ID
+	}
 }

@@ -39,9 +39,24 @@ type Merchant struct {
 	WalletEVM    string `gorm:"column:wallet_evm;size:128"`
 	WalletSolana string `gorm:"size:128"`
 	LogoURL      string `gorm:"size:2048"`
-	KYBStatus    string `gorm:"size:16;not null;default:none"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// EmbedOrigins may frame the merchant's hosted pages (CSP
+	// frame-ancestors); empty: none.
+	EmbedOrigins StringList `gorm:"type:text"`
+	KYBStatus    string     `gorm:"size:16;not null;default:none"`
+	// RefundsEnabled is the refunds feature flag: nil is the default (on in
+	// test mode, off in live mode until an operator enables it), true is on
+	// in both modes, false off in both (see RefundsOn).
+	RefundsEnabled *bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// RefundsOn reports whether the merchant may create refunds in mode.
+func (m *Merchant) RefundsOn(mode Mode) bool {
+	if m.RefundsEnabled != nil {
+		return *m.RefundsEnabled
+	}
+	return mode == ModeTest
 }
 
 // DashboardSession is a signed-in dashboard user. Only the token's hash is kept.
@@ -85,40 +100,164 @@ type PaymentLink struct {
 	MerchantWalletAddress string       `gorm:"size:128;not null"`
 	TotalCollected        money.Amount `gorm:"not null;default:0"`
 	TotalTransactions     int64        `gorm:"not null;default:0"`
+	// ProductID is the catalog product the link sells, if any.
+	ProductID *string `gorm:"size:36;index"`
+	// CheckoutID marks the single-use link behind a hosted checkout (POST
+	// /api/v1/checkouts): it is not listed with the merchant's links.
+	CheckoutID *string `gorm:"size:36;index"`
+	// ExpiresAt, when set, ends the link's sale (a hosted checkout's expiry).
+	ExpiresAt *time.Time
+	// SubscriptionID marks the link that prices a subscription's renewals
+	// (one per subscription): its sessions are the subscription's invoices.
+	// Such a link is not the merchant's to list, change or delete, and takes
+	// no sessions from the public pages (it is inactive).
+	SubscriptionID *string `gorm:"size:36;uniqueIndex"`
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeletedAt      gorm.DeletedAt `gorm:"index"`
+}
+
+// Product is an item of a merchant's catalog that links and hosted
+// checkouts sell.
+type Product struct {
+	ID          string       `gorm:"primaryKey;size:36"`
+	MerchantID  string       `gorm:"size:36;not null;index:idx_products_merchant_mode"`
+	Mode        Mode         `gorm:"size:8;not null;index:idx_products_merchant_mode"`
+	Name        string       `gorm:"size:200;not null"`
+	Description string       `gorm:"size:2000"`
+	Price       money.Amount `gorm:"not null"`
+	Currency    string       `gorm:"size:8;not null"`
+	ImageURL    string       `gorm:"size:2048"`
+	Active      bool         `gorm:"not null"`
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Hosted checkout statuses.
+const (
+	HostedOpen      = "open"
+	HostedComplete  = "complete"
+	HostedExpired   = "expired"
+	HostedCancelled = "cancelled"
+)
+
+// HostedCheckout is a one-off checkout an integration creates for one
+// customer (POST /api/v1/checkouts): a product or an amount, metadata and
+// the merchant's own customer id carried into checkout.completed, return
+// URLs for the hosted page. It sells through a single-use payment link.
+type HostedCheckout struct {
+	ID                 string       `gorm:"primaryKey;size:36"`
+	MerchantID         string       `gorm:"size:36;not null;index:idx_hosted_merchant_mode"`
+	Mode               Mode         `gorm:"size:8;not null;index:idx_hosted_merchant_mode"`
+	PaymentLinkID      string       `gorm:"size:36;not null;uniqueIndex"`
+	ProductID          *string      `gorm:"size:36"`
+	Name               string       `gorm:"size:200;not null"`
+	Amount             money.Amount `gorm:"not null"`
+	Currency           string       `gorm:"size:8;not null"`
+	Metadata           StringMap    `gorm:"type:text;not null"`
+	ExternalCustomerID string       `gorm:"size:255"`
+	CustomerEmail      string       `gorm:"size:320"`
+	SuccessURL         string       `gorm:"size:2048"`
+	CancelURL          string       `gorm:"size:2048"`
+	Status             string       `gorm:"size:16;not null"`
+	SessionID          *string      `gorm:"size:36"`
+	ExpiresAt          time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// Record verification states of a transaction (Transaction.Verification).
+const (
+	// VerificationPending: recorded by the merchant, not yet checked on chain.
+	VerificationPending = "pending"
+	// VerificationVerified: the chain shows the token reached the merchant's
+	// wallet (every checkout transaction is verified before it exists).
+	VerificationVerified = "verified"
+	// VerificationFailed: the chain does not show the payment as recorded.
+	VerificationFailed = "failed"
+)
+
+// Transaction is a completed payment: from a checkout or recorded by the
+// merchant. Within a merchant a hash backs one transaction per network;
+// across merchants a hash never blocks anyone.
+type Transaction struct {
+	ID            string       `gorm:"primaryKey;size:36"`
+	MerchantID    string       `gorm:"size:36;not null;index:idx_tx_merchant_mode;uniqueIndex:idx_tx_merchant_network_hash,priority:1"`
+	Mode          Mode         `gorm:"size:8;not null;index:idx_tx_merchant_mode"`
+	PaymentLinkID *string      `gorm:"size:36;index"`
+	SessionID     *string      `gorm:"size:36;uniqueIndex"`
+	CustomerID    *string      `gorm:"size:36"`
+	Amount        money.Amount `gorm:"not null"`
+	Token         string       `gorm:"size:16;not null"`
+	Network       string       `gorm:"size:32;not null;uniqueIndex:idx_tx_merchant_network_hash,priority:2"`
+	TxHash        string       `gorm:"size:128;not null;uniqueIndex:idx_tx_merchant_network_hash,priority:3"`
+	Status        string       `gorm:"size:16;not null"`
+	// Verification says whether the chain confirms the payment (records
+	// start pending; only verified ones count toward the settlement balance).
+	Verification string `gorm:"size:16;not null;default:verified"`
+	// VerificationMessage says why a record failed verification.
+	VerificationMessage   string `gorm:"size:500"`
+	CustomerEmail         string `gorm:"size:320"`
+	CustomerName          string `gorm:"size:200"`
+	WalletAddress         string `gorm:"size:128"`
+	MerchantWalletAddress string `gorm:"size:128"`
+	Source                string `gorm:"size:16;not null"` // checkout or api
+	// RefundedAmount is what succeeded refunds returned to the payer.
+	RefundedAmount money.Amount `gorm:"not null;default:0"`
+	// RefundReserved is what pending, submitted and succeeded refunds hold:
+	// a refund reserves its amount when it is created (a conditional update
+	// that never lets it pass Amount) and a failed one gives it back.
+	RefundReserved money.Amount `gorm:"not null;default:0"`
+	CreatedAt      time.Time
+}
+
+// Payment exception kinds (PaymentException.Kind).
+const (
+	// ExceptionUnderpaid: a transfer for a session paid less than was due.
+	ExceptionUnderpaid = "underpaid"
+	// ExceptionWrongPayer: a transfer reached the merchant but did not come
+	// from the session's wallet and carried no proof for it (an exchange
+	// withdrawal, a router), or was older than the session.
+	ExceptionWrongPayer = "wrong_payer"
+	// ExceptionContested: two sessions without proof claimed one transfer;
+	// none of them completes until the merchant decides.
+	ExceptionContested = "contested"
+	// ExceptionLate: a transfer bound to a session arrived after its end.
+	ExceptionLate = "late"
+	// ExceptionUnmatched: a transfer to a merchant wallet that no session
+	// or record accounts for.
+	ExceptionUnmatched = "unmatched"
+)
+
+// Payment exception statuses.
+const (
+	ExceptionOpen      = "open"
+	ExceptionResolved  = "resolved"
+	ExceptionDismissed = "dismissed"
+)
+
+// PaymentException is money that reached a merchant wallet without paying
+// a session: kept, shown and resolvable, never lost. One per merchant,
+// network and hash.
+type PaymentException struct {
+	ID                    string       `gorm:"primaryKey;size:36"`
+	MerchantID            string       `gorm:"size:36;not null;index:idx_exc_merchant_mode;uniqueIndex:idx_exc_merchant_hash,priority:1"`
+	Mode                  Mode         `gorm:"size:8;not null;index:idx_exc_merchant_mode"`
+	Network               string       `gorm:"size:32;not null;uniqueIndex:idx_exc_merchant_hash,priority:2"`
+	TxHash                string       `gorm:"size:128;not null;uniqueIndex:idx_exc_merchant_hash,priority:3"`
+	Kind                  string       `gorm:"size:16;not null"`
+	Status                string       `gorm:"size:16;not null"`
+	Amount                money.Amount `gorm:"not null"`
+	ExpectedAmount        money.Amount `gorm:"not null;default:0"`
+	PayerAddress          string       `gorm:"size:128"`
+	MerchantWalletAddress string       `gorm:"size:128"`
+	SessionIDs            StringList   `gorm:"type:text;not null"`
+	TransactionID         *string      `gorm:"size:36"`
+	Message               string       `gorm:"size:500"`
+	Note                  string       `gorm:"size:500"`
+	ResolvedAt            *time.Time
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
-	DeletedAt             gorm.DeletedAt `gorm:"index"`
-}
-
-// Transaction is a completed payment: from a checkout or recorded by the merchant.
-type Transaction struct {
-	ID                    string       `gorm:"primaryKey;size:36"`
-	MerchantID            string       `gorm:"size:36;not null;index:idx_tx_merchant_mode"`
-	Mode                  Mode         `gorm:"size:8;not null;index:idx_tx_merchant_mode"`
-	PaymentLinkID         *string      `gorm:"size:36;index"`
-	SessionID             *string      `gorm:"size:36;uniqueIndex"`
-	CustomerID            *string      `gorm:"size:36"`
-	Amount                money.Amount `gorm:"not null"`
-	Token                 string       `gorm:"size:16;not null"`
-	Network               string       `gorm:"size:32;not null;uniqueIndex:idx_tx_network_hash"`
-	TxHash                string       `gorm:"size:128;not null;uniqueIndex:idx_tx_network_hash"`
-	Status                string       `gorm:"size:16;not null"`
-	CustomerEmail         string       `gorm:"size:320"`
-	CustomerName          string       `gorm:"size:200"`
-	WalletAddress         string       `gorm:"size:128"`
-	MerchantWalletAddress string       `gorm:"size:128"`
-	Source                string       `gorm:"size:16;not null"` // checkout or api
-	CreatedAt             time.Time
-}
-
-// TxHashClaim makes a transaction hash back one session or recorded
-// transaction, ever: its primary key is (network, tx hash).
-type TxHashClaim struct {
-	Network       string  `gorm:"primaryKey;size:32"`
-	TxHash        string  `gorm:"primaryKey;size:128"`
-	SessionID     *string `gorm:"size:36"`
-	TransactionID *string `gorm:"size:36"`
-	CreatedAt     time.Time
 }
 
 // Customer is a payer known to a merchant in one mode; e-mail is unique per
@@ -148,7 +287,15 @@ const (
 	SubRenewalPending = "renewal_pending"
 )
 
-// Subscription is a recurring charge (created by the subscription workflow).
+// Billing models of a subscription.
+const (
+	// BillingPush: the customer pays each period from their wallet through
+	// an ordinary checkout session (the one built).
+	BillingPush = "push"
+)
+
+// Subscription is a recurring charge. The API creates the row; from then on
+// its SubscriptionWorkflow is the only writer (ChangeSeq orders its writes).
 type Subscription struct {
 	ID                    string `gorm:"primaryKey;size:36"`
 	MerchantID            string `gorm:"size:36;not null;index:idx_sub_merchant_mode"`
@@ -164,8 +311,84 @@ type Subscription struct {
 	ProductName           string       `gorm:"size:200"`
 	Amount                money.Amount `gorm:"not null"`
 	BillingInterval       string       `gorm:"size:16;not null"`
-	CreatedAt             time.Time
-	UpdatedAt             time.Time
+	// IntervalCount is how many billing intervals one period lasts.
+	IntervalCount int     `gorm:"not null;default:1"`
+	CustomerID    *string `gorm:"size:36;index"`
+	// MerchantWalletAddress receives the renewals.
+	MerchantWalletAddress string `gorm:"size:128"`
+	// TrialEnd is when the free trial ends (nil: no trial).
+	TrialEnd *time.Time
+	// BillingAnchor is the instant period ends are counted from
+	// (billing.PeriodEnd); a resume moves it by the paused time.
+	BillingAnchor *time.Time
+	PausedAt      *time.Time
+	CanceledAt    *time.Time
+	// CancelReason: requested (cancel_now), cancel_at_period_end, unpaid.
+	CancelReason string `gorm:"size:32"`
+	// LatestSessionID is the checkout session of the latest invoice.
+	LatestSessionID *string `gorm:"size:36"`
+	// ChangeSeq is the workflow's number of the last change written: a
+	// write carrying a number not above it is a retry and changes nothing.
+	ChangeSeq int64 `gorm:"not null;default:0"`
+	// WorkflowStarted is false until the subscription's workflow is known
+	// to run; the repairer starts the workflow of rows left without one.
+	WorkflowStarted bool `gorm:"not null;default:false;index"`
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// Refund statuses: pending (waiting for the merchant's transfer) →
+// submitted (a hash is being verified) → succeeded | failed.
+const (
+	RefundPending   = "pending"
+	RefundSubmitted = "submitted"
+	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
+)
+
+// Who started a refund (SPEC.md payment.refunded initiatedBy).
+const (
+	InitiatedByMerchant = "merchant" // the dashboard
+	InitiatedByAPI      = "api"      // an API key
+	InitiatedByAdmin    = "admin"    // an operator
+	InitiatedByCustomer = "customer" // the payer (no route yet)
+)
+
+// Refund returns (part of) a transaction to its payer. Refunds are
+// non-custodial: the merchant's wallet that received the payment
+// (SourceWallet) sends the USDC, and the refund's workflow verifies that
+// transfer on chain. Within a merchant a hash backs one refund per network.
+type Refund struct {
+	ID             string       `gorm:"primaryKey;size:36"`
+	MerchantID     string       `gorm:"size:36;not null;index:idx_refund_merchant_mode;uniqueIndex:idx_refund_merchant_network_hash,priority:1"`
+	Mode           Mode         `gorm:"size:8;not null;index:idx_refund_merchant_mode"`
+	TransactionID  string       `gorm:"size:36;not null;index"`
+	Amount         money.Amount `gorm:"not null"`
+	SubtotalAmount money.Amount `gorm:"not null"`
+	TaxAmount      money.Amount `gorm:"not null"`
+	// FeeReversed is the platform fee returned to the merchant: always 0,
+	// the service charges no fee yet.
+	FeeReversed       money.Amount `gorm:"not null;default:0"`
+	Token             string       `gorm:"size:16;not null"`
+	Network           string       `gorm:"size:32;not null;uniqueIndex:idx_refund_merchant_network_hash,priority:2"`
+	DestinationWallet string       `gorm:"size:128;not null"`
+	SourceWallet      string       `gorm:"size:128;not null"`
+	Status            string       `gorm:"size:16;not null;index"`
+	TxHash            *string      `gorm:"size:128;uniqueIndex:idx_refund_merchant_network_hash,priority:3"`
+	Reason            string       `gorm:"size:500"`
+	InitiatedBy       string       `gorm:"size:16;not null"`
+	FailureReason     string       `gorm:"size:64"`
+	FailureMessage    string       `gorm:"size:500"`
+	// WorkflowStarted is false until the refund's workflow runs, so a crash
+	// in between is found and repaired.
+	WorkflowStarted bool `gorm:"not null;default:false;index"`
+	// ExpiresAt ends the window in which the transfer must be submitted.
+	ExpiresAt   time.Time
+	SubmittedAt *time.Time
+	SucceededAt *time.Time
+	FailedAt    *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // Checkout session statuses. The four terminal ones are stored as written here.
@@ -189,7 +412,7 @@ type CheckoutSession struct {
 	PaymentLinkID         string       `gorm:"size:36;not null;index"`
 	WalletAddress         string       `gorm:"size:128"`
 	WalletType            string       `gorm:"size:16"`
-	Network               string       `gorm:"size:32;not null"`
+	Network               string       `gorm:"size:32;not null;index:idx_sessions_network_created,priority:1"`
 	Subtotal              money.Amount `gorm:"not null"`
 	Tax                   money.Amount `gorm:"not null"`
 	ExpectedAmount        money.Amount `gorm:"not null"`
@@ -200,16 +423,29 @@ type CheckoutSession struct {
 	CustomerCountry       string       `gorm:"size:2"`
 	MerchantWalletAddress string       `gorm:"size:128;not null"`
 	TokenAddress          string       `gorm:"size:128;not null"`
-	Status                string       `gorm:"size:32;not null;index"`
-	TxHash                *string      `gorm:"size:128"`
-	FailureReason         string       `gorm:"size:64"`
-	FailureMessage        string       `gorm:"size:500"`
-	ReceivedAmount        money.Amount `gorm:"not null;default:0"`
-	WorkflowStarted       bool         `gorm:"not null;default:false;index"`
-	ExpiresAt             time.Time
-	CompletedAt           *time.Time
-	CreatedAt             time.Time
-	UpdatedAt             time.Time
+	// CheckoutID, ProductID, ExternalCustomerID and Metadata come from the
+	// hosted checkout or product behind the link, for checkout.completed.
+	CheckoutID         *string   `gorm:"size:36;index"`
+	ProductID          *string   `gorm:"size:36"`
+	ExternalCustomerID string    `gorm:"size:255"`
+	Metadata           StringMap `gorm:"type:text"`
+	// PaymentReference binds a payment to the session (unique): the nonce of
+	// the EIP-3009 authorization (EVM, 0x + 64 hex) or the Solana Pay
+	// reference key (base58). Nil on sessions created before it existed.
+	PaymentReference *string `gorm:"size:88;uniqueIndex"`
+	// SubscriptionID is set on the sessions that pay a subscription's
+	// invoices: their outcome is signalled to the subscription's workflow.
+	SubscriptionID  *string      `gorm:"size:36;index"`
+	Status          string       `gorm:"size:32;not null;index"`
+	TxHash          *string      `gorm:"size:128"`
+	FailureReason   string       `gorm:"size:64"`
+	FailureMessage  string       `gorm:"size:500"`
+	ReceivedAmount  money.Amount `gorm:"not null;default:0"`
+	WorkflowStarted bool         `gorm:"not null;default:false;index"`
+	ExpiresAt       time.Time
+	CompletedAt     *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // CheckoutSessionEvent is one entry of a session's history.
@@ -243,11 +479,22 @@ type WebhookEndpoint struct {
 	Mode       Mode       `gorm:"size:8;not null"`
 	URL        string     `gorm:"size:2048;not null"`
 	Events     StringList `gorm:"type:text;not null"`
-	Secret     string     `gorm:"size:128;not null"`
-	Active     bool       `gorm:"not null"`
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	DeletedAt  gorm.DeletedAt `gorm:"index"`
+	// Secret is the whsec_ signing secret in clear: set by the caller of
+	// CreateWebhookEndpoint (and by the store on a rotation's answer), never
+	// stored as is and not filled in by reads (Store.EndpointSecret opens it).
+	Secret string `gorm:"-"`
+	// SecretSealed is Secret encrypted at rest (keyring, AES-256-GCM under a
+	// key derived from PAYGATE_SECRET_KEY, bound to the endpoint's id).
+	SecretSealed string `gorm:"type:text"`
+	// LegacySecret is the column that held the secret in clear before
+	// migration 20261123_0005; always written empty since. A value found
+	// there (a row written by an older binary during a rolling upgrade) is
+	// sealed on first use.
+	LegacySecret string `gorm:"column:secret;size:128;not null"`
+	Active       bool   `gorm:"not null"`
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	DeletedAt    gorm.DeletedAt `gorm:"index"`
 }
 
 // Event is one occurrence the service tells merchants about. Its Key makes
@@ -272,11 +519,14 @@ const (
 // WebhookDelivery is one event sent to one endpoint; Payload is the exact
 // envelope that is signed and posted on every attempt.
 type WebhookDelivery struct {
-	ID             string   `gorm:"primaryKey;size:36"`
-	MerchantID     string   `gorm:"size:36;not null;index:idx_delivery_merchant_mode"`
-	Mode           Mode     `gorm:"size:8;not null;index:idx_delivery_merchant_mode"`
-	EventID        string   `gorm:"size:36;not null;uniqueIndex:idx_delivery_event_endpoint"`
-	EndpointID     string   `gorm:"size:36;not null;uniqueIndex:idx_delivery_event_endpoint"`
+	ID         string `gorm:"primaryKey;size:36"`
+	MerchantID string `gorm:"size:36;not null;index:idx_delivery_merchant_mode"`
+	Mode       Mode   `gorm:"size:8;not null;index:idx_delivery_merchant_mode"`
+	EventID    string `gorm:"size:36;not null;uniqueIndex:idx_delivery_event_endpoint"`
+	EndpointID string `gorm:"size:36;not null;uniqueIndex:idx_delivery_event_endpoint"`
+	// SessionID is the checkout session the event is about, if any (the
+	// payment page lists the deliveries a payment caused).
+	SessionID      *string  `gorm:"size:36;index"`
 	Event          string   `gorm:"size:64;not null"`
 	Payload        JSONText `gorm:"type:text;not null"`
 	Status         string   `gorm:"size:16;not null"`

@@ -107,25 +107,29 @@ func (s *Store) OpenSessionsOfDeletedLinks(ctx context.Context, limit int) ([]Ch
 	return rows, err
 }
 
-// ClaimSessionTxHash makes a hash back this session, ever. Claiming again
-// for the same session succeeds; a hash claimed by anything else conflicts.
+// ClaimSessionTxHash checks that a hash may be attached to this session.
+// Claims are provisional and per merchant: the hash conflicts only with a
+// transaction of the same merchant (a completed session or a record) that
+// is not this session's. Other open sessions holding the same hash do not
+// block it: the chain decides which one the transfer is bound to, so a
+// stranger's submit can never lock a genuine payment out.
 func (s *Store) ClaimSessionTxHash(ctx context.Context, sessionID, network, txHash string) error {
-	claim := TxHashClaim{Network: network, TxHash: txHash, SessionID: &sessionID, CreatedAt: s.Now()}
-	res := s.ctx(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&claim)
-	if res.Error != nil {
-		return res.Error
+	var cs CheckoutSession
+	if err := s.ctx(ctx).Select("id", "merchant_id").Where("id = ?", sessionID).Take(&cs).Error; err != nil {
+		return notFound(err)
 	}
-	if res.RowsAffected == 1 {
+	var t Transaction
+	err := s.ctx(ctx).Select("id", "session_id").Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, network, txHash).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil
 	}
-	var existing TxHashClaim
-	if err := s.ctx(ctx).Where("network = ? AND tx_hash = ?", network, txHash).Take(&existing).Error; err != nil {
+	if err != nil {
 		return err
 	}
-	if existing.SessionID != nil && *existing.SessionID == sessionID {
+	if t.SessionID != nil && *t.SessionID == sessionID {
 		return nil
 	}
-	return apperr.Conflict("transaction hash already attached to another session")
+	return apperr.Conflict("transaction hash already attached to another session or recorded transaction")
 }
 
 // Transition is a session status change with its history entry.
@@ -169,31 +173,57 @@ type Outcome struct {
 	ReceivedUnits string
 	Payer         string
 	At            time.Time
+	// Bound is true when the transfer carries the session's own payment
+	// reference (chain.VerifyResult.Bound).
+	Bound bool
+	// Refs are references the transfer carries (chain.VerifyResult.Refs):
+	// one that is another session's means the transfer is that session's.
+	Refs []string
 }
+
+// FinishResult is the outcome as stored: a complete verdict becomes a
+// failure when the store finds the transfer belongs elsewhere.
+type FinishResult struct {
+	Status  string
+	Reason  string
+	Message string
+	// Deliveries are the webhook deliveries of the emitted events.
+	Deliveries []string
+	// SubscriptionID is the subscription whose invoice the session pays
+	// ("" for a session of a payment link): its workflow is told.
+	SubscriptionID string
+}
+
+// Failure reasons decided by the store when it finishes a session.
+const (
+	// ReasonTxContested: sessions without proof claim the same transfer;
+	// it became a payment exception for the merchant to attach.
+	ReasonTxContested = "TX_CONTESTED"
+	// ReasonInvalidTransfer is chain.ReasonInvalidTransfer.
+	ReasonInvalidTransfer = "INVALID_TRANSFER"
+)
 
 // FinishSession stores a session's outcome and all its effects in one
 // transaction, exactly once: the history entry, the status, for a complete
 // session the transaction with the link's and the customer's totals, and
 // the events with one delivery per subscribed endpoint. It returns the
 // delivery ids of the session's events (also on a repeated call).
-func (s *Store) FinishSession(ctx context.Context, o Outcome) ([]string, error) {
+func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, error) {
 	if !TerminalStatus(o.Status) {
-		return nil, fmt.Errorf("models: %q is not an outcome", o.Status)
+		return FinishResult{}, fmt.Errorf("models: %q is not an outcome", o.Status)
 	}
-	var deliveries []string
+	var out FinishResult
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var cs CheckoutSession
 		if err := tx.Where("id = ?", o.SessionID).Take(&cs).Error; err != nil {
 			return notFound(err)
 		}
-		if TerminalStatus(cs.Status) && cs.Status != o.Status {
-			return fmt.Errorf("models: session %s is already %s, cannot become %s", cs.ID, cs.Status, o.Status)
+		if TerminalStatus(cs.Status) {
+			// Finished already (an activity retried after its commit): answer
+			// what was stored, whatever this call asks.
+			o.Status, o.Reason, o.Message = cs.Status, cs.FailureReason, cs.FailureMessage
 		}
 		at := o.At.UTC()
-		e := CheckoutSessionEvent{ID: o.EntryID, SessionID: cs.ID, Status: o.Status, Source: o.Source, Chain: o.Chain, CreatedAt: at}
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-			return err
-		}
 		var received money.Amount
 		if o.ReceivedUnits != "" {
 			v, err := strconv.ParseInt(o.ReceivedUnits, 10, 64)
@@ -202,36 +232,148 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) ([]string, error) 
 			}
 			received = money.Amount(v)
 		}
-		fields := map[string]any{"status": o.Status, "failure_reason": o.Reason, "failure_message": truncate(o.Message, 500),
-			"received_amount": received, "updated_at": s.Now()}
-		if o.Status == StatusComplete {
-			fields["completed_at"] = at
-		}
-		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
-			return err
-		}
-		if o.Reason == ReasonTxNotFound {
-			// The hash was never seen: release it, so a transfer that lands
-			// late can still be recorded (POST /api/transactions) or back a
-			// new session instead of being lost to this failed one.
-			if err := tx.Where("session_id = ?", cs.ID).Delete(&TxHashClaim{}).Error; err != nil {
-				return err
-			}
-		}
 		link, err := s.linkUnscoped(tx, cs.PaymentLinkID)
 		if err != nil {
 			return err
 		}
 		var txn *Transaction
-		if o.Status == StatusComplete {
-			if txn, err = s.sessionTransaction(tx, &cs, link, received, o.Payer, at); err != nil {
+		var exc *EventSpec
+		if !TerminalStatus(cs.Status) {
+			if o.Status == StatusComplete && !o.Bound {
+				if exc, err = s.checkUnboundClaim(tx, &cs, &o, &received, at); err != nil {
+					return err
+				}
+			}
+			if o.Status == StatusComplete {
+				var conflict bool
+				if txn, conflict, err = s.sessionTransaction(tx, &cs, link, received, o.Payer, at); err != nil {
+					return err
+				}
+				if !conflict {
+					if err := completeHosted(tx, &cs, at); err != nil {
+						return err
+					}
+				}
+				if conflict {
+					// Another session of this merchant completed with the same
+					// transfer first: neither had proof, so it is contested.
+					o.Status, o.Reason = StatusFailed, ReasonTxContested
+					o.Message = "another checkout session already completed with this transfer; the merchant will review it"
+					if exc, err = s.contest(tx, &cs, received, o.Payer, at); err != nil {
+						return err
+					}
+				}
+			}
+			if o.Status == StatusFailed && o.Reason == ReasonInvalidTransfer && received > 0 {
+				if exc, err = s.failedTransferException(tx, &cs, o, received, at); err != nil {
+					return err
+				}
+			}
+		} else if o.Status == StatusComplete {
+			var t Transaction
+			if err := tx.Where("session_id = ?", cs.ID).Take(&t).Error; err != nil {
 				return err
 			}
+			txn = &t
 		}
-		deliveries, err = s.emitSessionEvents(tx, &cs, link, o, txn, at)
-		return err
+		e := CheckoutSessionEvent{ID: o.EntryID, SessionID: cs.ID, Status: o.Status, Source: o.Source, Chain: o.Chain, CreatedAt: at}
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+			return err
+		}
+		fields := map[string]any{"status": o.Status, "failure_reason": o.Reason, "failure_message": truncate(o.Message, 500),
+			"received_amount": received, "updated_at": s.Now()}
+		if o.Status == StatusComplete {
+			fields["completed_at"], fields["failure_message"] = at, ""
+		}
+		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
+			return err
+		}
+		deliveries, err := s.emitSessionEvents(tx, &cs, link, o, txn, at)
+		if err != nil {
+			return err
+		}
+		if exc != nil {
+			more, err := s.emitEvent(tx, cs.MerchantID, cs.Mode, *exc, at)
+			if err != nil {
+				return err
+			}
+			deliveries = append(deliveries, more...)
+		}
+		out = FinishResult{Status: o.Status, Reason: o.Reason, Message: o.Message, Deliveries: deliveries}
+		if cs.SubscriptionID != nil {
+			out.SubscriptionID = *cs.SubscriptionID
+		}
+		return nil
 	})
-	return deliveries, err
+	return out, err
+}
+
+// checkUnboundClaim decides whether a transfer without the session's proof
+// may complete it. It may not when the transfer carries another session's
+// reference (it is that session's payment), or when another session of the
+// merchant without proof holds the same hash, or held it and the transfer
+// was contested before: then o becomes a failure, and a contested transfer
+// a payment exception the merchant resolves.
+func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received *money.Amount, at time.Time) (*EventSpec, error) {
+	if len(o.Refs) > 0 {
+		var n int64
+		if err := tx.Model(&CheckoutSession{}).Where("payment_reference IN ? AND id <> ?", o.Refs, cs.ID).Count(&n).Error; err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			// Not this session's money, and not lost: the session it is
+			// bound to completes with it.
+			o.Status, o.Reason = StatusFailed, ReasonInvalidTransfer
+			o.Message = "this transfer carries the payment reference of another checkout session"
+			o.ReceivedUnits, *received = "0", 0
+			return nil, nil
+		}
+	}
+	var rivals int64
+	if err := tx.Model(&CheckoutSession{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND id <> ? AND status NOT IN ?",
+		cs.MerchantID, cs.Network, *cs.TxHash, cs.ID, []string{StatusFailed, StatusCancelled, StatusExpired}).Count(&rivals).Error; err != nil {
+		return nil, err
+	}
+	var contested int64
+	if err := tx.Model(&PaymentException{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND kind = ?",
+		cs.MerchantID, cs.Network, *cs.TxHash, ExceptionContested).Count(&contested).Error; err != nil {
+		return nil, err
+	}
+	if rivals == 0 && contested == 0 {
+		return nil, nil
+	}
+	o.Status, o.Reason = StatusFailed, ReasonTxContested
+	o.Message = "another checkout session claims the same transfer and neither proved it; the merchant will review it"
+	return s.contest(tx, cs, *received, o.Payer, at)
+}
+
+// contest records (or extends) the contested exception of a session's
+// hash and returns its event when it is new.
+func (s *Store) contest(tx *gorm.DB, cs *CheckoutSession, received money.Amount, payer string, at time.Time) (*EventSpec, error) {
+	var holders []string
+	if err := tx.Model(&CheckoutSession{}).Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, cs.Network, *cs.TxHash).
+		Order("id asc").Pluck("id", &holders).Error; err != nil {
+		return nil, err
+	}
+	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
+		Kind: ExceptionContested, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: payer,
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: holders,
+		Message: "several checkout sessions without proof claim this transfer"}, at)
+	return ev, err
+}
+
+// failedTransferException keeps the USDC of a failed transfer that did
+// reach the merchant as a payment exception: short of the amount due, or
+// not provably the session's payer's.
+func (s *Store) failedTransferException(tx *gorm.DB, cs *CheckoutSession, o Outcome, received money.Amount, at time.Time) (*EventSpec, error) {
+	kind := ExceptionWrongPayer
+	if received < cs.ExpectedAmount {
+		kind = ExceptionUnderpaid
+	}
+	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
+		Kind: kind, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID}, Message: truncate(o.Message, 500)}, at)
+	return ev, err
 }
 
 func truncate(s string, n int) string {
@@ -250,17 +392,29 @@ func (s *Store) linkUnscoped(tx *gorm.DB, id string) (*PaymentLink, error) {
 
 // sessionTransaction creates the transaction of a completed session once
 // (transactions.session_id is unique) with the link's and customer's totals.
-func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, received money.Amount, payer string, at time.Time) (*Transaction, error) {
+// A transaction of the merchant with the same hash that the merchant
+// recorded is adopted (linked to the session, counted once); one of another
+// session is a conflict.
+func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, received money.Amount, payer string, at time.Time) (*Transaction, bool, error) {
 	var existing Transaction
 	err := tx.Where("session_id = ?", cs.ID).Take(&existing).Error
 	if err == nil {
-		return &existing, nil
+		return &existing, false, nil
 	}
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, err
+		return nil, false, err
 	}
 	if cs.TxHash == nil {
-		return nil, fmt.Errorf("models: completed session %s has no hash", cs.ID)
+		return nil, false, fmt.Errorf("models: completed session %s has no hash", cs.ID)
+	}
+	err = tx.Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, cs.Network, *cs.TxHash).Take(&existing).Error
+	switch {
+	case err == nil && existing.SessionID == nil:
+		return s.adoptRecord(tx, cs, link, &existing, at)
+	case err == nil:
+		return nil, true, nil
+	case !errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, false, err
 	}
 	wallet := payer
 	if wallet == "" {
@@ -268,16 +422,35 @@ func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *Payme
 	}
 	t := &Transaction{ID: NewID(), MerchantID: cs.MerchantID, Mode: cs.Mode, PaymentLinkID: &link.ID, SessionID: &cs.ID,
 		Amount: received, Token: link.Token, Network: cs.Network, TxHash: *cs.TxHash, Status: "completed",
-		CustomerEmail: cs.CustomerEmail, CustomerName: cs.CustomerName, WalletAddress: wallet,
+		Verification: VerificationVerified, CustomerEmail: cs.CustomerEmail, CustomerName: cs.CustomerName, WalletAddress: wallet,
 		MerchantWalletAddress: cs.MerchantWalletAddress, Source: SourceCheckout, CreatedAt: at}
-	if err := tx.Model(&TxHashClaim{}).Where("network = ? AND tx_hash = ?", t.Network, t.TxHash).
-		Update("transaction_id", t.ID).Error; err != nil {
-		return nil, err
-	}
 	if err := s.applyTransaction(tx, t); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return t, nil
+	return t, false, nil
+}
+
+// adoptRecord links a transaction the merchant recorded to the session the
+// transfer turned out to pay: it is verified now, and counted toward the
+// link once (the record did not name a link, or named this one).
+func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, t *Transaction, at time.Time) (*Transaction, bool, error) {
+	fields := map[string]any{"session_id": cs.ID, "verification": VerificationVerified, "verification_message": ""}
+	if t.PaymentLinkID == nil {
+		fields["payment_link_id"] = link.ID
+		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", link.ID).Updates(map[string]any{
+			"total_collected":    gorm.Expr("total_collected + ?", int64(t.Amount)),
+			"total_transactions": gorm.Expr("total_transactions + 1"),
+			"updated_at":         at,
+		}).Error; err != nil {
+			return nil, false, err
+		}
+		t.PaymentLinkID = &link.ID
+	}
+	if err := tx.Model(&Transaction{}).Where("id = ?", t.ID).Updates(fields).Error; err != nil {
+		return nil, false, err
+	}
+	t.SessionID, t.Verification = &cs.ID, VerificationVerified
+	return t, false, nil
 }
 
 // emitSessionEvents records the events of an outcome (SPEC.md "Events").
@@ -291,8 +464,19 @@ func (s *Store) emitSessionEvents(tx *gorm.DB, cs *CheckoutSession, link *Paymen
 	var events []EventSpec
 	switch o.Status {
 	case StatusComplete:
-		data := map[string]any{"sessionId": cs.ID, "paymentLinkId": cs.PaymentLinkID, "productId": nil, "externalCustomerId": nil,
-			"customerId": txn.CustomerID, "metadata": map[string]string{}, "txHash": txHash,
+		var productID, externalID any
+		if cs.ProductID != nil {
+			productID = *cs.ProductID
+		}
+		if cs.ExternalCustomerID != "" {
+			externalID = cs.ExternalCustomerID
+		}
+		metadata := map[string]string(cs.Metadata)
+		if metadata == nil {
+			metadata = map[string]string{}
+		}
+		data := map[string]any{"sessionId": cs.ID, "paymentLinkId": cs.PaymentLinkID, "productId": productID, "externalCustomerId": externalID,
+			"checkoutId": cs.CheckoutID, "customerId": txn.CustomerID, "metadata": metadata, "txHash": txHash,
 			"merchantWalletAddress": cs.MerchantWalletAddress, "amount": txn.Amount.String(), "expectedAmount": amount,
 			"network": cs.Network, "token": link.Token, "livemode": live}
 		pay := map[string]any{"transactionId": txn.ID, "sessionId": cs.ID, "paymentLinkId": cs.PaymentLinkID, "customerId": txn.CustomerID,
@@ -321,4 +505,33 @@ func (s *Store) emitSessionEvents(tx *gorm.DB, cs *CheckoutSession, link *Paymen
 		ids = append(ids, got...)
 	}
 	return ids, nil
+}
+
+// WatchedReferences lists the payment references of a network's sessions
+// that have no transaction hash and were created after since: open ones,
+// whose payment is found without a submit, and recently ended ones, whose
+// late payment becomes an exception.
+func (s *Store) WatchedReferences(ctx context.Context, network string, since time.Time, limit int) ([]string, error) {
+	var refs []string
+	err := s.ctx(ctx).Model(&CheckoutSession{}).
+		Where("network = ? AND payment_reference IS NOT NULL AND tx_hash IS NULL AND created_at > ?", network, since).
+		Order("id desc").Limit(limit).Pluck("payment_reference", &refs).Error
+	return refs, err
+}
+
+// SessionByReference loads the session of a payment reference.
+func (s *Store) SessionByReference(ctx context.Context, ref string) (*CheckoutSession, error) {
+	var cs CheckoutSession
+	err := s.ctx(ctx).Where("payment_reference = ?", ref).Take(&cs).Error
+	return &cs, notFound(err)
+}
+
+// OpenSessionsPaidBy lists a merchant's open sessions on a network that a
+// plain transfer of units from wallet would pay: no hash yet, not expired,
+// declaring that wallet and due exactly that amount (the QR code's).
+func (s *Store) OpenSessionsPaidBy(ctx context.Context, merchantID, network, wallet string, units int64) ([]CheckoutSession, error) {
+	var rows []CheckoutSession
+	err := s.ctx(ctx).Where("merchant_id = ? AND network = ? AND status IN ? AND tx_hash IS NULL AND expires_at > ? AND LOWER(wallet_address) = LOWER(?) AND expected_amount = ?",
+		merchantID, network, PreBroadcastStatuses, s.Now(), wallet, units).Limit(2).Find(&rows).Error
+	return rows, err
 }

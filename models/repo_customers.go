@@ -100,5 +100,21 @@ func (s *Store) UpdateCustomer(ctx context.Context, sc Scope, id string, u Custo
 
 // Customers lists a page of the scope's customers, newest first.
 func (s *Store) Customers(ctx context.Context, sc Scope, p Page) ([]Customer, bool, error) {
-	return fetchPage[Customer](s.scoped(ctx, sc), p)
+	return s.CustomerList(ctx, sc, CustomerFilter{}, p)
+}
+
+// CustomerFilter narrows the customers list.
+type CustomerFilter struct {
+	// Search matches part of the e-mail, name or wallet, ignoring case.
+	Search string
+}
+
+// CustomerList lists a page of the scope's customers, newest first.
+func (s *Store) CustomerList(ctx context.Context, sc Scope, f CustomerFilter, p Page) ([]Customer, bool, error) {
+	q := s.scoped(ctx, sc)
+	if f.Search != "" {
+		like := likeContains(f.Search)
+		q = q.Where(`(lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\' OR lower(wallet_address) LIKE ? ESCAPE '\')`, like, like, like)
+	}
+	return fetchPage[Customer](q, p)
 }

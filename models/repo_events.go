@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/paygate/paygate/apperr"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -46,9 +47,14 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
 		return nil, err
 	}
-	if err := tx.Where("key = ?", ev.Key).Take(&e).Error; err != nil {
+	// Read the stored event into a fresh value: Take on e, whose new id is
+	// set, would add "id = <new id>" to the query and find nothing when the
+	// event existed already (an activity retried after its commit).
+	var stored Event
+	if err := tx.Where("key = ?", ev.Key).Take(&stored).Error; err != nil {
 		return nil, err
 	}
+	e = stored
 	var endpoints []WebhookEndpoint
 	if err := tx.Where("merchant_id = ? AND mode = ? AND active = ?", merchantID, mode, true).Find(&endpoints).Error; err != nil {
 		return nil, err
@@ -64,7 +70,7 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 			return nil, err
 		}
 		d := WebhookDelivery{ID: id, MerchantID: merchantID, Mode: mode, EventID: e.ID, EndpointID: ep.ID, Event: e.Type,
-			Payload: body, Status: DeliveryPending, CreatedAt: at.UTC(), UpdatedAt: at.UTC()}
+			SessionID: eventSessionID(e.Data), Payload: body, Status: DeliveryPending, CreatedAt: at.UTC(), UpdatedAt: at.UTC()}
 		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d).Error; err != nil {
 			return nil, err
 		}
@@ -81,4 +87,58 @@ func subscribes(events []string, typ string) bool {
 		}
 	}
 	return false
+}
+
+// eventSessionID is the checkout session an event's data names, if any.
+func eventSessionID(data []byte) *string {
+	var d struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(data, &d) != nil || len(d.SessionID) != 36 {
+		return nil
+	}
+	return &d.SessionID
+}
+
+// EventTest is the type of the event the dashboard's "send test event"
+// posts to one endpoint.
+const EventTest = "webhook.test"
+
+// SendTestEvent records a test event and one delivery of it to the
+// endpoint (whatever events it subscribes to), and returns the delivery.
+// A disabled endpoint is a conflict.
+func (s *Store) SendTestEvent(ctx context.Context, merchantID, endpointID string) (*WebhookDelivery, error) {
+	var d WebhookDelivery
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var ep WebhookEndpoint
+		if err := tx.Where("merchant_id = ? AND id = ?", merchantID, endpointID).Take(&ep).Error; err != nil {
+			return notFound(err)
+		}
+		if !ep.Active {
+			return apperr.Conflict("the endpoint is disabled; enable it to send a test event")
+		}
+		at := s.Now()
+		data := map[string]any{"endpointId": ep.ID, "livemode": ep.Mode == ModeLive,
+			"message": "a test event sent from the dashboard; no payment is behind it"}
+		raw, err := json.Marshal(data)
+		if err != nil {
+			return err
+		}
+		e := Event{ID: NewID(), MerchantID: merchantID, Mode: ep.Mode, Type: EventTest, Key: EventTest + ":" + NewID(), Data: raw, CreatedAt: at}
+		if err := tx.Create(&e).Error; err != nil {
+			return err
+		}
+		id := NewID()
+		body, err := json.Marshal(Envelope{Event: e.Type, Data: data, WebhookDeliveryID: id, Timestamp: at.Format("2006-01-02T15:04:05.000Z")})
+		if err != nil {
+			return err
+		}
+		d = WebhookDelivery{ID: id, MerchantID: merchantID, Mode: ep.Mode, EventID: e.ID, EndpointID: ep.ID, Event: e.Type,
+			Payload: body, Status: DeliveryPending, CreatedAt: at, UpdatedAt: at}
+		return tx.Create(&d).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
 }

@@ -74,6 +74,12 @@ func (s *Store) scoped(ctx context.Context, sc Scope) *gorm.DB {
 	return s.ctx(ctx).Where("merchant_id = ? AND mode = ?", sc.MerchantID, sc.Mode)
 }
 
+// merchantLinks confines link queries to the scope's own links: the links
+// that price subscriptions belong to their subscriptions, not to the list.
+func (s *Store) merchantLinks(ctx context.Context, sc Scope) *gorm.DB {
+	return s.scoped(ctx, sc).Where("subscription_id IS NULL")
+}
+
 // CreatePaymentLink stores a new active link.
 func (s *Store) CreatePaymentLink(ctx context.Context, l *PaymentLink) error {
 	now := s.Now()
@@ -86,7 +92,8 @@ func (s *Store) CreatePaymentLink(ctx context.Context, l *PaymentLink) error {
 // without regard to case).
 func (s *Store) PaymentLinks(ctx context.Context, sc Scope, wallet string) ([]PaymentLink, error) {
 	var links []PaymentLink
-	if err := s.scoped(ctx, sc).Order("id desc").Find(&links).Error; err != nil {
+	// A hosted checkout's single-use link is the checkout's, not a link.
+	if err := s.merchantLinks(ctx, sc).Where("checkout_id IS NULL").Order("id desc").Find(&links).Error; err != nil {
 		return nil, err
 	}
 	if wallet == "" {
@@ -104,10 +111,30 @@ func (s *Store) PaymentLinks(ctx context.Context, sc Scope, wallet string) ([]Pa
 	return out, nil
 }
 
+// LinkFilter narrows a page of payment links.
+type LinkFilter struct {
+	Active *bool
+	// Search matches part of the name, ignoring case.
+	Search string
+}
+
+// PaymentLinkPage lists a page of the scope's links (not hosted checkouts'
+// single-use ones), newest first.
+func (s *Store) PaymentLinkPage(ctx context.Context, sc Scope, f LinkFilter, p Page) ([]PaymentLink, bool, error) {
+	q := s.scoped(ctx, sc).Where("checkout_id IS NULL")
+	if f.Active != nil {
+		q = q.Where("active = ?", *f.Active)
+	}
+	if f.Search != "" {
+		q = q.Where(`lower(name) LIKE ? ESCAPE '\'`, likeContains(f.Search))
+	}
+	return fetchPage[PaymentLink](q, p)
+}
+
 // PaymentLink loads one of the scope's links.
 func (s *Store) PaymentLink(ctx context.Context, sc Scope, id string) (*PaymentLink, error) {
 	var l PaymentLink
-	err := s.scoped(ctx, sc).Where("id = ?", id).Take(&l).Error
+	err := s.merchantLinks(ctx, sc).Where("id = ?", id).Take(&l).Error
 	return &l, notFound(err)
 }
 
@@ -122,7 +149,7 @@ func (s *Store) PaymentLinkByID(ctx context.Context, id string) (*PaymentLink, e
 // (dashboard routes act on ids regardless of mode).
 func (s *Store) PaymentLinkOfMerchant(ctx context.Context, merchantID, id string) (*PaymentLink, error) {
 	var l PaymentLink
-	err := s.ctx(ctx).Where("merchant_id = ? AND id = ?", merchantID, id).Take(&l).Error
+	err := s.ctx(ctx).Where("merchant_id = ? AND id = ? AND subscription_id IS NULL", merchantID, id).Take(&l).Error
 	return &l, notFound(err)
 }
 
@@ -151,7 +178,7 @@ func (s *Store) UpdatePaymentLink(ctx context.Context, sc Scope, id string, u Pa
 	}
 	if len(fields) > 0 {
 		fields["updated_at"] = s.Now()
-		res := s.scoped(ctx, sc).Model(&PaymentLink{}).Where("id = ?", id).Updates(fields)
+		res := s.merchantLinks(ctx, sc).Model(&PaymentLink{}).Where("id = ?", id).Updates(fields)
 		if res.Error != nil {
 			return nil, res.Error
 		}
@@ -170,4 +197,12 @@ func (s *Store) DeletePaymentLink(ctx context.Context, merchantID, id string) (*
 		return nil, err
 	}
 	return l, nil
+}
+
+// PaymentLinkAnyState loads a link by id, deleted ones included (the
+// hosted page still shows a session whose link was deleted).
+func (s *Store) PaymentLinkAnyState(ctx context.Context, id string) (*PaymentLink, error) {
+	var l PaymentLink
+	err := s.ctx(ctx).Unscoped().Where("id = ?", id).Take(&l).Error
+	return &l, notFound(err)
 }

@@ -67,6 +67,7 @@ type MerchantUpdate struct {
 	WalletEVM    *string
 	WalletSolana *string
 	LogoURL      *string
+	EmbedOrigins *[]string
 }
 
 // UpdateMerchant applies the fields that were sent.
@@ -83,6 +84,9 @@ func (s *Store) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate)
 	}
 	if u.LogoURL != nil {
 		fields["logo_url"] = *u.LogoURL
+	}
+	if u.EmbedOrigins != nil {
+		fields["embed_origins"] = StringList(*u.EmbedOrigins)
 	}
 	if len(fields) > 0 {
 		fields["updated_at"] = s.Now()
@@ -168,4 +172,17 @@ func notFound(err error) error {
 		return apperr.NotFound()
 	}
 	return err
+}
+
+// RehashAPIKey replaces a key's hash (found under a previous server secret)
+// with its hash under the current one, so the key keeps working once the
+// previous secret is dropped.
+func (s *Store) RehashAPIKey(ctx context.Context, id, oldHash, newHash string) error {
+	return s.ctx(ctx).Model(&APIKey{}).Where("id = ? AND key_hash = ?", id, oldHash).Update("key_hash", newHash).Error
+}
+
+// RehashDashboardSession does for a dashboard session what RehashAPIKey
+// does for a key.
+func (s *Store) RehashDashboardSession(ctx context.Context, id, oldHash, newHash string) error {
+	return s.ctx(ctx).Model(&DashboardSession{}).Where("id = ? AND token_hash = ?", id, oldHash).Update("token_hash", newHash).Error
 }

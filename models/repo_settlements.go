@@ -11,13 +11,19 @@ import (
 )
 
 // Balance is what a merchant can still pay out on one network and token:
-// completed live transactions less settlements.
+// completed live transactions less settlements, less succeeded refunds and
+// the amounts that refunds in progress (pending, submitted) hold.
 type Balance struct {
 	Network   string
 	Token     string
 	Collected money.Amount
 	Settled   money.Amount
-	Available money.Amount
+	// Refunded is what succeeded refunds returned.
+	Refunded money.Amount
+	// RefundsPending is what refunds in progress hold: a failed refund
+	// gives it back, a succeeded one moves it to Refunded.
+	RefundsPending money.Amount
+	Available      money.Amount
 }
 
 // Balances lists the merchant's live balances per network and token.
@@ -31,15 +37,25 @@ func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
 		Token   string
 		Total   int64
 	}
-	var in, out []row
+	var in, out, refunded, held []row
 	if err := tx.Model(&Transaction{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
-		Where("merchant_id = ? AND mode = ? AND status = ?", merchantID, ModeLive, "completed").
+		Where("merchant_id = ? AND mode = ? AND status = ? AND verification = ?", merchantID, ModeLive, "completed", VerificationVerified).
 		Group("network, token").Scan(&in).Error; err != nil {
 		return nil, err
 	}
 	if err := tx.Model(&Settlement{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
 		Where("merchant_id = ? AND mode = ?", merchantID, ModeLive).
 		Group("network, token").Scan(&out).Error; err != nil {
+		return nil, err
+	}
+	if err := tx.Model(&Refund{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
+		Where("merchant_id = ? AND mode = ? AND status = ?", merchantID, ModeLive, RefundSucceeded).
+		Group("network, token").Scan(&refunded).Error; err != nil {
+		return nil, err
+	}
+	if err := tx.Model(&Refund{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
+		Where("merchant_id = ? AND mode = ? AND status IN ?", merchantID, ModeLive, []string{RefundPending, RefundSubmitted}).
+		Group("network, token").Scan(&held).Error; err != nil {
 		return nil, err
 	}
 	idx := map[[2]string]*Balance{}
@@ -60,10 +76,16 @@ func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
 	for _, r := range out {
 		get(r.Network, r.Token).Settled = money.Amount(r.Total)
 	}
+	for _, r := range refunded {
+		get(r.Network, r.Token).Refunded = money.Amount(r.Total)
+	}
+	for _, r := range held {
+		get(r.Network, r.Token).RefundsPending = money.Amount(r.Total)
+	}
 	res := make([]Balance, 0, len(order))
 	for _, k := range order {
 		b := idx[k]
-		b.Available = b.Collected - b.Settled
+		b.Available = b.Collected - b.Settled - b.Refunded - b.RefundsPending
 		res = append(res, *b)
 	}
 	return res, nil

@@ -15,23 +15,35 @@ const (
 	SourceAPI      = "api"
 )
 
-// RecordTransaction stores a transaction the merchant reports, claims its
-// hash (a hash backs one session or transaction, ever), adds it to the
-// link's totals and to the customer's (created when new), in one
-// transaction. A claimed hash is a conflict and nothing is written.
+// RecordTransaction stores a transaction the merchant reports and adds it
+// to the link's totals and to the customer's (created when new), in one
+// transaction. Within the merchant a hash backs one transaction (409
+// otherwise); another merchant's record or session never blocks it. The
+// record starts unverified: the worker checks it on chain, and only
+// verified records count toward the settlement balance.
 func (s *Store) RecordTransaction(ctx context.Context, t *Transaction) error {
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		t.ID, t.CreatedAt, t.Status, t.Source = NewID(), s.Now(), "completed", SourceAPI
-		claim := TxHashClaim{Network: t.Network, TxHash: t.TxHash, TransactionID: &t.ID, CreatedAt: t.CreatedAt}
-		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&claim)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return apperr.Conflict("transaction already recorded")
+		if t.Verification == "" {
+			t.Verification = VerificationPending
 		}
 		return s.applyTransaction(tx, t)
 	})
+}
+
+// PendingRecords lists recorded transactions not yet verified on chain,
+// oldest first.
+func (s *Store) PendingRecords(ctx context.Context, limit int) ([]Transaction, error) {
+	var rows []Transaction
+	err := s.ctx(ctx).Where("verification = ?", VerificationPending).Order("id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
+// SetRecordVerification stores the chain's answer about a recorded
+// transaction (verified or failed, with why).
+func (s *Store) SetRecordVerification(ctx context.Context, id, state, message string) error {
+	return s.ctx(ctx).Model(&Transaction{}).Where("id = ? AND verification = ?", id, VerificationPending).
+		Updates(map[string]any{"verification": state, "verification_message": truncate(message, 500)}).Error
 }
 
 // applyTransaction inserts t and adds it to the link's and the customer's

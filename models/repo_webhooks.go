@@ -3,9 +3,11 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/keyring"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -19,6 +21,8 @@ type DeliveryTarget struct {
 	Secret string
 	Body   []byte
 	Active bool
+	// Live is true for a live-mode endpoint (held to the strict dial policy).
+	Live bool
 }
 
 // DeliveryTarget loads a delivery's payload and its endpoint as they are
@@ -38,7 +42,135 @@ func (s *Store) DeliveryTarget(ctx context.Context, deliveryID string) (Delivery
 		}
 		return DeliveryTarget{}, err
 	}
-	return DeliveryTarget{URL: ep.URL, Secret: ep.Secret, Body: d.Payload, Active: ep.Active}, nil
+	secret, err := s.openSecret(ctx, &ep)
+	if err != nil {
+		return DeliveryTarget{}, err
+	}
+	return DeliveryTarget{URL: ep.URL, Secret: secret, Body: d.Payload, Active: ep.Active, Live: ep.Mode == ModeLive}, nil
+}
+
+// errNoKeyring: the store was opened without a keyring, so endpoint
+// secrets can be neither sealed nor opened.
+var errNoKeyring = errors.New("models: no keyring for webhook secrets (PAYGATE_SECRET_KEY)")
+
+// secretAAD binds a sealed secret to its endpoint row.
+func secretAAD(endpointID string) string { return "webhook_endpoints/" + endpointID }
+
+func (s *Store) sealSecret(endpointID, secret string) (string, error) {
+	if s.secrets == nil {
+		return "", errNoKeyring
+	}
+	return s.secrets.Seal(secret, secretAAD(endpointID))
+}
+
+// openSecret returns an endpoint's secret in clear. A secret sealed under a
+// previous server secret, or still in clear (written by an older binary),
+// is sealed under the current key on the way (lazy re-encryption; a failed
+// write is retried at the next use).
+func (s *Store) openSecret(ctx context.Context, ep *WebhookEndpoint) (string, error) {
+	if s.secrets == nil {
+		return "", errNoKeyring
+	}
+	var (
+		secret string
+		stale  bool
+	)
+	switch {
+	case ep.SecretSealed != "":
+		var err error
+		secret, stale, err = s.secrets.Open(ep.SecretSealed, secretAAD(ep.ID))
+		if err != nil {
+			return "", fmt.Errorf("webhook endpoint %s: secret: %w", ep.ID, err)
+		}
+	case ep.LegacySecret != "":
+		secret, stale = ep.LegacySecret, true
+	default:
+		return "", fmt.Errorf("webhook endpoint %s: no secret stored", ep.ID)
+	}
+	if stale {
+		_, _ = s.resealEndpoint(ctx, ep.ID, ep.SecretSealed, ep.LegacySecret, secret)
+	}
+	return secret, nil
+}
+
+// resealEndpoint writes secret sealed under the current key, provided the
+// row still holds what was read (a rotation in between wins).
+func (s *Store) resealEndpoint(ctx context.Context, id, sealedWas, legacyWas, secret string) (bool, error) {
+	sealed, err := s.sealSecret(id, secret)
+	if err != nil {
+		return false, err
+	}
+	res := s.ctx(ctx).Unscoped().Model(&WebhookEndpoint{}).
+		Where("id = ? AND COALESCE(secret_sealed, '') = ? AND secret = ?", id, sealedWas, legacyWas).
+		Updates(map[string]any{"secret_sealed": sealed, "secret": ""})
+	return res.RowsAffected > 0, res.Error
+}
+
+// EndpointSecret opens one endpoint's signing secret (operators and tests;
+// deliveries get it through DeliveryTarget).
+func (s *Store) EndpointSecret(ctx context.Context, endpointID string) (string, error) {
+	var ep WebhookEndpoint
+	if err := s.ctx(ctx).Where("id = ?", endpointID).Take(&ep).Error; err != nil {
+		return "", notFound(err)
+	}
+	return s.openSecret(ctx, &ep)
+}
+
+// ResealResult counts what ResealWebhookSecrets did.
+type ResealResult struct {
+	// Endpoints is how many endpoints (deleted ones included) were looked at.
+	Endpoints int
+	// Resealed counts secrets sealed again under the current key (they were
+	// under a previous server secret, or in clear).
+	Resealed int
+	// Current counts secrets already under the current key.
+	Current int
+}
+
+// ResealWebhookSecrets seals every endpoint's secret under the current key
+// (`paygate secrets rotate`): after it, PAYGATE_SECRET_KEY_PREVIOUS is no
+// longer needed to open any of them. A secret that opens with no key of the
+// ring is an error naming the endpoint; the others are still done.
+func (s *Store) ResealWebhookSecrets(ctx context.Context) (ResealResult, error) {
+	var out ResealResult
+	if s.secrets == nil {
+		return out, errNoKeyring
+	}
+	var rows []WebhookEndpoint
+	if err := s.ctx(ctx).Unscoped().Order("id").Find(&rows).Error; err != nil {
+		return out, err
+	}
+	var errs []error
+	for i := range rows {
+		ep := &rows[i]
+		out.Endpoints++
+		if ep.SecretSealed != "" {
+			if id, err := keyring.KeyID(ep.SecretSealed); err == nil && id == s.secrets.CurrentKeyID() && ep.LegacySecret == "" {
+				out.Current++
+				continue
+			}
+		}
+		secret := ep.LegacySecret
+		if ep.SecretSealed != "" {
+			var err error
+			if secret, _, err = s.secrets.Open(ep.SecretSealed, secretAAD(ep.ID)); err != nil {
+				errs = append(errs, fmt.Errorf("webhook endpoint %s: %w", ep.ID, err))
+				continue
+			}
+		}
+		if secret == "" {
+			continue
+		}
+		ok, err := s.resealEndpoint(ctx, ep.ID, ep.SecretSealed, ep.LegacySecret, secret)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("webhook endpoint %s: %w", ep.ID, err))
+			continue
+		}
+		if ok {
+			out.Resealed++
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // AttemptRecord is one delivery attempt to store.
@@ -114,10 +246,16 @@ func (s *Store) WebhookDelivery(ctx context.Context, id string) (*WebhookDeliver
 	return &d, notFound(err)
 }
 
-// CreateWebhookEndpoint stores an endpoint.
+// CreateWebhookEndpoint stores an endpoint; ep.Secret, in clear, is stored
+// sealed (SecretSealed).
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint) error {
 	now := s.Now()
 	ep.ID, ep.CreatedAt, ep.UpdatedAt, ep.Active = NewID(), now, now, true
+	sealed, err := s.sealSecret(ep.ID, ep.Secret)
+	if err != nil {
+		return err
+	}
+	ep.SecretSealed, ep.LegacySecret = sealed, ""
 	return s.ctx(ctx).Create(ep).Error
 }
 
@@ -156,7 +294,11 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 		fields["active"] = *u.Active
 	}
 	if u.Secret != nil {
-		fields["secret"] = *u.Secret
+		sealed, err := s.sealSecret(id, *u.Secret)
+		if err != nil {
+			return nil, err
+		}
+		fields["secret_sealed"], fields["secret"] = sealed, ""
 	}
 	res := s.ctx(ctx).Model(&WebhookEndpoint{}).Where("merchant_id = ? AND id = ?", merchantID, id).Updates(fields)
 	if res.Error != nil {
@@ -165,7 +307,11 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 	if res.RowsAffected == 0 {
 		return nil, apperr.NotFound()
 	}
-	return s.WebhookEndpoint(ctx, merchantID, id)
+	ep, err := s.WebhookEndpoint(ctx, merchantID, id)
+	if err == nil && u.Secret != nil {
+		ep.Secret = *u.Secret // the rotation's answer shows it once
+	}
+	return ep, err
 }
 
 // DeleteWebhookEndpoint removes an endpoint. Its pending deliveries can no
@@ -189,11 +335,69 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, merchantID, id string
 type DeliveryFilter struct {
 	Event        string
 	Status       string
+	EndpointID   string
+	SessionID    string
 	Since, Until *time.Time
 }
 
 // WebhookDeliveries lists a page of the scope's deliveries, newest first.
 func (s *Store) WebhookDeliveries(ctx context.Context, sc Scope, f DeliveryFilter, p Page) ([]WebhookDelivery, bool, error) {
-	q := equal(s.scoped(ctx, sc), "event", f.Event, "status", f.Status)
+	q := equal(s.scoped(ctx, sc), "event", f.Event, "status", f.Status, "endpoint_id", f.EndpointID, "session_id", f.SessionID)
 	return fetchPage[WebhookDelivery](createdBetween(q, f.Since, f.Until), p)
+}
+
+// DeliveryAttempts lists the attempts of deliveries, each in order.
+func (s *Store) DeliveryAttempts(ctx context.Context, deliveryIDs []string) (map[string][]DeliveryAttempt, error) {
+	out := map[string][]DeliveryAttempt{}
+	if len(deliveryIDs) == 0 {
+		return out, nil
+	}
+	var rows []DeliveryAttempt
+	if err := s.ctx(ctx).Where("delivery_id IN ?", deliveryIDs).Order("delivery_id, attempt").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.DeliveryID] = append(out[r.DeliveryID], r)
+	}
+	return out, nil
+}
+
+// EndpointURLs maps the merchant's endpoint ids to their URLs, deleted
+// endpoints included (the delivery log still names them).
+func (s *Store) EndpointURLs(ctx context.Context, merchantID string, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var eps []WebhookEndpoint
+	if err := s.ctx(ctx).Unscoped().Select("id", "url").Where("merchant_id = ? AND id IN ?", merchantID, ids).Find(&eps).Error; err != nil {
+		return nil, err
+	}
+	for _, e := range eps {
+		out[e.ID] = e.URL
+	}
+	return out, nil
+}
+
+// PendingDeliveries lists up to limit pending deliveries created before
+// createdBefore whose id sorts after afterID, in id order (creation order),
+// for the delivery reconciler, which walks them with afterID as a cursor.
+func (s *Store) PendingDeliveries(ctx context.Context, afterID string, createdBefore time.Time, limit int) ([]WebhookDelivery, error) {
+	var rows []WebhookDelivery
+	err := s.ctx(ctx).Where("status = ? AND created_at < ? AND id > ?", DeliveryPending, createdBefore.UTC(), afterID).
+		Order("id").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
+// SettleDelivery moves a delivery that is still pending to status
+// (delivered or failed): the reconciler's answer when the delivery's
+// workflow ended with a verdict the read model did not receive. It reports
+// whether the row changed; a delivery already settled is left alone.
+func (s *Store) SettleDelivery(ctx context.Context, id, status string) (bool, error) {
+	if status != DeliveryDelivered && status != DeliveryFailed {
+		return false, fmt.Errorf("settle delivery %s: status %q is not final", id, status)
+	}
+	res := s.ctx(ctx).Model(&WebhookDelivery{}).Where("id = ? AND status = ?", id, DeliveryPending).
+		Updates(map[string]any{"status": status, "updated_at": s.Now()})
+	return res.RowsAffected > 0, res.Error
 }

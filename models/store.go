@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/paygate/paygate/keyring"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -21,6 +23,10 @@ import (
 type Store struct {
 	db  *gorm.DB
 	now func() time.Time
+	// secrets seals webhook signing secrets at rest (nil: endpoints cannot
+	// be created or delivered to, and migration 0005 refuses to run over
+	// secrets in clear).
+	secrets *keyring.Ring
 }
 
 // Options for Open.
@@ -31,6 +37,41 @@ type Options struct {
 	SQLitePath string
 	// Logger receives slow-query warnings; nil discards them.
 	Logger *slog.Logger
+	// Pool sizes PostgreSQL's connection pool; zero fields take
+	// DefaultPool's. database/sql's own default keeps only 2 idle
+	// connections, so every burst above that forks new backends.
+	Pool Pool
+	// Secrets seals webhook signing secrets (keyring.PurposeWebhookSecret,
+	// from PAYGATE_SECRET_KEY and PAYGATE_SECRET_KEY_PREVIOUS).
+	Secrets *keyring.Ring
+}
+
+// Pool is the PostgreSQL connection pool.
+type Pool struct {
+	MaxOpen     int           // DB_MAX_OPEN_CONNS
+	MaxIdle     int           // DB_MAX_IDLE_CONNS
+	MaxLifetime time.Duration // DB_CONN_MAX_LIFETIME
+	MaxIdleTime time.Duration // DB_CONN_MAX_IDLE_TIME
+}
+
+// DefaultPool: 32 connections kept open and idle (no churn under steady
+// load), recycled every 30 minutes, closed after 5 idle minutes.
+var DefaultPool = Pool{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, MaxIdleTime: 5 * time.Minute}
+
+func (p Pool) withDefaults() Pool {
+	if p.MaxOpen <= 0 {
+		p.MaxOpen = DefaultPool.MaxOpen
+	}
+	if p.MaxIdle <= 0 {
+		p.MaxIdle = min(DefaultPool.MaxIdle, p.MaxOpen)
+	}
+	if p.MaxLifetime <= 0 {
+		p.MaxLifetime = DefaultPool.MaxLifetime
+	}
+	if p.MaxIdleTime <= 0 {
+		p.MaxIdleTime = DefaultPool.MaxIdleTime
+	}
+	return p
 }
 
 // Open connects to the store (no migration; call Migrate).
@@ -45,6 +86,15 @@ func Open(opts Options) (*Store, error) {
 	var err error
 	if opts.DatabaseURL != "" {
 		db, err = gorm.Open(postgres.Open(opts.DatabaseURL), cfg)
+		if err == nil {
+			if sqlDB, derr := db.DB(); derr == nil {
+				p := opts.Pool.withDefaults()
+				sqlDB.SetMaxOpenConns(p.MaxOpen)
+				sqlDB.SetMaxIdleConns(p.MaxIdle)
+				sqlDB.SetConnMaxLifetime(p.MaxLifetime)
+				sqlDB.SetConnMaxIdleTime(p.MaxIdleTime)
+			}
+		}
 	} else {
 		path := opts.SQLitePath
 		if path == "" {
@@ -55,7 +105,11 @@ func Open(opts Options) (*Store, error) {
 		}
 		// WAL lets readers run beside the single writer; busy_timeout makes
 		// concurrent writers wait instead of failing with SQLITE_BUSY.
-		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+		// The path is escaped for the URI: a '#' or '?' in it (a test's
+		// temporary folder for a subtest "sqlite#01") would otherwise cut
+		// the path short and drop the pragmas, and every such test would
+		// share one file named after the cut.
+		dsn := "file:" + sqliteURIPath(path) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 		if err == nil {
 			sqlDB, derr := db.DB()
@@ -67,11 +121,19 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("models: open: %w", err)
 	}
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}, nil
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, secrets: opts.Secrets}, nil
 }
 
-// Migrate moves the schema to the newest version.
-func (s *Store) Migrate() error { return Migrate(s.db) }
+// sqliteURIPath escapes the characters that end or change a file: URI's path.
+func sqliteURIPath(p string) string {
+	return strings.NewReplacer("%", "%25", "#", "%23", "?", "%3f").Replace(p)
+}
+
+// Migrate moves the schema to the newest version. Migrations that encrypt
+// data at rest use the store's keyring.
+func (s *Store) Migrate() error {
+	return Migrate(s.db.WithContext(withKeyring(context.Background(), s.secrets)))
+}
 
 // Dialect names the database ("sqlite" or "postgres").
 func (s *Store) Dialect() string { return s.db.Dialector.Name() }

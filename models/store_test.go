@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -178,43 +179,20 @@ func TestCursorPagination(t *testing.T) {
 	})
 }
 
-func TestSubscriptionActions(t *testing.T) {
-	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
-		ctx := context.Background()
-		m := newMerchant(t, st, "s@x.io")
-		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
-		sub := &models.Subscription{MerchantID: m.ID, Mode: models.ModeTest, Status: models.SubActive, Network: "base_sepolia",
-			BillingModel: "push", Amount: money.FromCents(500), BillingInterval: "month"}
-		if err := st.CreateSubscription(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		got, err := st.ApplySubscriptionAction(ctx, sc, sub.ID, models.ActionPause)
-		if err != nil || got.Status != models.SubPaused {
-			t.Fatalf("pause: %v %v", got, err)
-		}
-		if _, err := st.ApplySubscriptionAction(ctx, sc, sub.ID, models.ActionPause); !errors.Is(err, apperr.ErrBadRequest) {
-			t.Fatalf("pause twice: %v", err)
-		}
-		got, err = st.ApplySubscriptionAction(ctx, sc, sub.ID, models.ActionResume)
-		if err != nil || got.Status != models.SubActive {
-			t.Fatalf("resume: %v %v", got, err)
-		}
-		got, err = st.ApplySubscriptionAction(ctx, sc, sub.ID, models.ActionCancel)
-		if err != nil || !got.CancelAtPeriodEnd || got.Status != models.SubActive {
-			t.Fatalf("cancel: %+v %v", got, err)
-		}
-		if _, err := st.ApplySubscriptionAction(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeLive}, sub.ID, models.ActionCancel); !errors.Is(err, apperr.ErrNotFound) {
-			t.Fatalf("other mode: %v", err)
-		}
-	})
-}
-
 func TestSettlementBalance(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		m := newMerchant(t, st, "b@x.io")
-		if err := st.RecordTransaction(ctx, &models.Transaction{MerchantID: m.ID, Mode: models.ModeLive, Amount: money.FromCents(10000),
-			Token: "USDC", Network: "base", TxHash: "0xaa"}); err != nil {
+		rec := &models.Transaction{MerchantID: m.ID, Mode: models.ModeLive, Amount: money.FromCents(10000),
+			Token: "USDC", Network: "base", TxHash: "0xaa"}
+		if err := st.RecordTransaction(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		// A record counts only once the chain confirms it.
+		if bals, _ := st.Balances(ctx, m.ID); len(bals) != 0 && bals[0].Available != 0 {
+			t.Fatalf("an unverified record counted: %+v", bals)
+		}
+		if err := st.SetRecordVerification(ctx, rec.ID, models.VerificationVerified, "ok"); err != nil {
 			t.Fatal(err)
 		}
 		mk := func(cents int64, hash string) error {
@@ -237,44 +215,158 @@ func TestSettlementBalance(t *testing.T) {
 	})
 }
 
-// A session that failed TX_NOT_FOUND releases its hash: the transfer that
-// lands late can still be recorded by the merchant.
-func TestTxNotFoundReleasesTheHash(t *testing.T) {
+// Claims on a hash are per merchant and provisional until a session
+// completes: a failed session never blocks anyone, a completed one blocks
+// only its own merchant, two sessions without proof on one transfer are
+// contested (an exception, no completion), a transfer carrying another
+// session's reference never completes this one, and USDC that reached the
+// merchant without paying a session becomes an exception that the merchant
+// resolves into a transaction.
+func TestPaymentClaims(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
-		m := newMerchant(t, st, "late@x.io")
+		m := newMerchant(t, st, "claims@x.io")
+		other := newMerchant(t, st, "other@x.io")
 		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
 			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
 			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
 		if err := st.CreatePaymentLink(ctx, link); err != nil {
 			t.Fatal(err)
 		}
-		finish := func(reason string) string {
+		n := 0
+		session := func(hash string) *models.CheckoutSession {
+			n++
+			ref := fmt.Sprintf("0x%064x", n)
 			cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
-				ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef"}
+				ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
+				CustomerEmail: fmt.Sprintf("c%d@x.io", n)}
 			if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 				t.Fatal(err)
 			}
-			hash := "0x" + strings.Repeat("7", 62) + reason[:2]
-			if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
-				t.Fatal(err)
+			if hash != "" {
+				if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
+					t.Fatalf("claim %s: %v", hash, err)
+				}
+				if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(),
+					Status: models.StatusBroadcast, Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+				cs.TxHash = &hash
 			}
-			if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusFailed,
-				Source: "chain", Reason: reason, At: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
-			return hash
+			return cs
 		}
-		record := func(hash string) error {
-			return st.RecordTransaction(ctx, &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, Amount: money.FromCents(500),
+		finish := func(cs *models.CheckoutSession, o models.Outcome) models.FinishResult {
+			o.SessionID, o.EntryID, o.Source, o.At = cs.ID, models.NewID(), "chain", time.Now()
+			res, err := st.FinishSession(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		record := func(merchant, hash string) error {
+			return st.RecordTransaction(ctx, &models.Transaction{MerchantID: merchant, Mode: models.ModeTest, Amount: money.FromCents(500),
 				Token: "USDC", Network: "base_sepolia", TxHash: hash})
 		}
-		if err := record(finish(models.ReasonTxNotFound)); err != nil {
-			t.Fatalf("a hash released by TX_NOT_FOUND must be recordable: %v", err)
+		hash := func(c byte) string { return "0x" + strings.Repeat(string(c), 64) }
+
+		// A failed session blocks nothing (a stranger's submit burns nothing).
+		for _, reason := range []string{models.ReasonTxNotFound, models.ReasonInvalidTransfer, "TX_REVERTED"} {
+			h := hash(reason[3])
+			finish(session(h), models.Outcome{Status: models.StatusFailed, Reason: reason})
+			session(h) // another session of the merchant may take it
+			if err := record(m.ID, h); err != nil {
+				t.Fatalf("after %s the merchant must be able to record the hash: %v", reason, err)
+			}
 		}
-		// Any other failure keeps the claim: the transfer was judged.
-		if err := record(finish("INVALID_TRANSFER")); !errors.Is(err, apperr.ErrConflict) {
-			t.Fatalf("a judged hash stays claimed: %v", err)
+
+		// A completed session blocks its merchant only.
+		h := hash('a')
+		paid := session(h)
+		if got := finish(paid, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Bound: true}); got.Status != models.StatusComplete {
+			t.Fatalf("bound transfer: %+v", got)
+		}
+		later := session("")
+		if err := st.ClaimSessionTxHash(ctx, later.ID, "base_sepolia", h); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a paid hash on another session of the merchant: %v", err)
+		}
+		if err := st.ClaimSessionTxHash(ctx, paid.ID, "base_sepolia", h); err != nil {
+			t.Fatalf("the session's own hash again: %v", err)
+		}
+		if err := record(m.ID, h); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("recording a paid hash again: %v", err)
+		}
+		if err := record(other.ID, h); err != nil {
+			t.Fatalf("another merchant's record is never blocked: %v", err)
+		}
+
+		// Two sessions without proof on one transfer: contested, neither completes.
+		h = hash('b')
+		first, second := session(h), session(h)
+		if got := finish(first, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Payer: "0xpayer"}); got.Status != models.StatusFailed || got.Reason != models.ReasonTxContested {
+			t.Fatalf("contested first: %+v", got)
+		}
+		if got := finish(second, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Payer: "0xpayer"}); got.Status != models.StatusFailed || got.Reason != models.ReasonTxContested {
+			t.Fatalf("contested second: %+v", got)
+		}
+		excs, _, err := st.PaymentExceptions(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, models.ExceptionFilter{TxHash: h}, models.Page{Limit: 10})
+		if err != nil || len(excs) != 1 || excs[0].Kind != models.ExceptionContested || len(excs[0].SessionIDs) != 2 || excs[0].Amount != money.FromCents(500) {
+			t.Fatalf("contested exception: %+v %v", excs, err)
+		}
+		// A session with proof on the same transfer is not held up by it.
+		proven := session(h)
+		if got := finish(proven, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Bound: true}); got.Status != models.StatusComplete {
+			t.Fatalf("a proven session must complete: %+v", got)
+		}
+
+		// A transfer carrying another session's reference is that session's.
+		h = hash('c')
+		owner, thief := session(""), session(h)
+		if got := finish(thief, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Refs: []string{*owner.PaymentReference}}); got.Status != models.StatusFailed || got.Reason != models.ReasonInvalidTransfer {
+			t.Fatalf("a transfer bound to another session: %+v", got)
+		}
+
+		// Short payment: an exception the merchant resolves into the session's transaction.
+		h = hash('d')
+		short := session(h)
+		got := finish(short, models.Outcome{Status: models.StatusFailed, Reason: models.ReasonInvalidTransfer, ReceivedUnits: "4000000",
+			Payer: "0xpayer", Message: "merchant received 4000000 units, expected 5000000"})
+		if got.Status != models.StatusFailed || len(got.Deliveries) != 0 {
+			t.Fatalf("short payment: %+v", got)
+		}
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		excs, _, _ = st.PaymentExceptions(ctx, sc, models.ExceptionFilter{TxHash: h}, models.Page{Limit: 10})
+		if len(excs) != 1 || excs[0].Kind != models.ExceptionUnderpaid || excs[0].Amount != money.FromCents(400) {
+			t.Fatalf("underpaid exception: %+v", excs)
+		}
+		if _, _, _, err := st.ResolveException(ctx, models.Scope{MerchantID: other.ID, Mode: models.ModeTest}, excs[0].ID, models.Resolution{}); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("another merchant resolves: %v", err)
+		}
+		exc, txn, _, err := st.ResolveException(ctx, sc, excs[0].ID, models.Resolution{SessionID: short.ID, Note: "customer topped up by e-mail"})
+		if err != nil || exc.Status != models.ExceptionResolved || txn.Amount != money.FromCents(400) || txn.SessionID == nil ||
+			*txn.SessionID != short.ID || txn.Source != models.SourceException || txn.Verification != models.VerificationVerified {
+			t.Fatalf("resolve: %+v %+v %v", exc, txn, err)
+		}
+		if _, _, _, err := st.ResolveException(ctx, sc, excs[0].ID, models.Resolution{}); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("resolve twice: %v", err)
+		}
+
+		// A record the merchant makes while the session is verifying is
+		// adopted by the session it paid (one transaction, counted once);
+		// a hash already recorded cannot be submitted to a session.
+		h = hash('e')
+		adopter := session(h)
+		if err := record(m.ID, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ClaimSessionTxHash(ctx, later.ID, "base_sepolia", h); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a recorded hash is the merchant's already: %v", err)
+		}
+		if got := finish(adopter, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Bound: true}); got.Status != models.StatusComplete {
+			t.Fatalf("adopting a record: %+v", got)
+		}
+		txs, _, _ := st.Transactions(ctx, sc, models.TransactionFilter{TxHash: h}, models.Page{Limit: 10})
+		if len(txs) != 1 || txs[0].SessionID == nil || *txs[0].SessionID != adopter.ID || txs[0].Verification != models.VerificationVerified {
+			t.Fatalf("adopted record: %+v", txs)
 		}
 	})
 }

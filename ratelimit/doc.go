@@ -2,6 +2,13 @@
 // (SPEC.md "Rate limits") and the brute-force block that follows repeated
 // failed authentications (SPEC.md "Authentication", item 8).
 //
+// A client is an IPv4 address or, by default, an IPv6 /64 (Config.IPv6PrefixBits):
+// one end site holds a whole /64, so counting single IPv6 addresses would give a
+// client a fresh budget, and a way out of the block, with every address it
+// picks. Failed sign-ins are also counted per account (Limiter.AllowAccount,
+// Limiter.RecordLoginFailure), so guesses spread over many addresses still
+// meet a limit at the account they aim at.
+//
 // Every limit is an exact sliding log: the store keeps the timestamp of each
 // counted event and a request is admitted only when fewer than Limit events
 // lie inside the last Window. There is no fixed-window approximation, so a
@@ -26,4 +33,7 @@
 //	api := engine.Group("/api", lim.Middleware())
 //	// in the auth middleware, on every failed authentication:
 //	_ = lim.RecordAuthFailure(c.Request.Context(), c.ClientIP())
+//	// in the sign-in handler, before the password is checked, and on a wrong one:
+//	if !lim.AllowAccount(c, email) { return }
+//	_ = lim.RecordLoginFailure(c.Request.Context(), c.ClientIP(), email)
 package ratelimit

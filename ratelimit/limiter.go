@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,15 +29,39 @@ type Config struct {
 	// Tiers are checked in order; nil means DefaultTiers().
 	Tiers []Tier
 	// IPv6PrefixBits, when between 1 and 127, limits IPv6 clients per
-	// network of that prefix length (64 groups a typical end site) instead of
-	// per address. 0 limits per address, as SPEC.md states.
+	// network of that prefix length instead of per address: an end site is
+	// given a /64 (or more), so a client rotating addresses inside it would
+	// otherwise get a fresh budget, and escape the brute-force block, with
+	// every address. 0 or 128 limits per address. DefaultConfig sets
+	// DefaultIPv6PrefixBits.
 	IPv6PrefixBits int
+	// AccountFailures, when its Limit is positive, limits failed sign-ins
+	// per account (the e-mail address) as the auth-failure tier limits them
+	// per address, so that an attacker spreading guesses over many
+	// addresses still gets only Limit guesses per Window at one account.
+	// Fed by RecordLoginFailure, enforced by AllowAccount. Its Match is
+	// ignored.
+	AccountFailures Tier
+}
+
+// DefaultIPv6PrefixBits groups IPv6 clients per /64, the smallest network an
+// end site is normally given.
+const DefaultIPv6PrefixBits = 64
+
+// TierAccountFailures names the per-account failed sign-in log.
+const TierAccountFailures = "account_failures"
+
+// DefaultAccountFailures is the per-account tier of DefaultConfig: SPEC.md's
+// auth-failure figures (10 in 5 minutes) applied to one account.
+func DefaultAccountFailures() Tier {
+	return Tier{Name: TierAccountFailures, Limit: 10, Window: 5 * time.Minute}
 }
 
 // DefaultConfig is the production configuration: enabled, SPEC.md's tiers,
-// loopback exempt.
+// loopback exempt, IPv6 clients per /64, failed sign-ins limited per account.
 func DefaultConfig() Config {
-	return Config{Enabled: true, ExemptLoopback: true, Tiers: DefaultTiers()}
+	return Config{Enabled: true, ExemptLoopback: true, Tiers: DefaultTiers(), IPv6PrefixBits: DefaultIPv6PrefixBits,
+		AccountFailures: DefaultAccountFailures()}
 }
 
 // Validate reports the first problem with the configuration.
@@ -66,6 +92,16 @@ func (c Config) Validate() error {
 	if c.IPv6PrefixBits < 0 || c.IPv6PrefixBits > 128 {
 		return fmt.Errorf("ratelimit: IPv6PrefixBits %d out of range 0..128", c.IPv6PrefixBits)
 	}
+	if a := c.AccountFailures; a.Limit != 0 {
+		switch {
+		case a.Limit < 0:
+			return errors.New("ratelimit: account tier: limit must be positive")
+		case a.Name == "" || strings.ContainsAny(a.Name, "{}"):
+			return fmt.Errorf("ratelimit: account tier: name %q must be non-empty without '{' or '}'", a.Name)
+		case a.Window < time.Millisecond || a.Window%time.Millisecond != 0:
+			return errors.New("ratelimit: account tier: window must be a whole number of milliseconds")
+		}
+	}
 	return nil
 }
 
@@ -76,6 +112,7 @@ type Limiter struct {
 	tiers  []Tier // request tiers, in order
 	auth   *Tier  // the auth-failure tier, or nil
 	authR  *Rule
+	acctR  *Rule // the per-account failure rule, or nil
 	now    func() time.Time
 	logger *slog.Logger
 
@@ -116,6 +153,10 @@ func New(store Store, cfg Config, opts ...Option) *Limiter {
 			continue
 		}
 		l.tiers = append(l.tiers, t)
+	}
+	if cfg.AccountFailures.Limit > 0 {
+		r := cfg.AccountFailures.Rule()
+		l.acctR = &r
 	}
 	for _, o := range opts {
 		o(l)
@@ -226,6 +267,69 @@ func (l *Limiter) RecordAuthFailure(ctx context.Context, ip string) error {
 	}
 	_, err := l.store.Add(ctx, subject, l.now(), *l.authR)
 	return err
+}
+
+// AllowAccount is the per-account guard of a sign-in: before the password is
+// checked, it refuses the request when account (the e-mail address as typed;
+// compared case-insensitively) has reached the account tier's limit of
+// failures inside its window, whatever address they came from. It answers
+// as the address block does (401 UNAUTHORIZED, Retry-After and the
+// X-RateLimit-* headers), aborts the request and returns false. The password
+// is not checked while the account is blocked, so the right one cannot be
+// found by guessing on. It returns true when limiting is off, no account
+// tier is configured, the caller is an exempt loopback address, or the store
+// fails (limits protect; they must not lock everybody out).
+func (l *Limiter) AllowAccount(c *gin.Context, account string) bool {
+	if !l.cfg.Enabled || l.acctR == nil {
+		return true
+	}
+	if _, loopback := l.subject(c.ClientIP()); loopback && l.cfg.ExemptLoopback {
+		return true
+	}
+	now := l.now()
+	res, err := l.store.Take(c.Request.Context(), accountSubject(account), now, l.acctR, nil)
+	if err != nil {
+		l.logStoreError(err)
+		return true
+	}
+	if !res.Blocked {
+		return true
+	}
+	retry := retryAfter(now, res.Block.Reset)
+	l.setHeaders(c, l.acctR.Limit, 0, res.Block.Reset)
+	c.Header("Retry-After", strconv.FormatInt(retry, 10))
+	c.AbortWithStatusJSON(http.StatusUnauthorized, errorBody{
+		Status: "error",
+		Message: fmt.Sprintf("too many failed sign-in attempts for this account; try again in %d seconds",
+			retry),
+		Code: "UNAUTHORIZED",
+	})
+	return false
+}
+
+// RecordLoginFailure counts a failed sign-in (a wrong password, or an
+// unknown e-mail address: both look the same from outside) against the
+// client address, as RecordAuthFailure does, and against the account. Call
+// it only for attempts AllowAccount let through, so that a blocked account's
+// refused attempts do not keep it blocked longer.
+func (l *Limiter) RecordLoginFailure(ctx context.Context, ip, account string) error {
+	err := l.RecordAuthFailure(ctx, ip)
+	if !l.cfg.Enabled || l.acctR == nil {
+		return err
+	}
+	if _, loopback := l.subject(ip); loopback && l.cfg.ExemptLoopback {
+		return err
+	}
+	_, aerr := l.store.Add(ctx, accountSubject(account), l.now(), *l.acctR)
+	return errors.Join(err, aerr)
+}
+
+// accountSubject keys an account's failures: a digest of the lower-cased
+// address, so that no e-mail address is written to Redis and no character of
+// one can reach a key (braces would change the Cluster hash tag).
+func accountSubject(account string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(account))))
+	return "account:" + hex.EncodeToString(sum[:16])
 }
 
 // subject turns a client address into the key limits are kept under, and

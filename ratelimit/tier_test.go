@@ -56,8 +56,8 @@ func TestDefaultTierMatching(t *testing.T) {
 }
 
 func TestSubject(t *testing.T) {
-	l := New(NewMemoryStore(), DefaultConfig())
-	l64 := New(NewMemoryStore(), Config{Enabled: true, IPv6PrefixBits: 64})
+	l := New(NewMemoryStore(), Config{Enabled: true}) // per address
+	l64 := New(NewMemoryStore(), DefaultConfig())     // per /64
 	cases := []struct {
 		in, want, want64 string
 		loopback         bool

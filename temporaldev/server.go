@@ -367,6 +367,15 @@ func (s *Server) kill() error {
 	return s.stop(os.Kill, 0)
 }
 
+// Kill ends the server at once with SIGKILL, as a crash would (fault
+// injection: the chaos suite then starts a new server on the same DataDir
+// and port, which finds the workflows where the crash left them). It waits
+// for the process to exit and returns nil once it has.
+func (s *Server) Kill() error { return s.kill() }
+
+// Pid is the server process's id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 func (s *Server) stop(sig os.Signal, grace time.Duration) error {
 	s.stopOnce.Do(func() {
 		s.stopRequested.Store(true)

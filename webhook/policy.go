@@ -26,11 +26,21 @@ type Resolver interface {
 // Policy says which endpoints may be registered and dialled.
 type Policy struct {
 	// AllowLoopbackHTTP accepts loopback addresses (127.0.0.0/8, ::1), over
-	// http:// as well as https://. It is the embedded dev default and must be
-	// off in production. Every other non-public range stays refused.
+	// http:// as well as https://, for test-mode endpoints only (a Sender
+	// and the API hold live endpoints to Strict()). It is on by default
+	// only in a single-machine embedded setup (WEBHOOK_ALLOW_LOOPBACK), and
+	// the production profile refuses to start with it. Every other
+	// non-public range stays refused.
 	AllowLoopbackHTTP bool
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
+}
+
+// Strict returns p without the loopback allowance: https to public
+// addresses only. Live endpoints are always held to it.
+func (p Policy) Strict() Policy {
+	p.AllowLoopbackHTTP = false
+	return p
 }
 
 func (p Policy) resolver() Resolver {

@@ -37,6 +37,11 @@ type Request struct {
 	Timestamp time.Time
 	// Body is the exact JSON envelope to send and sign.
 	Body []byte
+	// Live marks a live-mode endpoint: it is held to the strict policy
+	// (https to public addresses only) at dial time, whatever policy the
+	// Sender was built with. Only test-mode endpoints get the loopback
+	// allowance of a development setup.
+	Live bool
 }
 
 // Result is the outcome of one attempt. A failed attempt is a Result, never
@@ -55,14 +60,25 @@ type Result struct {
 }
 
 // Sender posts signed deliveries. It refuses, at dial time, every address
-// the Policy does not allow, never follows redirects, ignores proxy
+// the policy does not allow, never follows redirects, ignores proxy
 // environment variables (a proxy would dial on our behalf, past the guard)
-// and reads at most MaxResponseBytes of an answer. It is safe for concurrent use.
+// and reads at most MaxResponseBytes of an answer. Live endpoints
+// (Request.Live) always go through the strict policy, on their own
+// connection pool, so that a connection opened under the loopback
+// allowance of a test endpoint is never reused for a live one. It is safe
+// for concurrent use.
 type Sender struct {
-	policy    Policy
 	timeout   time.Duration
 	userAgent string
-	client    *http.Client
+	// test carries test-mode deliveries under the policy given to
+	// NewSender; live carries live-mode deliveries under the strict one.
+	test, live *lane
+}
+
+// lane is one policy with its own transport.
+type lane struct {
+	policy Policy
+	client *http.Client
 	// dial connects to an address that already passed the policy; tests
 	// replace it to prove that refused addresses are never dialled.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -89,12 +105,20 @@ func WithUserAgent(ua string) Option {
 	}
 }
 
-// NewSender returns a Sender that enforces p.
+// NewSender returns a Sender that enforces p for test-mode endpoints and
+// p.Strict() for live ones.
 func NewSender(p Policy, opts ...Option) *Sender {
-	s := &Sender{policy: p, timeout: DefaultTimeout, userAgent: DefaultUserAgent}
+	s := &Sender{timeout: DefaultTimeout, userAgent: DefaultUserAgent}
 	for _, o := range opts {
 		o(s)
 	}
+	s.test = s.newLane(p)
+	s.live = s.newLane(p.Strict())
+	return s
+}
+
+func (s *Sender) newLane(p Policy) *lane {
+	l := &lane{policy: p}
 	dialer := &net.Dialer{
 		Timeout: s.timeout,
 		// Last line of defence: whatever resolved the name, the address the
@@ -104,13 +128,13 @@ func NewSender(p Policy, opts ...Option) *Sender {
 			if err != nil {
 				return fmt.Errorf("webhook: unexpected dial address %q", address)
 			}
-			return s.policy.CheckAddr(ap.Addr())
+			return p.CheckAddr(ap.Addr())
 		},
 	}
-	s.dial = dialer.DialContext
+	l.dial = dialer.DialContext
 	transport := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            s.dialContext,
+		DialContext:            l.dialContext,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           100,
 		MaxIdleConnsPerHost:    4,
@@ -119,13 +143,13 @@ func NewSender(p Policy, opts ...Option) *Sender {
 		ResponseHeaderTimeout:  s.timeout,
 		MaxResponseHeaderBytes: MaxResponseBytes,
 	}
-	s.client = &http.Client{
+	l.client = &http.Client{
 		Transport: transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}
-	return s
+	return l
 }
 
 type loopbackOnlyKey struct{}
@@ -134,7 +158,7 @@ type loopbackOnlyKey struct{}
 // if any resolved address is not allowed (a name with one private address
 // among public ones is suspicious enough), then connects to the allowed
 // addresses in order.
-func (s *Sender) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
+func (l *lane) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, err
@@ -143,7 +167,7 @@ func (s *Sender) dialContext(ctx context.Context, network, address string) (net.
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
 	} else {
-		addrs, err = s.policy.resolver().LookupNetIP(ctx, "ip", host)
+		addrs, err = l.policy.resolver().LookupNetIP(ctx, "ip", host)
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s: %w", host, err)
 		}
@@ -152,7 +176,7 @@ func (s *Sender) dialContext(ctx context.Context, network, address string) (net.
 		}
 	}
 	for _, a := range addrs {
-		if err := s.policy.CheckAddr(a); err != nil {
+		if err := l.policy.CheckAddr(a); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +185,7 @@ func (s *Sender) dialContext(ctx context.Context, network, address string) (net.
 	}
 	var firstErr error
 	for _, a := range addrs {
-		conn, err := s.dial(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+		conn, err := l.dial(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
 		if err == nil {
 			return conn, nil
 		}
@@ -184,7 +208,11 @@ func (s *Sender) Send(ctx context.Context, req Request) Result {
 }
 
 func (s *Sender) send(ctx context.Context, req Request) Result {
-	u, _, err := parseEndpointURL(req.URL, s.policy)
+	l := s.test
+	if req.Live {
+		l = s.live
+	}
+	u, _, err := parseEndpointURL(req.URL, l.policy)
 	if err != nil {
 		return Result{Error: "url: " + err.Error()}
 	}
@@ -207,7 +235,7 @@ func (s *Sender) send(ctx context.Context, req Request) Result {
 	httpReq.Header.Set(HeaderTimestamp, strconv.FormatInt(req.Timestamp.Unix(), 10))
 	httpReq.Header.Set(HeaderSignature, sig)
 
-	resp, err := s.client.Do(httpReq)
+	resp, err := l.client.Do(httpReq)
 	if err != nil {
 		return Result{Error: describeError(ctx, err)}
 	}

@@ -22,9 +22,11 @@ func devPolicy(res Resolver) Policy { return Policy{AllowLoopbackHTTP: true, Res
 // must never reach the socket layer.
 func forbidDial(t *testing.T, s *Sender) {
 	t.Helper()
-	s.dial = func(_ context.Context, _, address string) (net.Conn, error) {
-		t.Errorf("dialled %s, which the policy should have refused", address)
-		return nil, errors.New("test: dial forbidden")
+	for _, l := range []*lane{s.test, s.live} {
+		l.dial = func(_ context.Context, _, address string) (net.Conn, error) {
+			t.Errorf("dialled %s, which the policy should have refused", address)
+			return nil, errors.New("test: dial forbidden")
+		}
 	}
 }
 
@@ -277,7 +279,7 @@ func TestSenderRefusesLoopbackUnlessAllowed(t *testing.T) {
 	// The dev policy reaches the same receiver (TLS verification aside, which
 	// is the transport's business, so use the test server's trusted client config).
 	dev := NewSender(devPolicy(res))
-	dev.client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	dev.test.client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
 	r := dev.Send(context.Background(), testRequest(srv.URL, secret))
 	if !r.Delivered {
 		t.Fatalf("dev: %+v, want delivered", r)
@@ -304,7 +306,7 @@ func TestSenderDialControlRefuses(t *testing.T) {
 	}
 	defer ln.Close()
 	s := NewSender(Policy{})
-	conn, err := s.dial(context.Background(), "tcp", ln.Addr().String())
+	conn, err := s.test.dial(context.Background(), "tcp", ln.Addr().String())
 	if err == nil {
 		conn.Close()
 		t.Fatal("strict dialer connected to loopback")
@@ -313,7 +315,7 @@ func TestSenderDialControlRefuses(t *testing.T) {
 		t.Fatalf("err = %v, want ErrBlockedAddress", err)
 	}
 	dev := NewSender(devPolicy(nil))
-	conn, err = dev.dial(context.Background(), "tcp", ln.Addr().String())
+	conn, err = dev.test.dial(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatalf("dev dialer: %v", err)
 	}
@@ -326,5 +328,48 @@ func TestSenderBadSecretIsAResult(t *testing.T) {
 	r := s.Send(context.Background(), testRequest("http://127.0.0.1:1/", "whsec_%%%"))
 	if r.Delivered || r.Error == "" {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// TestSenderHoldsLiveEndpointsToStrictPolicy: a Sender built with the
+// loopback allowance (an embedded setup, or a deployment that forgot its
+// profile) still refuses a live endpoint on loopback at dial time, over
+// https as over http, even right after a test endpoint on the same receiver
+// left a pooled connection behind; the test endpoint is delivered.
+func TestSenderHoldsLiveEndpointsToStrictPolicy(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer plain.Close()
+	u, _ := url.Parse(srv.URL)
+	res := fakeResolver{"receiver.example.com": {"127.0.0.1"}}
+	s := NewSender(devPolicy(res))
+	tlsConfig := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	for _, l := range []*lane{s.test, s.live} {
+		// Both lanes trust the test server, so only the policy can refuse.
+		l.client.Transport.(*http.Transport).TLSClientConfig = tlsConfig
+	}
+	secret, _ := NewSecret()
+	test := testRequest(srv.URL, secret)
+	if r := s.Send(context.Background(), test); !r.Delivered {
+		t.Fatalf("test endpoint on loopback: %+v, want delivered", r)
+	}
+	for _, raw := range []string{srv.URL, "https://receiver.example.com:" + u.Port(), plain.URL} {
+		live := testRequest(raw, secret)
+		live.Live = true
+		r := s.Send(context.Background(), live)
+		if r.Delivered || !(strings.HasPrefix(r.Error, "blocked:") || r.Error == "url: must use https") {
+			t.Errorf("live %s: %+v, want refused", raw, r)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the receiver saw %d requests, want only the test endpoint's", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/paygate/paygate/activities"
 	"github.com/paygate/paygate/models"
@@ -21,8 +22,24 @@ func (c checkoutStore) RecordSessionTransition(ctx context.Context, t activities
 	return c.s.RecordSessionTransition(ctx, models.Transition(t))
 }
 
-func (c checkoutStore) FinishSession(ctx context.Context, o activities.SessionOutcome) ([]string, error) {
-	return c.s.FinishSession(ctx, models.Outcome(o))
+func (c checkoutStore) FinishSession(ctx context.Context, o activities.SessionOutcome) (activities.FinishedSession, error) {
+	f, err := c.s.FinishSession(ctx, models.Outcome(o))
+	return activities.FinishedSession(f), err
+}
+
+// refundStore adapts the store to activities.RefundStore.
+type refundStore struct{ s *models.Store }
+
+func (r refundStore) SubmitRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error {
+	return r.s.SubmitRefundTx(ctx, refundID, txHash, at)
+}
+
+func (r refundStore) FinishRefund(ctx context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	f, err := r.s.FinishRefund(ctx, models.RefundOutcome(o))
+	if errors.Is(err, models.ErrRefundHashMismatch) {
+		return activities.FinishedRefund{}, fmt.Errorf("%w: %v", activities.ErrRefundOutcomeMismatch, err)
+	}
+	return activities.FinishedRefund(f), err
 }
 
 // deliveryStore adapts the store to activities.DeliveryStore.
@@ -42,4 +59,18 @@ func (d deliveryStore) RecordDeliveryAttempt(ctx context.Context, a activities.D
 		return fmt.Errorf("delivery %s: %w", a.DeliveryID, activities.ErrDeliveryGone)
 	}
 	return err
+}
+
+// subscriptionStore adapts the store to activities.SubscriptionStore.
+type subscriptionStore struct{ s *models.Store }
+
+func (a subscriptionStore) RecordSubscription(ctx context.Context, r activities.SubscriptionRecord) ([]string, error) {
+	rec := models.SubscriptionRecord{SubscriptionID: r.SubscriptionID, Seq: r.Seq, Status: r.Status,
+		CurrentPeriodStart: r.CurrentPeriodStart, CurrentPeriodEnd: r.CurrentPeriodEnd, CancelAtPeriodEnd: r.CancelAtPeriodEnd,
+		TrialEnd: r.TrialEnd, BillingAnchor: r.BillingAnchor, PausedAt: r.PausedAt, CanceledAt: r.CanceledAt,
+		CancelReason: r.CancelReason, LatestSessionID: r.LatestSessionID, At: r.At}
+	for _, ev := range r.Events {
+		rec.Events = append(rec.Events, models.SubscriptionEventSpec{Type: ev.Type, Extra: ev.Extra})
+	}
+	return a.s.RecordSubscription(ctx, rec)
 }

@@ -1,5 +1,5 @@
-// Package worker wires the Temporal workers: checkouts and webhook
-// deliveries poll separate task queues, so a flood of deliveries to a slow
+// Package worker wires the Temporal workers: checkouts (and refunds) and
+// webhook deliveries poll separate task queues, so a flood of deliveries to a slow
 // receiver never delays a confirmation, and each scales on its own.
 package worker
 
@@ -27,6 +27,27 @@ type Config struct {
 	Store         *models.Store
 	Verifier      chain.Verifier
 	Sender        *webhook.Sender
+	// Sessions opens the checkout sessions of subscription invoices (the
+	// checkout service). When set, subscriptions run on the checkout queue.
+	Sessions activities.InvoiceSessions
+	// PublicBaseURL is where customers reach the hosted checkout page (the
+	// links sent in subscription events).
+	PublicBaseURL string
+}
+
+// SubscriptionSignaler tells a subscription's workflow that one of its
+// invoice sessions ended.
+type SubscriptionSignaler struct{ Client client.Client }
+
+// SessionFinished signals subscription:<id>. A workflow that has closed
+// (the subscription ended) no longer needs to know.
+func (s SubscriptionSignaler) SessionFinished(ctx context.Context, subscriptionID string, n activities.SessionNotice) error {
+	err := s.Client.SignalWorkflow(ctx, workflows.SubscriptionWorkflowID(subscriptionID), "", workflows.SubscriptionSessionSignal, n)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
 }
 
 // Dispatcher starts one WebhookDeliveryWorkflow per delivery.
@@ -60,12 +81,26 @@ func New(c client.Client, cfg Config) ([]sdkworker.Worker, error) {
 		return nil, errors.New("worker: queues, store, verifier and sender are required")
 	}
 	cw := sdkworker.New(c, cfg.CheckoutQueue, sdkworker.Options{})
+	dispatcher := Dispatcher{Client: c, Queue: cfg.WebhookQueue}
 	cw.RegisterWorkflow(workflows.CheckoutSessionWorkflow)
 	cw.RegisterActivity(&activities.CheckoutActivities{
-		Store:      checkoutStore{cfg.Store},
+		Store:         checkoutStore{cfg.Store},
+		Verifier:      cfg.Verifier,
+		Dispatcher:    dispatcher,
+		Subscriptions: SubscriptionSignaler{Client: c},
+	})
+	// Refunds wait on the chain like checkouts: same queue, same verifier.
+	cw.RegisterWorkflow(workflows.RefundWorkflow)
+	cw.RegisterActivity(&activities.RefundActivities{
+		Store:      refundStore{cfg.Store},
 		Verifier:   cfg.Verifier,
 		Dispatcher: Dispatcher{Client: c, Queue: cfg.WebhookQueue},
 	})
+	if cfg.Sessions != nil {
+		cw.RegisterWorkflow(workflows.SubscriptionWorkflow)
+		cw.RegisterActivity(&activities.SubscriptionActivities{Store: subscriptionStore{cfg.Store}, Sessions: cfg.Sessions,
+			Dispatcher: dispatcher, PublicBaseURL: cfg.PublicBaseURL})
+	}
 	ww := sdkworker.New(c, cfg.WebhookQueue, sdkworker.Options{})
 	ww.RegisterWorkflow(workflows.WebhookDeliveryWorkflow)
 	ww.RegisterActivity(&activities.WebhookActivities{Store: deliveryStore{cfg.Store}, Sender: cfg.Sender})

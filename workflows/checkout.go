@@ -72,6 +72,10 @@ type CheckoutInput struct {
 	PayerWallet string
 	// CreatedAt is the session's creation; older transfers do not pay it.
 	CreatedAt time.Time
+	// PaymentReference binds a payment to the session: the nonce of the
+	// EIP-3009 authorization (EVM) or the Solana Pay reference key. Empty
+	// on sessions started before it existed.
+	PaymentReference string
 	// ExpectedUnits is the total due in USDC base units (6 decimals).
 	ExpectedUnits int64
 	ExpiresAt     time.Time
@@ -119,7 +123,13 @@ type CheckoutState struct {
 }
 
 // SubmitRequest is the submit update's argument.
-type SubmitRequest struct{ TxHash string }
+type SubmitRequest struct {
+	TxHash string
+	// Source is who attached the hash: "client" (the default: the page or
+	// an integration) or "chain" (the service found the session's bound
+	// payment on chain without a submit).
+	Source string
+}
 
 // SubmitResult is the submit update's answer.
 type SubmitResult struct {
@@ -276,7 +286,11 @@ func (c *checkout) submit(ctx workflow.Context, req SubmitRequest) (SubmitResult
 	}
 	c.state.TxHash = req.TxHash
 	c.broadcast = workflow.Now(ctx)
-	if err := c.transition(ctx, models.StatusBroadcast, "client", ""); err != nil {
+	source, network := "client", ""
+	if req.Source == "chain" {
+		source, network = "chain", c.in.Network
+	}
+	if err := c.transition(ctx, models.StatusBroadcast, source, network); err != nil {
 		return SubmitResult{}, err
 	}
 	c.submitted.SendAsync(true)
@@ -336,8 +350,13 @@ func (c *checkout) record(ctx workflow.Context, e HistoryEntry) {
 func (c *checkout) finish(ctx workflow.Context, o activities.SessionOutcome) (CheckoutResult, error) {
 	c.ending = true
 	o.SessionID, o.EntryID, o.At = c.in.SessionID, newEntryID(ctx), workflow.Now(ctx)
-	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.FinishSession, o).Get(ctx, nil); err != nil {
+	var stored activities.SessionFinish
+	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.FinishSession, o).Get(ctx, &stored); err != nil {
 		return CheckoutResult{}, err
+	}
+	if stored.Status != "" {
+		// The store decides whether an unproven transfer may complete.
+		o.Status, o.Reason, o.Message = stored.Status, stored.Reason, stored.Message
 	}
 	c.state.Reason, c.state.Message = o.Reason, o.Message
 	c.record(ctx, HistoryEntry{ID: o.EntryID, Status: o.Status, Source: o.Source, Chain: o.Chain, At: o.At})
@@ -414,7 +433,7 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 		}
 	})
 	req := chain.VerifyRequest{Network: c.in.Network, TxHash: c.state.TxHash, MerchantAddress: c.in.MerchantWallet,
-		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits), PayerAddress: c.in.PayerWallet}
+		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits), PayerAddress: c.in.PayerWallet, Reference: c.in.PaymentReference}
 	if !c.in.CreatedAt.IsZero() {
 		// Slack for the difference between block clocks and ours.
 		req.NotBefore = c.in.CreatedAt.Add(-blockClockSlack)
@@ -430,12 +449,7 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 		err := workflow.ExecuteActivity(c.verify, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
 		if err != nil {
 			// No verdict from a fault: log it and look again after a pause.
-			var appErr *temporal.ApplicationError
-			if errors.As(err, &appErr) && appErr.Type() == "VerifierMisconfigured" {
-				workflow.GetLogger(ctx).Error("chain verifier misconfigured; the session waits until it is fixed", "err", err)
-			} else {
-				workflow.GetLogger(ctx).Warn("chain check failed; retrying", "err", err)
-			}
+			logVerifyFault(ctx, err, "session")
 		} else {
 			c.state.LastCheck = &res
 			switch res.Verdict {
@@ -446,10 +460,10 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 					}
 				}
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusComplete, Source: "chain", Chain: c.in.Network,
-					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message})
+					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message, Bound: res.Bound, Refs: res.Refs})
 			case chain.VerdictFailed:
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
-					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer})
+					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs})
 			}
 			if res.Seen && c.state.Status == models.StatusBroadcast {
 				if err := c.transition(ctx, models.StatusConfirming, "chain", c.in.Network); err != nil {
@@ -473,4 +487,16 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 			return CheckoutResult{}, err
 		}
 	}
+}
+
+// logVerifyFault logs a chain check that gave no verdict; subject names
+// what waits ("session", "refund"). A misconfigured verifier is an error
+// for an operator, anything else a transient fault.
+func logVerifyFault(ctx workflow.Context, err error, subject string) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrVerifierMisconfigured {
+		workflow.GetLogger(ctx).Error("chain verifier misconfigured; the "+subject+" waits until it is fixed", "err", err)
+		return
+	}
+	workflow.GetLogger(ctx).Warn(subject+" chain check failed; retrying", "err", err)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,12 @@ import (
 	"github.com/paygate/paygate/temporaldev"
 )
 
+// The bound session's transfer and payment reference (an EIP-3009 nonce).
+const (
+	checkoutHash3     = "0x" + "ab00000000000000000000000000000000000000000000000000000000000003"
+	checkoutReference = "0x" + "5e00000000000000000000000000000000000000000000000000000000000001"
+)
+
 // checkoutHistoryFiles are the saved checkout histories, recorded on a real
 // dev server by TestCheckoutRecordHistories.
 var checkoutHistoryFiles = []string{
@@ -28,20 +33,16 @@ var checkoutHistoryFiles = []string{
 	"testdata/checkout_expired.json",
 	"testdata/checkout_cancelled.json",
 	"testdata/checkout_link_deleted.json",
+	// Recorded after the payment binding: a session with a payment
+	// reference whose transfer the watcher attached (source "chain") and
+	// the chain found bound to it.
+	"testdata/checkout_bound_by_chain.json",
 }
 
 // TestCheckoutReplay replays every saved history against the current
 // workflow code: a change that is not deterministic fails here.
 func TestCheckoutReplay(t *testing.T) {
-	for _, file := range checkoutHistoryFiles {
-		t.Run(file, func(t *testing.T) {
-			replayer := worker.NewWorkflowReplayer()
-			replayer.RegisterWorkflow(CheckoutSessionWorkflow)
-			if err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file); err != nil {
-				t.Fatalf("replay %s: %v", file, err)
-			}
-		})
-	}
+	replayHistories(t, checkoutHistoryFiles, CheckoutSessionWorkflow)
 }
 
 // checkoutWaitFirst is CheckoutSessionWorkflow with one change that breaks
@@ -56,23 +57,15 @@ func checkoutWaitFirst(ctx workflow.Context, in CheckoutInput) (CheckoutResult, 
 // TestCheckoutReplayDetectsNondeterminism proves the replay test has teeth:
 // a changed workflow fails against every saved history.
 func TestCheckoutReplayDetectsNondeterminism(t *testing.T) {
-	for _, file := range checkoutHistoryFiles {
-		replayer := worker.NewWorkflowReplayer()
-		replayer.RegisterWorkflowWithOptions(checkoutWaitFirst, workflow.RegisterOptions{Name: "CheckoutSessionWorkflow"})
-		err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file)
-		if err == nil {
-			t.Fatalf("replay of %s with a changed workflow succeeded", file)
-		}
-		if msg := err.Error(); !strings.Contains(msg, "TMPRL1100") && !strings.Contains(msg, "nondeterministic") {
-			t.Fatalf("replay of %s failed for another reason: %v", file, err)
-		}
-	}
+	replayMustDiverge(t, checkoutHistoryFiles, "CheckoutSessionWorkflow", checkoutWaitFirst)
 }
 
 // TestCheckoutRecordHistories records the histories replayed above on a real
 // Temporal server, with the real activities over the in-memory fakes. It runs
 // only when CHECKOUT_RECORD_TEMPORAL is set: to 1 for a throwaway dev server
-// (temporaldev.StartForTest), or to the host:port of a running one:
+// (temporaldev.StartForTest), or to the host:port of a running one. A saved
+// history is the record of the code that wrote it, so an existing file is
+// kept; delete it to record it again:
 //
 //	CHECKOUT_RECORD_TEMPORAL=1 go test ./workflows/ -run TestCheckoutRecordHistories -v
 func TestCheckoutRecordHistories(t *testing.T) {
@@ -143,6 +136,15 @@ func TestCheckoutRecordHistories(t *testing.T) {
 	run = rec.start("cs_replay_link_deleted", time.Hour)
 	rec.signal(run, CancelByLinkDeleted)
 	rec.finish(run, models.StatusFailed, checkoutHistoryFiles[3])
+
+	// 5. A bound session: the watcher attaches the transfer that carries the
+	// session's payment reference, and the chain confirms it bound.
+	run = rec.startBound("cs_replay_bound_by_chain", checkoutReference)
+	var res SubmitResult
+	if err := rec.update(run, CheckoutSubmitUpdate, SubmitRequest{TxHash: checkoutHash3, Source: "chain"}, &res); err != nil || res.Status != models.StatusBroadcast {
+		t.Fatalf("attach by the watcher: %+v %v", res, err)
+	}
+	rec.finish(run, models.StatusComplete, checkoutHistoryFiles[4])
 	store.check(t)
 }
 
@@ -160,8 +162,14 @@ type checkoutRecorder struct {
 }
 
 // answer is the recorder's chain: one RPC error, then unseen until
-// released, then seen once, then complete.
-func (r *checkoutRecorder) answer(n int, _ chain.VerifyRequest) (chain.VerifyResult, error) {
+// released, then seen once, then complete; a request with a reference is
+// answered complete and bound at once.
+func (r *checkoutRecorder) answer(n int, req chain.VerifyRequest) (chain.VerifyResult, error) {
+	if req.Reference != "" {
+		res := checkoutComplete(checkoutUnits).res
+		res.Bound = true
+		return res, nil
+	}
 	switch {
 	case n == 1:
 		s := checkoutRPCError()
@@ -178,11 +186,23 @@ func (r *checkoutRecorder) answer(n int, _ chain.VerifyRequest) (chain.VerifyRes
 // start starts a session that expires after ttl, polled every 100 ms.
 func (r *checkoutRecorder) start(sessionID string, ttl time.Duration) client.WorkflowRun {
 	r.t.Helper()
-	in := CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
+	return r.startInput(CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
 		MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits, ExpiresAt: time.Now().Add(ttl),
-		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour}
+		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour})
+}
+
+// startBound starts a session of an hour bound to a payment reference.
+func (r *checkoutRecorder) startBound(sessionID, reference string) client.WorkflowRun {
+	r.t.Helper()
+	return r.startInput(CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
+		MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits, ExpiresAt: time.Now().Add(time.Hour),
+		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour, PaymentReference: reference})
+}
+
+func (r *checkoutRecorder) startInput(in CheckoutInput) client.WorkflowRun {
+	r.t.Helper()
 	run, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{
-		ID: CheckoutWorkflowID(sessionID) + "-" + r.queue, TaskQueue: r.queue,
+		ID: CheckoutWorkflowID(in.SessionID) + "-" + r.queue, TaskQueue: r.queue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(CheckoutStatusAttr.ValueSet(models.StatusCreated),
 			MerchantIDAttr.ValueSet(in.MerchantID), NetworkAttr.ValueSet(in.Network), PaymentLinkIDAttr.ValueSet(in.PaymentLinkID)),
 		Memo: map[string]any{"amountUnits": fmt.Sprint(in.ExpectedUnits), "network": in.Network, "paymentLinkId": in.PaymentLinkID},
@@ -239,6 +259,10 @@ func (r *checkoutRecorder) finish(run client.WorkflowRun, status, file string) {
 	}
 	if err != nil || st.Status != status {
 		r.t.Fatalf("%s: status %+v %v", run.GetID(), st, err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		r.t.Logf("%s: kept the saved %s", run.GetID(), file)
+		return
 	}
 	webhookSaveHistory(r.ctx, r.t, r.c, run.GetID(), run.GetRunID(), file)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -60,6 +61,7 @@ type checkoutFakeStore struct {
 	failAfter  map[string]int
 	failBefore map[string]int
 	violations []string
+	contested  map[string]bool // sessions whose unproven transfer the store finds contested
 }
 
 // Store method names, the keys of calls, failAfter and failBefore.
@@ -70,7 +72,7 @@ const (
 )
 
 func newCheckoutFakeStore(now func() time.Time) *checkoutFakeStore {
-	return &checkoutFakeStore{now: now, claims: map[string]string{}, entryIDs: map[string]int{},
+	return &checkoutFakeStore{now: now, claims: map[string]string{}, entryIDs: map[string]int{}, contested: map[string]bool{},
 		status: map[string]string{}, outcomes: map[string]activities.SessionOutcome{},
 		calls: map[string]int{}, failAfter: map[string]int{}, failBefore: map[string]int{}}
 }
@@ -190,21 +192,26 @@ func checkoutDeliveryIDs(sessionID, status string) []string {
 	return ids
 }
 
-func (s *checkoutFakeStore) FinishSession(_ context.Context, o activities.SessionOutcome) ([]string, error) {
+func (s *checkoutFakeStore) FinishSession(_ context.Context, o activities.SessionOutcome) (activities.FinishedSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finishAt = append(s.finishAt, s.now())
 	if err := s.enter(checkoutFinish); err != nil {
-		return nil, err
+		return activities.FinishedSession{}, err
+	}
+	if o.Status == models.StatusComplete && !o.Bound && s.contested[o.SessionID] {
+		// What the store decides for a transfer without proof that another
+		// session claims too.
+		o.Status, o.Reason, o.Message = models.StatusFailed, models.ReasonTxContested, "contested"
 	}
 	if !checkoutTerminal(o.Status) {
 		s.violate("outcome %q is not terminal", o.Status)
 	}
 	if old, ok := s.outcomes[o.SessionID]; ok {
-		if old != o {
+		if !reflect.DeepEqual(old, o) {
 			s.violate("session %s finished twice: %+v then %+v", o.SessionID, old, o)
 		}
-		return checkoutDeliveryIDs(o.SessionID, old.Status), s.leave(checkoutFinish)
+		return finished(old), s.leave(checkoutFinish)
 	}
 	if _, ok := s.entryIDs[o.EntryID]; ok {
 		s.violate("outcome entry %s reuses a history entry id", o.EntryID)
@@ -222,7 +229,12 @@ func (s *checkoutFakeStore) FinishSession(_ context.Context, o activities.Sessio
 	for _, ev := range checkoutEventsOf(o.Status) {
 		s.events = append(s.events, o.SessionID+" "+ev)
 	}
-	return checkoutDeliveryIDs(o.SessionID, o.Status), s.leave(checkoutFinish)
+	return finished(o), s.leave(checkoutFinish)
+}
+
+func finished(o activities.SessionOutcome) activities.FinishedSession {
+	return activities.FinishedSession{Status: o.Status, Reason: o.Reason, Message: o.Message,
+		Deliveries: checkoutDeliveryIDs(o.SessionID, o.Status)}
 }
 
 // outcome returns the session's outcome, if any.
@@ -1411,5 +1423,53 @@ func TestCheckoutSubmitDuringCancelOutcomeRefused(t *testing.T) {
 	}
 	if n := h.store.count(checkoutClaim); n != 0 {
 		t.Errorf("hash claimed by a cancelled session (%d claims)", n)
+	}
+}
+
+// A session with a payment reference asks the chain about the transfer
+// bound to it, and a transfer that carries the reference completes it
+// (the outcome says so, and carries the references the store checks).
+func TestCheckoutBoundByReference(t *testing.T) {
+	const ref = "0x00000000000000000000000000000000000000000000000000000000000000aa"
+	bound := checkoutComplete(checkoutUnits)
+	bound.res.Bound, bound.res.Refs = true, []string{"0xbb"}
+	h := newCheckoutHarness(t, checkoutScript(bound))
+	h.in.PaymentReference = ref
+	h.update(time.Minute, CheckoutSubmitUpdate, SubmitRequest{TxHash: checkoutHash, Source: "chain"})
+	if res := h.result(); res.Status != models.StatusComplete {
+		t.Fatalf("result %+v", res)
+	}
+	reqs, _ := h.verifier.calls()
+	if len(reqs) == 0 || reqs[0].Reference != ref {
+		t.Fatalf("verify requests %+v do not carry the reference", reqs)
+	}
+	// Found on chain without a submit: the broadcast entry's source is the chain.
+	h.checkHistory(
+		checkoutAt(models.StatusBroadcast, "chain", checkoutNetwork, time.Minute),
+		checkoutAt(models.StatusConfirming, "chain", checkoutNetwork, time.Minute),
+		checkoutAt(models.StatusComplete, "chain", checkoutNetwork, time.Minute),
+	)
+	o := h.checkOutcome(models.StatusComplete, "chain", checkoutNetwork, "", time.Minute)
+	if !o.Bound || len(o.Refs) != 1 {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+// A transfer without proof that another session claims too is decided by
+// the store: the session fails TX_CONTESTED, and the workflow's result,
+// state and history say what the store stored.
+func TestCheckoutContestedTransferFails(t *testing.T) {
+	h := newCheckoutHarness(t, checkoutScript(checkoutComplete(checkoutUnits)))
+	h.store.contested[checkoutSessionID] = true
+	h.submit(time.Minute, checkoutHash)
+	res := h.result()
+	if res.Status != models.StatusFailed || res.Reason != models.ReasonTxContested {
+		t.Fatalf("result %+v", res)
+	}
+	if st := h.finalState(); st.Status != models.StatusFailed || st.Reason != models.ReasonTxContested {
+		t.Errorf("final state %+v", st)
+	}
+	if got := h.upserts[len(h.upserts)-1]; got != models.StatusFailed {
+		t.Errorf("CheckoutStatus upserted last: %s", got)
 	}
 }

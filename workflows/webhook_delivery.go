@@ -83,6 +83,11 @@ type WebhookDeliveryInput struct {
 	// delivery (its attempts field); numbering continues after it. Zero for
 	// a new delivery.
 	PreviousAttempts int
+	// ResumeSlot, when positive, resumes a delivery whose earlier workflow
+	// closed without an outcome (the delivery reconciler): that many
+	// scheduled attempts count as made, the next one is made at once and
+	// the schedule continues from there. At most WebhookDeliveryMaxAttempts-1.
+	ResumeSlot int
 }
 
 // WebhookDeliveryStatus is what the status query answers.
@@ -174,8 +179,12 @@ func WebhookDeliveryWorkflow(ctx workflow.Context, in WebhookDeliveryInput) (Web
 		return d.finish(ctx, retry, err)
 	}
 
-	for slot := 1; slot <= WebhookDeliveryMaxAttempts; slot++ {
-		if slot > 1 {
+	// A resumed delivery picks the schedule up where it stood; zero (every
+	// run started before ResumeSlot existed) starts at slot 1, as before.
+	first := min(max(in.ResumeSlot, 0), WebhookDeliveryMaxAttempts-1) + 1
+	d.status.ScheduledAttempts = first - 1
+	for slot := first; slot <= WebhookDeliveryMaxAttempts; slot++ {
+		if slot > first {
 			done, err := d.wait(ctx, retry, webhookRetryDelays[slot-2])
 			if done || err != nil {
 				return d.finish(ctx, retry, err)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,6 +198,48 @@ func TestWebhookDeliveryWorkflowRecoversOnAttempt4(t *testing.T) {
 		if want := webhookScheduleOffsets()[i]; c.offset != want || c.in.Final {
 			t.Errorf("attempt %d at +%v final=%v, want +%v", i+1, c.offset, c.in.Final, want)
 		}
+	}
+}
+
+// TestWebhookDeliveryWorkflowResume: a run resumed by the reconciler with
+// ResumeSlot k makes attempt PreviousAttempts+1 at once as slot k+1, then
+// keeps the rest of the schedule; resumed at the last slot it makes one final
+// attempt.
+func TestWebhookDeliveryWorkflowResume(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		return webhookFail(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_resume", PreviousAttempts: 5, ResumeSlot: 5})
+	res := webhookResult(t, env)
+	if res.State != WebhookDeliveryStateFailed || res.Attempts != 8 {
+		t.Fatalf("result %+v", res)
+	}
+	calls := m.get()
+	webhookCheckIDs(t, calls, "dlv_resume", 6)
+	// Slots 6, 7, 8: at once, then after 10 h (the wait after slot 6) and
+	// 24 h (after slot 7), as in the schedule.
+	want := []time.Duration{0, 10 * time.Hour, 34 * time.Hour}
+	if len(calls) != len(want) {
+		t.Fatalf("%d attempts, want %d", len(calls), len(want))
+	}
+	for i, c := range calls {
+		if c.offset != want[i] || c.in.Final != (i == len(want)-1) {
+			t.Errorf("attempt %d at +%v final=%v, want +%v final=%v", c.in.Attempt, c.offset, c.in.Final, want[i], i == len(want)-1)
+		}
+	}
+
+	env, start = newWebhookEnv(t)
+	m = webhookMock{}
+	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		return webhookOK(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{DeliveryID: "dlv_last", PreviousAttempts: 7, ResumeSlot: 99})
+	res = webhookResult(t, env)
+	calls = m.get()
+	if res.State != WebhookDeliveryStateDelivered || len(calls) != 1 || calls[0].in.Attempt != 8 || !calls[0].in.Final || calls[0].offset != 0 {
+		t.Fatalf("resumed at the last slot: %+v, calls %+v", res, calls)
 	}
 }
 
@@ -599,15 +640,7 @@ var webhookHistoryFiles = []string{
 // TestWebhookDeliveryReplay replays every saved history against the current
 // workflow code: a change that is not deterministic fails here.
 func TestWebhookDeliveryReplay(t *testing.T) {
-	for _, file := range webhookHistoryFiles {
-		t.Run(file, func(t *testing.T) {
-			replayer := worker.NewWorkflowReplayer()
-			replayer.RegisterWorkflow(WebhookDeliveryWorkflow)
-			if err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file); err != nil {
-				t.Fatalf("replay %s: %v", file, err)
-			}
-		})
-	}
+	replayHistories(t, webhookHistoryFiles, WebhookDeliveryWorkflow)
 }
 
 // webhookDeliveryWaitFirst is WebhookDeliveryWorkflow with one change that
@@ -622,17 +655,7 @@ func webhookDeliveryWaitFirst(ctx workflow.Context, in WebhookDeliveryInput) (We
 // TestWebhookDeliveryReplayDetectsNondeterminism proves the replay test has
 // teeth: a changed workflow fails against the saved histories.
 func TestWebhookDeliveryReplayDetectsNondeterminism(t *testing.T) {
-	for _, file := range webhookHistoryFiles {
-		replayer := worker.NewWorkflowReplayer()
-		replayer.RegisterWorkflowWithOptions(webhookDeliveryWaitFirst, workflow.RegisterOptions{Name: "WebhookDeliveryWorkflow"})
-		err := replayer.ReplayWorkflowHistoryFromJSONFile(webhookTestLogger(), file)
-		if err == nil {
-			t.Fatalf("replay of %s with a changed workflow succeeded", file)
-		}
-		if msg := err.Error(); !strings.Contains(msg, "TMPRL1100") && !strings.Contains(msg, "nondeterministic") {
-			t.Fatalf("replay of %s failed for another reason: %v", file, err)
-		}
-	}
+	replayMustDiverge(t, webhookHistoryFiles, "WebhookDeliveryWorkflow", webhookDeliveryWaitFirst)
 }
 
 // TestWebhookDeliveryRecordHistories records the histories replayed above

@@ -6,6 +6,7 @@
 // The artifacts are committed and embedded in Go (contracts.go), so building
 // and testing paygate never needs node or solc.
 'use strict';
+const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 
@@ -19,6 +20,18 @@ const sources = {};
 for (const f of fs.readdirSync(srcDir).filter((f) => f.endsWith('.sol')).sort()) {
   sources[f] = { content: fs.readFileSync(path.join(srcDir, f), 'utf8') };
 }
+
+// One digest of every source (name, byte length, content, in name order),
+// stamped on every artifact: contracts_test.go recomputes it from src/ and
+// fails when a source changed without a recompile. Every artifact carries the
+// digest of all sources because a contract may import another file.
+const digest = crypto.createHash('sha256');
+for (const f of Object.keys(sources).sort()) {
+  const content = Buffer.from(sources[f].content, 'utf8');
+  digest.update(f + '\n' + content.length + '\n');
+  digest.update(content);
+}
+const sourcesSha256 = digest.digest('hex');
 
 const input = {
   language: 'Solidity',
@@ -50,6 +63,7 @@ for (const file of Object.keys(output.contracts).sort()) {
       contractName: name,
       sourceName: file,
       compiler: 'solc-js ' + solc.version(),
+      sourcesSha256,
       abi: c.abi,
       bytecode: '0x' + c.evm.bytecode.object,
     };

@@ -41,23 +41,36 @@ func startChain(t *testing.T, interval time.Duration) *Chain {
 	return c
 }
 
-// TestPayAndVerifyOverJSONRPC pays with PayUSDC through the dev chain's HTTP
-// JSON-RPC endpoint and polls the EVM verifier, dialled through the same
-// endpoint by the MultiVerifier, until the payment completes.
+// TestPayAndVerifyOverJSONRPC starts the embedded profile's two dev chains,
+// pays on eth_sepolia's with PayUSDC through its HTTP JSON-RPC endpoint and
+// polls the EVM verifier, dialled through the same endpoint by the
+// MultiVerifier, until the payment completes. base_sepolia is another chain:
+// the transaction does not exist there.
 func TestPayAndVerifyOverJSONRPC(t *testing.T) {
-	c := startChain(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !strings.HasPrefix(c.RPCURL(), "http://127.0.0.1:") || c.ChainID() != DefaultChainID || c.USDC() != USDCAddress {
-		t.Fatalf("chain: %s %d %s", c.RPCURL(), c.ChainID(), c.USDC())
+	cs, err := StartNetworks(ctx, NetworksConfig{BlockInterval: 100 * time.Millisecond,
+		Ports: map[string]int{chain.NetworkBaseSepolia: freePort(t), chain.NetworkEthSepolia: freePort(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	base, ok1 := cs.Chain(chain.NetworkBaseSepolia)
+	c, ok2 := cs.Chain(chain.NetworkEthSepolia)
+	if !ok1 || !ok2 || len(cs.All()) != 2 {
+		t.Fatalf("chains %v", cs.All())
+	}
+	if !strings.HasPrefix(c.RPCURL(), "http://127.0.0.1:") || c.RPCURL() == base.RPCURL() || base.ChainID() != 1337 || c.ChainID() != 1338 ||
+		c.USDC() != USDCAddress || base.USDC() != USDCAddress || c.Router() != RouterAddress {
+		t.Fatalf("chains: %s %d, %s %d", base.RPCURL(), base.ChainID(), c.RPCURL(), c.ChainID())
 	}
 
 	reg := chain.DefaultRegistry()
-	DevNetworks(c, reg)
-	for _, name := range []string{chain.NetworkBaseSepolia, chain.NetworkEthSepolia} {
-		n, _ := reg.Lookup(name)
-		if n.RPCURL != c.RPCURL() || n.ChainID != c.ChainID() || n.USDC != USDCAddress.Hex() || n.Confirmations != DevConfirmations || n.Mode != chain.ModeTest {
-			t.Fatalf("%s not pointed at the dev chain: %+v", name, n)
+	DevNetworks(cs, reg)
+	for _, dc := range cs.All() {
+		n, _ := reg.Lookup(dc.Network())
+		if n.RPCURL != dc.RPCURL() || n.ChainID != dc.ChainID() || n.USDC != USDCAddress.Hex() || n.Confirmations != DevConfirmations || n.Mode != chain.ModeTest {
+			t.Fatalf("%s not pointed at its dev chain: %+v", dc.Network(), n)
 		}
 	}
 
@@ -70,7 +83,7 @@ func TestPayAndVerifyOverJSONRPC(t *testing.T) {
 
 	mv := chain.NewMultiVerifier(reg)
 	defer mv.Close()
-	req := chain.VerifyRequest{Network: chain.NetworkBaseSepolia, TxHash: hash, MerchantAddress: merchant.Hex(), ExpectedUnits: units.String()}
+	req := chain.VerifyRequest{Network: chain.NetworkEthSepolia, TxHash: hash, MerchantAddress: merchant.Hex(), ExpectedUnits: units.String()}
 	var (
 		res      chain.VerifyResult
 		verdicts []string
@@ -95,6 +108,13 @@ func TestPayAndVerifyOverJSONRPC(t *testing.T) {
 	t.Logf("verdicts seen: %s", strings.Join(verdicts, " -> "))
 	if res.Verdict != chain.VerdictComplete || res.ReceivedUnits != "32610000" || res.Payer != c.Customer().Hex() || res.Confirmations < DevConfirmations {
 		t.Fatalf("final: %+v", res)
+	}
+
+	// On the other network's chain the transaction does not exist.
+	other := req
+	other.Network = chain.NetworkBaseSepolia
+	if res, err := mv.Verify(ctx, other); err != nil || res.Verdict != chain.VerdictPending || res.Seen {
+		t.Fatalf("base_sepolia sees eth_sepolia's payment: %+v %v", res, err)
 	}
 
 	// The merchant's balance agrees, read through the same endpoint.
@@ -150,6 +170,56 @@ func TestDeterministicSetup(t *testing.T) {
 		t.Errorf("chain id %v %v", id, err)
 	}
 
+	wantAccounts := map[string]string{
+		AccountCustomer: "0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b",
+		AccountRelayer:  "0x2dDf076d86a5667B4626F843C0544beaCEfFB971",
+		AccountStranger: "0x0a8548D940D290aBb8B32990FbA88a7696257aeb",
+		AccountExchange: "0x2AF7e6211706Ad2870618d27471d1AE0f77F3533",
+		AccountMerchant: "0xeB01CCe32d2bBDdD0Bd5953B094284D3B0a6B6F9",
+	}
+	for _, a := range DevAccounts() {
+		phrase := crypto.Keccak256([]byte("paygate devchain " + a.Name))
+		if common.Bytes2Hex(phrase) != a.KeyHex || a.Address().Hex() != wantAccounts[a.Name] {
+			t.Errorf("%s: key %s address %s", a.Name, a.KeyHex, a.Address())
+		}
+		if got, ok := LookupAccount(a.Name); !ok || got.KeyHex != a.KeyHex {
+			t.Errorf("LookupAccount(%s)", a.Name)
+		}
+		out, err := contracts.Call(ctx, client, contracts.MustLoad(contracts.TestUSDC), USDCAddress, "balanceOf", a.Address())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := a.USDCUnits
+		if want == nil {
+			want = new(big.Int)
+		}
+		bal, err := client.BalanceAt(ctx, a.Address(), nil)
+		if err != nil || out[0].(*big.Int).Cmp(want) != 0 || bal.Cmp(a.ETH) != 0 {
+			t.Errorf("%s: %v USDC units, %v wei (%v)", a.Name, out[0], bal, err)
+		}
+	}
+	if _, ok := LookupAccount("deployer"); ok {
+		t.Error("the deployer is not a dev account")
+	}
+	for k, want := range map[string]string{RelayerKeyHex: wantAccounts[AccountRelayer], StrangerKeyHex: wantAccounts[AccountStranger],
+		ExchangeKeyHex: wantAccounts[AccountExchange], MerchantKeyHex: wantAccounts[AccountMerchant]} {
+		if got := crypto.PubkeyToAddress(mustHexKey(k).PublicKey).Hex(); got != want {
+			t.Errorf("key %s: %s", k, got)
+		}
+	}
+	if crypto.PubkeyToAddress(RelayerKey().PublicKey).Hex() != wantAccounts[AccountRelayer] ||
+		crypto.PubkeyToAddress(StrangerKey().PublicKey).Hex() != wantAccounts[AccountStranger] ||
+		crypto.PubkeyToAddress(ExchangeKey().PublicKey).Hex() != wantAccounts[AccountExchange] ||
+		crypto.PubkeyToAddress(MerchantKey().PublicKey).Hex() != wantAccounts[AccountMerchant] {
+		t.Error("key functions")
+	}
+	if RouterAddress != common.HexToAddress("0xCf0dd36cAE8b4eE4CBdA4E5A6D000a4B3FE7f507") {
+		t.Errorf("Router %s", RouterAddress)
+	}
+	if code, err := client.CodeAt(ctx, RouterAddress, nil); err != nil || len(code) == 0 {
+		t.Errorf("no Router code: %v", err)
+	}
+
 	wallet := crypto.PubkeyToAddress(mustKey(t).PublicKey)
 	if err := c.Fund(ctx, wallet, big.NewInt(1e18), big.NewInt(5_000_000)); err != nil {
 		t.Fatal(err)
@@ -176,6 +246,46 @@ func TestStartErrors(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+func TestPortsFromEnv(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		env     map[string]string
+		base    int
+		eth     int
+		wantErr string
+	}{
+		{env: nil, base: 8545, eth: 8546},
+		{env: map[string]string{"DEVCHAIN_PORT": "9000"}, base: 9000, eth: 9001},
+		{env: map[string]string{"DEVCHAIN_PORT": "9000", "DEVCHAIN_PORT_ETH_SEPOLIA": "7000"}, base: 9000, eth: 7000},
+		{env: map[string]string{"DEVCHAIN_PORT_ETH_SEPOLIA": "7000"}, base: 8545, eth: 7000},
+		{env: map[string]string{"DEVCHAIN_PORT": "x"}, wantErr: "DEVCHAIN_PORT:"},
+		{env: map[string]string{"DEVCHAIN_PORT_ETH_SEPOLIA": "70000"}, wantErr: "DEVCHAIN_PORT_ETH_SEPOLIA:"},
+	} {
+		ports, err := PortsFromEnv(env(tc.env))
+		if tc.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("%v: %v", tc.env, err)
+			}
+			continue
+		}
+		if err != nil || ports[chain.NetworkBaseSepolia] != tc.base || ports[chain.NetworkEthSepolia] != tc.eth {
+			t.Errorf("%v: %v %v", tc.env, ports, err)
+		}
+	}
+	if u, err := RPCURLFromEnv(chain.NetworkEthSepolia, env(map[string]string{"DEVCHAIN_PORT": "9000"})); err != nil || u != "http://127.0.0.1:9001" {
+		t.Errorf("eth_sepolia URL %s %v", u, err)
+	}
+	if u, err := RPCURLFromEnv(chain.NetworkEthSepolia, env(map[string]string{"DEVCHAIN_RPC_URL": "http://h:1"})); err != nil || u != "http://h:1" {
+		t.Errorf("override %s %v", u, err)
+	}
+	if _, err := RPCURLFromEnv(chain.NetworkBase, env(nil)); err == nil {
+		t.Error("a dev chain for base mainnet")
+	}
+	if n, ok := LookupNetworkChain(chain.NetworkEthSepolia); !ok || n.ChainID != 1338 || n.Port != 8546 {
+		t.Errorf("eth_sepolia %+v", n)
 	}
 }
 

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/web"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,11 +23,14 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/config"
+	"github.com/paygate/paygate/keyring"
 	"github.com/paygate/paygate/logging"
 	"github.com/paygate/paygate/metrics"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/notify"
 	"github.com/paygate/paygate/ratelimit"
+	"github.com/paygate/paygate/refund"
+	"github.com/paygate/paygate/subscription"
 	"github.com/paygate/paygate/webhook"
 	pworker "github.com/paygate/paygate/worker"
 )
@@ -37,6 +44,9 @@ type app struct {
 	closers  []func() error
 	// metrics is the process's Prometheus registry (HTTP, outcomes, Temporal SDK).
 	metrics *metrics.Metrics
+	// devRelayers are the dev chains' funded relayer keys (embedded
+	// profile); RELAYER_KEY_<NETWORK> overrides them.
+	devRelayers map[string]*ecdsa.PrivateKey
 }
 
 func newApp() (*app, error) {
@@ -56,7 +66,16 @@ func newApp() (*app, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
-	st, err := models.Open(models.Options{DatabaseURL: cfg.DatabaseURL, SQLitePath: filepath.Join(cfg.DataDir, "paygate.db"), Logger: log})
+	pool, err := poolFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	secrets, err := keyring.New(keyring.PurposeWebhookSecret, cfg.SecretKey, cfg.SecretKeyPrevious...)
+	if err != nil {
+		return nil, fmt.Errorf("PAYGATE_SECRET_KEY: %w", err)
+	}
+	st, err := models.Open(models.Options{DatabaseURL: cfg.DatabaseURL, SQLitePath: filepath.Join(cfg.DataDir, "paygate.db"), Logger: log,
+		Secrets: secrets, Pool: pool})
 	if err != nil {
 		return nil, err
 	}
@@ -76,13 +95,18 @@ func newMigratedApp() (*app, error) {
 	return a, nil
 }
 
-// apiWithCheckout builds the API with the checkout service on a Temporal client.
+// apiWithCheckout builds the API with the checkout and refund services on
+// a Temporal client.
 func (a *app) apiWithCheckout(c client.Client) (*api.Server, error) {
 	svc, err := a.checkoutService(c)
 	if err != nil {
 		return nil, err
 	}
-	return a.apiServer(svc)
+	refunds, err := a.refundService(c)
+	if err != nil {
+		return nil, err
+	}
+	return a.apiServer(svc, refunds)
 }
 
 func (a *app) close() {
@@ -101,10 +125,12 @@ func (a *app) uploadDir() string {
 	return filepath.Join(a.cfg.DataDir, "uploads")
 }
 
-func (a *app) hasher() *auth.Hasher { return auth.NewHasher(a.cfg.SecretKey) }
+func (a *app) hasher() *auth.Hasher {
+	return auth.NewHasher(a.cfg.SecretKey, a.cfg.SecretKeyPrevious...)
+}
 
 // apiServer builds the HTTP API with every feature wired in.
-func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
+func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Server, error) {
 	rl := a.cfg.RateLimit
 	store, closeStore, err := ratelimit.OpenStore(rl.RedisURL, ratelimit.DefaultRedisPrefix, ratelimit.WithRedisLogger(a.log))
 	if err != nil {
@@ -112,20 +138,40 @@ func (a *app) apiServer(svc *checkout.Service) (*api.Server, error) {
 	}
 	a.closers = append(a.closers, closeStore)
 	cfg := ratelimit.DefaultConfig()
-	cfg.Enabled, cfg.ExemptLoopback = rl.Enabled, rl.ExemptLoopback
+	cfg.Enabled, cfg.ExemptLoopback, cfg.IPv6PrefixBits = rl.Enabled, rl.ExemptLoopback, rl.IPv6PrefixBits
 	limiter := ratelimit.New(store, cfg, ratelimit.WithLogger(a.log))
 	var deliveries api.DeliveryRetrier
+	var dispatcher api.EventDispatcher
+	var subs *subscription.Service
 	if svc != nil && svc.Temporal != nil {
 		deliveries = pworker.Retrier{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
+		dispatcher = pworker.Dispatcher{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
+		subs = a.subscriptionService(svc.Temporal)
+	}
+	var root []func(e *gin.Engine)
+	if svc != nil {
+		public := os.Getenv("PAYGATE_PUBLIC_URL")
+		pages, err := web.New(web.Pages{Checkout: svc, Store: a.store, Log: a.log, FrameAncestors: os.Getenv("CHECKOUT_FRAME_ANCESTORS"),
+			PublicURL: public, SecureCookies: strings.HasPrefix(public, "https://")})
+		if err != nil {
+			return nil, err
+		}
+		root = append(root, pages.Register)
 	}
 	return api.New(api.Deps{
-		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.Embedded()},
+		Root:           root,
+		PublicURL:      os.Getenv("PAYGATE_PUBLIC_URL"),
+		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback},
 		Deliveries:     deliveries,
+		Dispatcher:     dispatcher,
 		Limiter:        limiter.Middleware(),
 		AuthFailures:   limiter,
+		Accounts:       limiter,
 		Store:          a.store,
 		Hasher:         a.hasher(),
 		Checkout:       svc,
+		Refunds:        refunds,
+		Subscriptions:  subs,
 		UploadDir:      a.uploadDir(),
 		Networks:       a.networks,
 		SessionTTL:     a.cfg.SessionTTL,
@@ -190,6 +236,9 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.serveOpsOn(ctx, c, a.cfg.MetricsAddr, "PAYGATE_METRICS_ADDR"); err != nil {
+		return err
+	}
 	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler())
 }
 
@@ -245,6 +294,29 @@ func runKYB(ctx context.Context, args []string) error {
 	return nil
 }
 
+// runRefunds serves `paygate refunds enable|disable MERCHANT_ID`: the
+// operator's switch of the merchant's refunds flag. Refunds are on in test
+// mode by default and off in live mode; enable turns them on in both,
+// disable off in both.
+func runRefunds(ctx context.Context, args []string) error {
+	if len(args) != 2 || (args[0] != "enable" && args[0] != "disable") {
+		return usageError("refunds needs enable|disable MERCHANT_ID")
+	}
+	a, err := newMigratedApp()
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	m, err := a.store.SetRefundsEnabled(ctx, args[1], args[0] == "enable")
+	if err != nil {
+		return fmt.Errorf("merchant %s: %w", args[1], err)
+	}
+	onOff := map[bool]string{true: "on", false: "off"}
+	fmt.Printf("refunds of %s (%s): test mode %s, live mode %s\n", m.BusinessName, m.ID,
+		onOff[m.RefundsOn(models.ModeTest)], onOff[m.RefundsOn(models.ModeLive)])
+	return nil
+}
+
 func kybNotice(business string, approved bool, note string) *models.Notification {
 	n := &models.Notification{Kind: "kyb.reviewed"}
 	if approved {
@@ -258,4 +330,36 @@ func kybNotice(business string, approved bool, note string) *models.Notification
 		n.Body += "\n\nReviewer's note: " + note
 	}
 	return n
+}
+
+// poolFromEnv reads the PostgreSQL pool settings (DB_MAX_OPEN_CONNS,
+// DB_MAX_IDLE_CONNS, DB_CONN_MAX_LIFETIME, DB_CONN_MAX_IDLE_TIME); unset
+// ones take models.DefaultPool's.
+func poolFromEnv(getenv func(string) string) (models.Pool, error) {
+	var p models.Pool
+	for _, n := range []struct {
+		name string
+		dst  *int
+	}{{"DB_MAX_OPEN_CONNS", &p.MaxOpen}, {"DB_MAX_IDLE_CONNS", &p.MaxIdle}} {
+		if v := getenv(n.name); v != "" {
+			i, err := strconv.Atoi(v)
+			if err != nil || i <= 0 || i > 10000 {
+				return p, fmt.Errorf("%s: must be a positive integer", n.name)
+			}
+			*n.dst = i
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"DB_CONN_MAX_LIFETIME", &p.MaxLifetime}, {"DB_CONN_MAX_IDLE_TIME", &p.MaxIdleTime}} {
+		if v := getenv(d.name); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return p, fmt.Errorf("%s: must be a positive duration such as 30m", d.name)
+			}
+			*d.dst = x
+		}
+	}
+	return p, nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paygate/paygate/models"
 )
@@ -77,4 +78,22 @@ func asUsage(err error, ue *usageError) bool {
 		*ue = u
 	}
 	return ok
+}
+
+func TestPoolFromEnv(t *testing.T) {
+	env := map[string]string{"DB_MAX_OPEN_CONNS": "64", "DB_CONN_MAX_LIFETIME": "10m"}
+	p, err := poolFromEnv(func(k string) string { return env[k] })
+	if err != nil || p.MaxOpen != 64 || p.MaxLifetime != 10*time.Minute || p.MaxIdle != 0 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	for k, v := range map[string]string{"DB_MAX_IDLE_CONNS": "-1", "DB_CONN_MAX_IDLE_TIME": "soon"} {
+		if _, err := poolFromEnv(func(n string) string {
+			if n == k {
+				return v
+			}
+			return ""
+		}); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
 }

@@ -1,12 +1,15 @@
 // Command paygate is the whole service in one binary:
 //
 //	paygate dev                        everything on one machine (make run)
-//	paygate dev pay SESSION_ID         pay a session on the dev chain
+//	paygate dev pay SESSION_ID         pay a session on the dev chain (see `paygate dev pay -h`)
 //	paygate api                        the HTTP API
 //	paygate worker                     the Temporal workers
 //	paygate migrate [status]           move the database schema forward
+//	paygate dev refund REFUND_ID       pay a refund from the dev chain's merchant wallet
 //	paygate kyb approve|reject ID      review a merchant's KYB application
+//	paygate refunds enable|disable ID  switch a merchant's refunds (live mode needs it)
 //	paygate deliveries retry ID        make one immediate attempt of a webhook delivery
+//	paygate secrets rotate             re-seal webhook secrets under the current server secret
 //
 // Configuration comes from the environment (see config.Config).
 package main
@@ -38,13 +41,31 @@ func main() {
 
 const usage = `usage:
   paygate dev                          run everything on this machine (embedded profile)
-  paygate dev pay SESSION_ID [UNITS]   pay a checkout session from the dev chain's customer wallet
+  paygate dev pay SESSION_ID [UNITS]   pay a checkout session on its dev chain: by default the customer
+                                       signs an EIP-3009 authorization (nonce = paymentReference) and
+                                       broadcasts it; flags (before or after the arguments):
+      --plain                          plain ERC-20 transfer, no authorization
+      --from customer|stranger|exchange|relayer|0x<private key hex>
+      --via router                     pay through the dev chain's Router contract
+      --relay                          POST the signature to the API's relayer instead of broadcasting
+      --no-submit                      broadcast only, print the hash
+      --submit-to OTHER_SESSION_ID     submit the hash to another session
+    (paygate dev pay -h for details)
+  paygate dev refund REFUND_ID         pay a refund from the dev merchant wallet (a USDC transfer to the refund's
+                                       destination) and submit its hash; needs the merchant's API key:
+      --api-key KEY                    (default: $PAYGATE_API_KEY)
+      --from merchant|0x<private key hex>   --units N   --no-submit
+    (paygate dev refund -h for details)
   paygate api                          run the HTTP API
   paygate worker                       run the Temporal workers (checkouts, webhook deliveries)
   paygate migrate [status]             apply pending schema migrations (or list them)
   paygate kyb approve MERCHANT_ID [NOTE]
   paygate kyb reject MERCHANT_ID [NOTE]
+  paygate refunds enable MERCHANT_ID   turn refunds on (test and live mode; by default only test mode)
+  paygate refunds disable MERCHANT_ID  turn refunds off in both modes
   paygate deliveries retry DELIVERY_ID make one immediate attempt of a webhook delivery
+  paygate secrets rotate               seal every webhook secret under the current PAYGATE_SECRET_KEY
+                                       (after a rotation; the old one in PAYGATE_SECRET_KEY_PREVIOUS)
 `
 
 type usageError string
@@ -67,8 +88,12 @@ func run(ctx context.Context, args []string) error {
 		return runMigrate(ctx, rest)
 	case "kyb":
 		return runKYB(ctx, rest)
+	case "refunds":
+		return runRefunds(ctx, rest)
 	case "deliveries":
 		return runDeliveries(ctx, rest)
+	case "secrets":
+		return runSecrets(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

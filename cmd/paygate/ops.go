@@ -34,35 +34,31 @@ func (a *app) readyChecks(c client.Client) []api.ReadyCheck {
 	return checks
 }
 
-// opsHandler serves /metrics, /healthz and /readyz for a process without
-// the API (the worker).
-func (a *app) opsHandler(c client.Client) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET "+api.PathMetrics, a.metrics.Handler())
-	mux.Handle("GET "+api.PathHealthz, api.HealthHandler())
-	mux.Handle("GET "+api.PathReadyz, api.ReadyHandler(a.readyChecks(c), a.log))
-	return mux
-}
-
 // serveOps runs the worker's operational listener on WORKER_METRICS_ADDR
 // until ctx ends; with the variable unset it does nothing.
 func (a *app) serveOps(ctx context.Context, c client.Client) error {
-	addr := strings.TrimSpace(os.Getenv(WorkerMetricsAddrEnv))
+	return a.serveOpsOn(ctx, c, strings.TrimSpace(os.Getenv(WorkerMetricsAddrEnv)), WorkerMetricsAddrEnv)
+}
+
+// serveOpsOn serves /metrics, /healthz and /readyz (api.OpsHandler) on addr
+// until ctx ends: a listener of its own, never the public API port. An empty
+// addr serves nothing. envName names the variable in errors.
+func (a *app) serveOpsOn(ctx context.Context, c client.Client, addr, envName string) error {
 	if addr == "" {
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("%s: must be host:port, got %q", WorkerMetricsAddrEnv, addr)
+		return fmt.Errorf("%s: must be host:port, got %q", envName, addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%s: %w", WorkerMetricsAddrEnv, err)
+		return fmt.Errorf("%s: %w", envName, err)
 	}
-	srv := &http.Server{Handler: a.opsHandler(c), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
-	a.log.Info("worker metrics listening", "addr", "http://"+ln.Addr().String(), "paths", []string{api.PathMetrics, api.PathHealthz, api.PathReadyz})
+	srv := &http.Server{Handler: api.OpsHandler(a.metrics.Handler(), a.readyChecks(c), a.log), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	a.log.Info("metrics listening", "addr", "http://"+ln.Addr().String(), "variable", envName, "paths", []string{api.PathMetrics, api.PathHealthz, api.PathReadyz})
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("worker metrics listener failed", "err", err)
+			a.log.Error("metrics listener failed", "err", err)
 		}
 	}()
 	go func() {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"strings"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/ethereum/go-ethereum/crypto"
 	"os"
 	"time"
 
@@ -16,9 +20,12 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/metrics"
+	"github.com/paygate/paygate/refund"
+	"github.com/paygate/paygate/subscription"
 	"github.com/paygate/paygate/temporaldev"
 	"github.com/paygate/paygate/webhook"
 	pworker "github.com/paygate/paygate/worker"
+	"github.com/paygate/paygate/workflows"
 )
 
 // dialTemporal connects to the configured Temporal frontend (with TLS when
@@ -69,14 +76,80 @@ func (a *app) checkoutService(c client.Client) (*checkout.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	window := time.Hour
-	if v := os.Getenv("TX_NOT_FOUND_WINDOW"); v != "" {
-		if window, err = time.ParseDuration(v); err != nil || window <= 0 {
-			return nil, fmt.Errorf("TX_NOT_FOUND_WINDOW: must be a positive duration, got %q", v)
+	window, err := notFoundWindow()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := relayerKeys(a.networks, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	for name, k := range a.devRelayers {
+		if _, set := keys[name]; !set {
+			keys[name] = k
 		}
 	}
 	return &checkout.Service{Store: a.store, Temporal: c, Hasher: a.hasher(), Networks: a.networks, Tax: rates,
-		TaskQueue: a.cfg.Temporal.TaskQueueCheckout, Lifetime: a.cfg.CheckoutLifetime, NotFoundWindow: window, Log: a.log}, nil
+		TaskQueue: a.cfg.Temporal.TaskQueueCheckout, Lifetime: a.cfg.CheckoutLifetime, NotFoundWindow: window, Log: a.log,
+		UpdateTimeout: a.cfg.UpdateTimeout,
+		Relayer:       chain.NewRelayer(a.networks, keys)}, nil
+}
+
+// notFoundWindow reads TX_NOT_FOUND_WINDOW: how long a submitted hash may
+// stay unseen on chain (checkouts and refunds), default 1 hour.
+func notFoundWindow() (time.Duration, error) {
+	v := os.Getenv("TX_NOT_FOUND_WINDOW")
+	if v == "" {
+		return time.Hour, nil
+	}
+	w, err := time.ParseDuration(v)
+	if err != nil || w <= 0 {
+		return 0, fmt.Errorf("TX_NOT_FOUND_WINDOW: must be a positive duration, got %q", v)
+	}
+	return w, nil
+}
+
+// refundService builds the refund service on a Temporal client: refunds
+// run on the checkout queue, with the configured window (REFUND_WINDOW).
+func (a *app) refundService(c client.Client) (*refund.Service, error) {
+	window, err := notFoundWindow()
+	if err != nil {
+		return nil, err
+	}
+	return &refund.Service{Store: a.store, Temporal: c, Networks: a.networks, TaskQueue: a.cfg.Temporal.TaskQueueCheckout,
+		Window: a.cfg.RefundWindow, NotFoundWindow: window, Log: a.log}, nil
+}
+
+// subscriptionService builds the subscription service on a Temporal client
+// (subscriptions run on the checkout task queue).
+func (a *app) subscriptionService(c client.Client) *subscription.Service {
+	sc := a.cfg.Subscriptions
+	return &subscription.Service{Store: a.store, Temporal: c, Networks: a.networks, TaskQueue: a.cfg.Temporal.TaskQueueCheckout,
+		Policy: workflows.SubscriptionPolicy{GracePeriod: sc.GracePeriod, Reminders: sc.Reminders, DunningPeriod: sc.DunningPeriod,
+			InFlightRecheck: time.Minute}, Log: a.log}
+}
+
+// relayerKeys reads RELAYER_KEY_<NETWORK> (a hex private key of a wallet
+// holding gas on that EVM network) for every network that sets it.
+func relayerKeys(reg *chain.Registry, getenv func(string) string) (map[string]*ecdsa.PrivateKey, error) {
+	keys := map[string]*ecdsa.PrivateKey{}
+	for _, mode := range []chain.Mode{chain.ModeTest, chain.ModeLive} {
+		for _, name := range reg.Names(mode) {
+			v := getenv("RELAYER_KEY_" + strings.ToUpper(name))
+			if v == "" {
+				continue
+			}
+			if fam, _ := chain.FamilyOf(name); fam != chain.FamilyEVM {
+				return nil, fmt.Errorf("RELAYER_KEY_%s: only EVM networks have a relayer", strings.ToUpper(name))
+			}
+			k, err := crypto.HexToECDSA(strings.TrimPrefix(v, "0x"))
+			if err != nil {
+				return nil, fmt.Errorf("RELAYER_KEY_%s: must be a hex private key", strings.ToUpper(name))
+			}
+			keys[name] = k
+		}
+	}
+	return keys, nil
 }
 
 // runWorkers runs the checkout and webhook workers and the session repairer
@@ -87,9 +160,16 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 	}
 	verifier := chain.NewMultiVerifier(a.networks)
 	defer verifier.Close()
-	sender := webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: a.cfg.Embedded()})
+	svc, err := a.checkoutService(c)
+	if err != nil {
+		return err
+	}
+	svc.Finder, svc.Verifier = verifier, verifier
+	// Test-mode endpoints may use loopback only where configured; live ones
+	// are always held to the strict policy at dial time.
+	sender := webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback})
 	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: a.cfg.Temporal.TaskQueueCheckout, WebhookQueue: a.cfg.Temporal.TaskQueueWebhooks,
-		Store: a.store, Verifier: verifier, Sender: sender})
+		Store: a.store, Verifier: verifier, Sender: sender, Sessions: svc, PublicBaseURL: a.cfg.PublicBaseURL})
 	if err != nil {
 		return err
 	}
@@ -97,12 +177,22 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 		return err
 	}
 	a.log.Info("workers polling", "checkoutQueue", a.cfg.Temporal.TaskQueueCheckout, "webhookQueue", a.cfg.Temporal.TaskQueueWebhooks)
-	svc, err := a.checkoutService(c)
+	go svc.RunRepairer(ctx, 15*time.Second, 10*time.Second)
+	refunds, err := a.refundService(c)
 	if err != nil {
 		pworker.Stop(ws)
 		return err
 	}
-	go svc.RunRepairer(ctx, 15*time.Second, 10*time.Second)
+	// Pending webhook deliveries without a running workflow: started,
+	// resumed or settled.
+	rec := &pworker.DeliveryReconciler{Client: c, Queue: a.cfg.Temporal.TaskQueueWebhooks, Store: a.store, Log: a.log}
+	go rec.Run(ctx, 30*time.Second)
+	// Refunds whose workflow did not start (a crash after the write).
+	go refunds.RunRepairer(ctx, 15*time.Second, 10*time.Second)
+	go a.subscriptionService(c).RunRepairer(ctx, 15*time.Second, 10*time.Second)
+	// Payments found by their session's reference, late payments, and
+	// recorded transactions checked on chain.
+	go svc.RunWatcher(ctx, watchInterval(a.networks), pworker.Dispatcher{Client: c, Queue: a.cfg.Temporal.TaskQueueWebhooks})
 	<-ctx.Done()
 	a.log.Info("workers stopping; running activities are left to Temporal's retries")
 	pworker.Stop(ws)
@@ -127,4 +217,18 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	return a.runWorkers(ctx, c)
+}
+
+// watchInterval is the shortest poll interval of the configured networks,
+// at least one second.
+func watchInterval(reg *chain.Registry) time.Duration {
+	d := 15 * time.Second
+	for _, mode := range []chain.Mode{chain.ModeTest, chain.ModeLive} {
+		for _, name := range reg.Names(mode) {
+			if n, ok := reg.Lookup(name); ok && n.PollInterval > 0 && n.PollInterval < d {
+				d = n.PollInterval
+			}
+		}
+	}
+	return max(d, time.Second)
 }

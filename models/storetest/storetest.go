@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/paygate/paygate/keyring"
 	"github.com/paygate/paygate/models"
 )
 
@@ -41,7 +42,7 @@ func Open(t testing.TB, dialect string) *models.Store {
 	var err error
 	switch dialect {
 	case "sqlite":
-		st, err = models.Open(models.Options{SQLitePath: filepath.Join(t.TempDir(), "paygate.db")})
+		st, err = models.Open(models.Options{SQLitePath: filepath.Join(t.TempDir(), "paygate.db"), Secrets: Keyring()})
 	case "postgres":
 		st, err = openPostgres(t)
 	default:
@@ -58,7 +59,19 @@ func Open(t testing.TB, dialect string) *models.Store {
 }
 
 func openPostgres(t testing.TB) (*models.Store, error) {
-	return models.Open(models.Options{DatabaseURL: PostgresURL(t)})
+	return models.Open(models.Options{DatabaseURL: PostgresURL(t), Secrets: Keyring()})
+}
+
+// Secret is the server secret the test stores seal webhook secrets under.
+const Secret = "storetest-server-secret-storetest-server-secret"
+
+// Keyring is the webhook-secret keyring of the test stores.
+func Keyring() *keyring.Ring {
+	r, err := keyring.New(keyring.PurposeWebhookSecret, Secret)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // PostgresURL creates a fresh schema on the test PostgreSQL server, drops

@@ -1,0 +1,126 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/chain"
+)
+
+// Application error types of the refund activities.
+const (
+	// ErrTypeRefundTxClaimed: the hash already backs another refund of the
+	// merchant, or the refund took another hash (409).
+	ErrTypeRefundTxClaimed = "RefundTxClaimed"
+	// ErrTypeRefundOutcomeMismatch: an outcome for another transfer than
+	// the refund's; a bug, never retried.
+	ErrTypeRefundOutcomeMismatch = "RefundOutcomeMismatch"
+)
+
+// RefundSubmission attaches a transfer to a refund. Refund id and hash are
+// the step's idempotency key: the same pair again writes nothing.
+type RefundSubmission struct {
+	RefundID string
+	TxHash   string
+	At       time.Time
+}
+
+// RefundOutcome ends a refund: succeeded (TxHash verified) or failed.
+type RefundOutcome struct {
+	RefundID string
+	Status   string // succeeded or failed
+	TxHash   string
+	Reason   string
+	Message  string
+	At       time.Time
+}
+
+// RefundFinish is the outcome as stored.
+type RefundFinish struct {
+	Status        string
+	Reason        string
+	Message       string
+	FullyRefunded bool
+}
+
+// FinishedRefund is what the store did: the stored outcome and the
+// deliveries of its payment.refunded event.
+type FinishedRefund struct {
+	Status        string
+	Reason        string
+	Message       string
+	FullyRefunded bool
+	Deliveries    []string
+}
+
+// RefundStore is what the refund activities need from the store. Both
+// methods are idempotent (refund id and hash; one outcome per refund; the
+// event keyed by the refund id).
+type RefundStore interface {
+	// SubmitRefundTx moves a pending refund to submitted with its hash;
+	// the same hash again succeeds; a hash that backs another refund, or
+	// a refund that is no longer pending, is an apperr.ErrConflict.
+	SubmitRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error
+	// FinishRefund stores the outcome and its effects in one transaction
+	// and returns what was stored (the first outcome, on a repeated call)
+	// with the deliveries to dispatch.
+	FinishRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
+}
+
+// ErrRefundOutcomeMismatch is what a store returns (wrapped) for an
+// outcome naming another transfer than the refund's.
+var ErrRefundOutcomeMismatch = errors.New("refund outcome names another transfer")
+
+// RefundActivities are the side effects of RefundWorkflow.
+type RefundActivities struct {
+	Store      RefundStore
+	Verifier   chain.Verifier
+	Dispatcher DeliveryDispatcher
+}
+
+// SubmitRefundTx records the refund's transfer hash.
+func (a *RefundActivities) SubmitRefundTx(ctx context.Context, in RefundSubmission) error {
+	if in.RefundID == "" || in.TxHash == "" {
+		return temporal.NewNonRetryableApplicationError("submission needs refund and hash", ErrTypeInvalidInput, nil)
+	}
+	err := a.Store.SubmitRefundTx(ctx, in.RefundID, in.TxHash, in.At)
+	if errors.Is(err, apperr.ErrConflict) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundTxClaimed, err)
+	}
+	return err
+}
+
+// VerifyRefundTransfer asks the chain about the refund's transfer
+// (chain.VerifyRefund). A transient RPC fault is a retryable error, never
+// a verdict; a permanent one is non-retryable and gives no verdict either.
+func (a *RefundActivities) VerifyRefundTransfer(ctx context.Context, t chain.RefundTransfer) (chain.VerifyResult, error) {
+	res, err := chain.VerifyRefund(ctx, a.Verifier, t)
+	if err != nil {
+		return res, verifyFault(ctx, err, "verify refund transfer "+t.TxHash, t.Network)
+	}
+	return res, nil
+}
+
+// FinishRefund records the refund's outcome and its effects, then starts
+// the deliveries of its event. Both steps are idempotent.
+func (a *RefundActivities) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.RefundID == "" || (o.Status != "succeeded" && o.Status != "failed") || (o.Status == "succeeded" && o.TxHash == "") {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError("outcome needs refund, status and (succeeded) hash", ErrTypeInvalidInput, nil)
+	}
+	f, err := a.Store.FinishRefund(ctx, o)
+	if errors.Is(err, ErrRefundOutcomeMismatch) {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundOutcomeMismatch, err)
+	}
+	if err != nil {
+		return RefundFinish{}, err
+	}
+	out := RefundFinish{Status: f.Status, Reason: f.Reason, Message: f.Message, FullyRefunded: f.FullyRefunded}
+	if len(f.Deliveries) == 0 || a.Dispatcher == nil {
+		return out, nil
+	}
+	return out, a.Dispatcher.Dispatch(ctx, f.Deliveries)
+}

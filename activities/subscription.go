@@ -1,0 +1,161 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paygate/paygate/apperr"
+)
+
+// ErrTypePaymentInFlight: a transfer for the invoice's session is broadcast
+// and being confirmed, so the session cannot be voided (SPEC.md: no cancel
+// after a broadcast). The API answers 409.
+const ErrTypePaymentInFlight = "PaymentInFlight"
+
+// SessionNotice tells a subscription's workflow that one of its invoice
+// sessions ended (the signal sent after FinishSession).
+type SessionNotice struct {
+	SessionID string
+	// Status is the session's outcome: complete, failed, cancelled or expired.
+	Status string
+}
+
+// SubscriptionNotifier tells a subscription's workflow about its sessions.
+type SubscriptionNotifier interface {
+	// SessionFinished signals the workflow; a subscription whose workflow
+	// has closed (canceled) is not an error.
+	SessionFinished(ctx context.Context, subscriptionID string, n SessionNotice) error
+}
+
+// SubscriptionRecord is one change of a subscription: the read model's new
+// state and the events reporting it (models.SubscriptionRecord).
+type SubscriptionRecord struct {
+	SubscriptionID     string
+	Seq                int64
+	Status             string
+	CurrentPeriodStart time.Time
+	CurrentPeriodEnd   time.Time
+	CancelAtPeriodEnd  bool
+	TrialEnd           *time.Time
+	BillingAnchor      *time.Time
+	PausedAt           *time.Time
+	CanceledAt         *time.Time
+	CancelReason       string
+	LatestSessionID    string
+	At                 time.Time
+	Events             []SubscriptionEvent
+}
+
+// SubscriptionEvent is one event of a change: its type and the fields it
+// adds to the subscription's own.
+type SubscriptionEvent struct {
+	Type  string
+	Extra map[string]any
+}
+
+// SubscriptionStore is what the subscription activities need from the store.
+type SubscriptionStore interface {
+	// RecordSubscription writes the change and its events in one
+	// transaction, once per Seq, and returns the events' deliveries.
+	RecordSubscription(ctx context.Context, r SubscriptionRecord) ([]string, error)
+}
+
+// InvoiceSessionRequest asks for the checkout session that pays an invoice.
+type InvoiceSessionRequest struct {
+	// SessionID is chosen by the workflow, so a retried activity finds the
+	// session it created instead of opening another.
+	SessionID      string
+	SubscriptionID string
+	ExpiresAt      time.Time
+}
+
+// InvoiceSession is an invoice's open checkout session.
+type InvoiceSession struct {
+	SessionID string
+	Status    string
+	ExpiresAt time.Time
+	// CheckoutURL is the hosted page that pays it: <base>/checkout/<id>.
+	CheckoutURL string
+}
+
+// InvoiceSessions opens, reads and voids the checkout sessions of invoices
+// (the checkout service).
+type InvoiceSessions interface {
+	// OpenInvoiceSession creates the session (once per id) with its payment
+	// reference and starts its CheckoutSessionWorkflow.
+	OpenInvoiceSession(ctx context.Context, req InvoiceSessionRequest) (InvoiceSession, error)
+	// InvoiceSessionStatus reads a session's status.
+	InvoiceSessionStatus(ctx context.Context, sessionID string) (string, error)
+	// VoidInvoiceSession cancels a session that has no broadcast transfer
+	// and answers its status; one with a broadcast is an apperr.ErrConflict.
+	VoidInvoiceSession(ctx context.Context, sessionID string) (string, error)
+}
+
+// SubscriptionActivities are the side effects of SubscriptionWorkflow.
+type SubscriptionActivities struct {
+	Store      SubscriptionStore
+	Sessions   InvoiceSessions
+	Dispatcher DeliveryDispatcher
+	// PublicBaseURL is where customers reach the hosted pages.
+	PublicBaseURL string
+}
+
+// RecordSubscription writes a change of the read model with its events,
+// then starts their deliveries. Both steps are idempotent.
+func (a *SubscriptionActivities) RecordSubscription(ctx context.Context, r SubscriptionRecord) error {
+	if r.SubscriptionID == "" || r.Seq <= 0 || r.Status == "" {
+		return temporal.NewNonRetryableApplicationError("record needs subscription, sequence and status", ErrTypeInvalidInput, nil)
+	}
+	ids, err := a.Store.RecordSubscription(ctx, r)
+	if err != nil {
+		if errors.Is(err, apperr.ErrNotFound) {
+			return temporal.NewNonRetryableApplicationError("subscription not found", ErrTypeInvalidInput, err)
+		}
+		return err
+	}
+	if len(ids) == 0 || a.Dispatcher == nil {
+		return nil
+	}
+	return a.Dispatcher.Dispatch(ctx, ids)
+}
+
+// OpenInvoiceSession opens the checkout session of an invoice and answers
+// the link that pays it.
+func (a *SubscriptionActivities) OpenInvoiceSession(ctx context.Context, req InvoiceSessionRequest) (InvoiceSession, error) {
+	if req.SessionID == "" || req.SubscriptionID == "" || req.ExpiresAt.IsZero() {
+		return InvoiceSession{}, temporal.NewNonRetryableApplicationError("invoice session needs id, subscription and expiry", ErrTypeInvalidInput, nil)
+	}
+	s, err := a.Sessions.OpenInvoiceSession(ctx, req)
+	if err != nil {
+		if errors.Is(err, apperr.ErrBadRequest) || errors.Is(err, apperr.ErrNotFound) {
+			// The subscription cannot be billed as it stands (no receiving
+			// wallet, network not configured): retrying will not help.
+			return InvoiceSession{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidInput, err)
+		}
+		return InvoiceSession{}, err
+	}
+	s.CheckoutURL = strings.TrimSuffix(a.PublicBaseURL, "/") + "/checkout/" + s.SessionID
+	return s, nil
+}
+
+// InvoiceSessionStatus reads the status of an invoice's session: the
+// workflow looks before it acts on a deadline, so a lost signal never
+// costs a paid customer their subscription.
+func (a *SubscriptionActivities) InvoiceSessionStatus(ctx context.Context, sessionID string) (string, error) {
+	return a.Sessions.InvoiceSessionStatus(ctx, sessionID)
+}
+
+// VoidInvoiceSession cancels an invoice's session when the subscription
+// ends; a broadcast payment cannot be voided (ErrTypePaymentInFlight).
+func (a *SubscriptionActivities) VoidInvoiceSession(ctx context.Context, sessionID string) (string, error) {
+	status, err := a.Sessions.VoidInvoiceSession(ctx, sessionID)
+	if errors.Is(err, apperr.ErrConflict) {
+		return status, temporal.NewNonRetryableApplicationError("a payment of the renewal is being confirmed on chain; try again when it is decided",
+			ErrTypePaymentInFlight, err)
+	}
+	return status, err
+}

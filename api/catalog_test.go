@@ -1,0 +1,79 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestProductsAndHostedCheckouts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		h.do("PATCH", "/api/merchant", m.Session, map[string]any{"wallets": map[string]any{"evm": evmA}})
+
+		// Products.
+		expectField(t, h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"name": "Mug", "price": "12.345"}), "price")
+		expectField(t, h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"price": "12.00"}), "name")
+		expectField(t, h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"name": "Mug", "price": "12.00",
+			"imageUrl": "https://elsewhere.example/x.png"}), "imageUrl")
+		r := h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"name": "Mug", "description": "Stoneware", "price": "12.50"})
+		expect(t, r, 201, "")
+		prod := r.data()["id"].(string)
+		if r.data()["active"] != true || r.data()["price"] != 12.5 {
+			t.Fatalf("product %s", r.Raw)
+		}
+		expect(t, h.do("GET", "/api/v1/products/"+prod, m.TestKey, nil), 200, "")
+		if list := h.do("GET", "/api/v1/products?active=true", m.TestKey, nil); len(list.list()) != 1 {
+			t.Fatalf("products %s", list.Raw)
+		}
+
+		// A hosted checkout of the product, with metadata and return URLs.
+		meta := map[string]string{"orderId": "A-1001", "channel": "web"}
+		r = h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "metadata": meta,
+			"externalCustomerId": "cus_42", "successUrl": "https://shop.example/thanks", "cancelUrl": "https://shop.example/cart",
+			"expiresInMinutes": 60})
+		expect(t, r, 201, "")
+		hc := r.data()
+		if hc["status"] != "open" || hc["name"] != "Mug" || hc["amount"] != 12.5 || hc["productId"] != prod || hc["externalCustomerId"] != "cus_42" ||
+			!strings.HasSuffix(hc["url"].(string), "/pay/"+hc["paymentLinkId"].(string)) || hc["metadata"].(map[string]any)["orderId"] != "A-1001" {
+			t.Fatalf("hosted checkout %s", r.Raw)
+		}
+		// Its single-use link is the checkout's, not listed with the links; it is payable.
+		if links := h.do("GET", "/api/payment-links", m.TestKey, nil); len(links.list()) != 0 {
+			t.Fatalf("a checkout's link is listed: %s", links.Raw)
+		}
+		expect(t, h.do("GET", "/api/checkout/links/"+hc["paymentLinkId"].(string), "", nil), 200, "")
+
+		// An amount instead of a product; the limits.
+		expect(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"name": "Custom", "amount": "3.00", "network": "base_sepolia"}), 201, "")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "amount": "3.00", "network": "base_sepolia"}), "productId")
+		big := map[string]string{}
+		for i := range 51 {
+			big[fmt.Sprint("k", i)] = "v"
+		}
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "metadata": big}), "metadata")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia",
+			"metadata": map[string]string{strings.Repeat("k", 41): "v"}}), "metadata")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia",
+			"metadata": map[string]string{"k": strings.Repeat("v", 501)}}), "metadata.k")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "expiresInMinutes": 2}), "expiresInMinutes")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "successUrl": "javascript:alert(1)"}), "successUrl")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base"}), "network")
+
+		// A deactivated product sells no more.
+		expect(t, h.do("PATCH", "/api/v1/products/"+prod, m.TestKey, map[string]any{"active": false}), 200, "")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia"}), "productId")
+
+		// Cancel: the checkout and its link close.
+		id := hc["id"].(string)
+		c := h.do("POST", "/api/v1/checkouts/"+id+"/cancel", m.TestKey, nil)
+		if c.Status != 200 || c.data()["status"] != "cancelled" {
+			t.Fatalf("cancel %s", c.Raw)
+		}
+		expect(t, h.do("POST", "/api/v1/checkouts/"+id+"/cancel", m.TestKey, nil), 409, "CONFLICT")
+		expectField(t, h.do("GET", "/api/checkout/links/"+hc["paymentLinkId"].(string), "", nil), "linkId")
+		if got := h.do("GET", "/api/v1/checkouts", m.TestKey, nil); len(got.list()) != 2 {
+			t.Fatalf("checkouts %s", got.Raw)
+		}
+	})
+}

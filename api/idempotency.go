@@ -1,0 +1,115 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/models"
+)
+
+// HeaderIdempotencyKey names a POST's idempotency key; HeaderReplayed marks
+// an answer replayed from the key's first request.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotent-Replayed"
+	// CodeIdempotencyMismatch: the key was first used with another request.
+	CodeIdempotencyMismatch = "IDEMPOTENCY_KEY_REUSED"
+)
+
+// maxIdempotencyKey bounds the header (Stripe's limit).
+const maxIdempotencyKey = 255
+
+// captureWriter keeps a copy of what a handler writes.
+type captureWriter struct {
+	gin.ResponseWriter
+	body bytes.Buffer
+}
+
+func (w *captureWriter) Write(b []byte) (int, error) {
+	w.body.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *captureWriter) WriteString(s string) (int, error) {
+	w.body.WriteString(s)
+	return w.ResponseWriter.WriteString(s)
+}
+
+// idempotent makes an authenticated POST safe to retry: with an
+// Idempotency-Key, the first successful answer is stored (in the database,
+// shared by every API replica, for 24 hours) and replayed exactly to a
+// retry with the same key and body, with Idempotent-Replayed: true. The same
+// key with another body is a 422; while the first request still runs, a 409.
+// Failures are not stored, so a corrected request may reuse the key.
+func (s *Server) idempotent(c *gin.Context) {
+	key := c.GetHeader(HeaderIdempotencyKey)
+	if key == "" {
+		c.Next()
+		return
+	}
+	if len(key) > maxIdempotencyKey {
+		fail(c, apperr.Invalid(HeaderIdempotencyKey, "must be at most 255 characters"))
+		return
+	}
+	// Read what the largest route accepts (an upload) and one byte more: a
+	// body cut short here would reach the handler cut short.
+	limit := int64(MaxUploadBytes + 64<<10)
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
+	if err != nil {
+		fail(c, apperr.Invalid("body", "could not be read"))
+		return
+	}
+	if int64(len(body)) > limit {
+		fail(c, apperr.Invalid("body", "is too large"))
+		return
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	sum := sha256.New()
+	sum.Write([]byte(c.Request.Method + " " + c.Request.URL.RequestURI() + "\n"))
+	sum.Write(body)
+	hash := hex.EncodeToString(sum.Sum(nil))
+	p := principal(c)
+	scope := string(p.Mode)
+	if p.SessionID != "" {
+		scope = "dashboard"
+	}
+	ctx := c.Request.Context()
+	state, rec, err := s.Store.BeginIdempotent(ctx, p.MerchantID, scope, key, hash)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	switch state {
+	case models.IdemReplay:
+		c.Header(HeaderReplayed, "true")
+		c.Data(rec.ResponseStatus, "application/json; charset=utf-8", []byte(rec.ResponseBody))
+		c.Abort()
+		return
+	case models.IdemMismatch:
+		c.AbortWithStatusJSON(http.StatusUnprocessableEntity, errorBody{Status: "error", Code: CodeIdempotencyMismatch,
+			Message: "this Idempotency-Key was used with a different request; use a new key for a new request"})
+		return
+	case models.IdemRunning:
+		fail(c, apperr.Conflict("a request with this Idempotency-Key is still being processed; retry shortly"))
+		return
+	}
+	w := &captureWriter{ResponseWriter: c.Writer}
+	c.Writer = w
+	c.Next()
+	// The request's context may be gone (client hung up): record anyway.
+	store := context.WithoutCancel(ctx)
+	if status := w.Status(); status >= 200 && status < 300 {
+		err = s.Store.FinishIdempotent(store, rec.ID, status, w.body.String())
+	} else {
+		err = s.Store.ForgetIdempotent(store, rec.ID)
+	}
+	if err != nil {
+		s.Logger.WarnContext(ctx, "idempotency key not recorded", "err", err)
+	}
+}

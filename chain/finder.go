@@ -1,0 +1,225 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+
+	ethereum "github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
+)
+
+// Found is a transaction that carries a session's payment reference.
+type Found struct {
+	// Reference is the payment reference the transaction carries.
+	Reference string
+	// TxHash is the transaction hash (EVM) or signature (Solana).
+	TxHash string
+	// Block is the block (EVM) or slot (Solana) holding it.
+	Block uint64
+}
+
+// ReferenceFinder finds payments by their session's reference, so a
+// customer who paid and closed the page still completes.
+type ReferenceFinder interface {
+	// FindByReference looks for transactions of network that carry any of
+	// refs. On EVM it scans the canonical token's AuthorizationUsed logs
+	// from block `from` (0: the last few hundred blocks) to the head and
+	// returns the next block to scan; on Solana it asks for the signatures
+	// of each reference key (Solana Pay) and `from` is unused.
+	FindByReference(ctx context.Context, network string, refs []string, from uint64) ([]Found, uint64, error)
+}
+
+// maxLogRange bounds one eth_getLogs call (providers cap the range).
+const maxLogRange = 2000
+
+// FindByReference implements [ReferenceFinder].
+func (m *MultiVerifier) FindByReference(ctx context.Context, network string, refs []string, from uint64) ([]Found, uint64, error) {
+	v, err := m.verifier(ctx, network)
+	if err != nil {
+		return nil, from, err
+	}
+	switch v := v.(type) {
+	case *EVMVerifier:
+		return v.findAuthorizations(ctx, refs, from)
+	case *SolanaVerifier:
+		found, err := v.findReferences(ctx, refs)
+		return found, from, err
+	}
+	return nil, from, fmt.Errorf("%w: %s cannot search by reference", ErrUnknownNetwork, network)
+}
+
+func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, from uint64) ([]Found, uint64, error) {
+	lf, ok := v.client.(ethereum.LogFilterer)
+	if !ok {
+		return nil, from, fmt.Errorf("chain: %s: the RPC client cannot filter logs", v.net.Name)
+	}
+	head, err := v.client.BlockNumber(ctx)
+	if err != nil {
+		return nil, from, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
+	}
+	if from == 0 && head > 300 {
+		from = head - 300
+	}
+	if from > head {
+		return nil, from, nil
+	}
+	nonces := make([]common.Hash, 0, len(refs))
+	for _, r := range refs {
+		if h, err := ParseEVMReference(r); err == nil {
+			nonces = append(nonces, h)
+		}
+	}
+	to := head
+	if to-from >= maxLogRange {
+		to = from + maxLogRange - 1
+	}
+	if len(nonces) == 0 {
+		return nil, to + 1, nil
+	}
+	var found []Found
+	for start := 0; start < len(nonces); start += 200 { // bound the topic list of one call
+		end := min(start+200, len(nonces))
+		logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
+			FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc},
+			Topics: [][]common.Hash{{AuthorizationUsedTopic}, nil, nonces[start:end]},
+		})
+		if err != nil {
+			return nil, from, fmt.Errorf("chain: %s: logs %d-%d: %w", v.net.Name, from, to, err)
+		}
+		for _, l := range logs {
+			if l.Removed || len(l.Topics) != 3 {
+				continue
+			}
+			found = append(found, Found{Reference: l.Topics[2].Hex(), TxHash: l.TxHash.Hex(), Block: l.BlockNumber})
+		}
+	}
+	return found, to + 1, nil
+}
+
+// solanaSignatureLister is the part of a Solana RPC client that lists the
+// transactions touching an account; *rpc.Client satisfies it.
+type solanaSignatureLister interface {
+	GetSignaturesForAddressWithOpts(ctx context.Context, account solana.PublicKey, opts *rpc.GetSignaturesForAddressOpts) ([]*rpc.TransactionSignature, error)
+}
+
+func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]Found, error) {
+	sl, ok := v.client.(solanaSignatureLister)
+	if !ok {
+		return nil, fmt.Errorf("chain: %s: the RPC client cannot list signatures", v.net.Name)
+	}
+	var found []Found
+	limit := 10
+	for _, r := range refs {
+		key, err := solana.PublicKeyFromBase58(r)
+		if err != nil {
+			continue
+		}
+		sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, key, &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed})
+		if err != nil {
+			return found, fmt.Errorf("chain: %s: signatures of %s: %w", v.net.Name, r, err)
+		}
+		// Oldest successful first: the customer's first payment is the one.
+		for i := len(sigs) - 1; i >= 0; i-- {
+			if sigs[i] == nil || sigs[i].Err != nil {
+				continue
+			}
+			found = append(found, Found{Reference: r, TxHash: sigs[i].Signature.String(), Block: sigs[i].Slot})
+			break
+		}
+	}
+	return found, nil
+}
+
+func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
+
+// Incoming is a transfer of the canonical token to a watched wallet.
+type Incoming struct {
+	TxHash string
+	From   string
+	To     string
+	// Units is the amount in integer token units (decimal string).
+	Units string
+	Block uint64
+}
+
+// TransferFinder lists token transfers to wallets, so money that reaches
+// a merchant without a session is seen.
+type TransferFinder interface {
+	// FindTransfersTo returns the canonical token's transfers to any of
+	// wallets in blocks from `from` (0: the last few hundred) up to the
+	// newest block with the network's confirmations, and the next block
+	// to scan. EVM networks only.
+	FindTransfersTo(ctx context.Context, network string, wallets []string, from uint64) ([]Incoming, uint64, error)
+}
+
+// FindTransfersTo implements [TransferFinder].
+func (m *MultiVerifier) FindTransfersTo(ctx context.Context, network string, wallets []string, from uint64) ([]Incoming, uint64, error) {
+	v, err := m.verifier(ctx, network)
+	if err != nil {
+		return nil, from, err
+	}
+	ev, ok := v.(*EVMVerifier)
+	if !ok {
+		return nil, from, fmt.Errorf("%w: %s: transfers are scanned on EVM networks only", ErrUnknownNetwork, network)
+	}
+	return ev.findTransfersTo(ctx, wallets, from)
+}
+
+func (v *EVMVerifier) findTransfersTo(ctx context.Context, wallets []string, from uint64) ([]Incoming, uint64, error) {
+	lf, ok := v.client.(ethereum.LogFilterer)
+	if !ok {
+		return nil, from, fmt.Errorf("chain: %s: the RPC client cannot filter logs", v.net.Name)
+	}
+	head, err := v.client.BlockNumber(ctx)
+	if err != nil {
+		return nil, from, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
+	}
+	conf := max(v.net.Confirmations, 1)
+	if head+1 < conf {
+		return nil, from, nil
+	}
+	last := head + 1 - conf // newest block with enough confirmations
+	if from == 0 && last > 300 {
+		from = last - 300
+	}
+	if from > last {
+		return nil, from, nil
+	}
+	to := last
+	if to-from >= maxLogRange {
+		to = from + maxLogRange - 1
+	}
+	var topics []common.Hash
+	for _, w := range wallets {
+		if common.IsHexAddress(w) {
+			topics = append(topics, common.BytesToHash(common.HexToAddress(w).Bytes()))
+		}
+	}
+	var out []Incoming
+	for start := 0; start < len(topics); start += 200 {
+		end := min(start+200, len(topics))
+		logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
+			FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc},
+			Topics: [][]common.Hash{{transferTopic}, nil, topics[start:end]},
+		})
+		if err != nil {
+			return nil, from, fmt.Errorf("chain: %s: logs %d-%d: %w", v.net.Name, from, to, err)
+		}
+		for _, l := range logs {
+			if l.Removed || len(l.Topics) != 3 || len(l.Data) != 32 {
+				continue
+			}
+			f, okF := topicAddress(l.Topics[1])
+			t, okT := topicAddress(l.Topics[2])
+			if !okF || !okT || f == t {
+				continue
+			}
+			out = append(out, Incoming{TxHash: l.TxHash.Hex(), From: f.Hex(), To: t.Hex(),
+				Units: new(big.Int).SetBytes(l.Data).String(), Block: l.BlockNumber})
+		}
+	}
+	return out, to + 1, nil
+}

@@ -1,0 +1,171 @@
+package checkout
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/workflows"
+)
+
+// NewPaymentReference makes a session's payment reference: 32 random bytes,
+// as the nonce of an EIP-3009 authorization (0x + 64 hex) on EVM networks,
+// as a Solana Pay reference key (base58) on Solana.
+func NewPaymentReference(f chain.Family) (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	if f == chain.FamilySolana {
+		return solana.PublicKeyFromBytes(b[:]).String(), nil
+	}
+	return "0x" + hex.EncodeToString(b[:]), nil
+}
+
+// TypedAuthorization is the EIP-712 TransferWithAuthorization a wallet
+// signs to pay a session (eth_signTypedData_v4's argument). Numbers are
+// decimal strings.
+type TypedAuthorization struct {
+	Types       map[string][]TypedField `json:"types"`
+	PrimaryType string                  `json:"primaryType"`
+	Domain      TypedDomain             `json:"domain"`
+	Message     AuthorizationMessage    `json:"message"`
+}
+
+// TypedField is one field of an EIP-712 type.
+type TypedField struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// TypedDomain is the token's EIP-712 domain.
+type TypedDomain struct {
+	Name              string `json:"name"`
+	Version           string `json:"version"`
+	ChainID           string `json:"chainId"`
+	VerifyingContract string `json:"verifyingContract"`
+}
+
+// AuthorizationMessage is what the payer authorizes: the amount due to the
+// merchant's wallet, valid until the session ends, with the session's
+// reference as the nonce.
+type AuthorizationMessage struct {
+	From        string `json:"from"`
+	To          string `json:"to"`
+	Value       string `json:"value"`
+	ValidAfter  string `json:"validAfter"`
+	ValidBefore string `json:"validBefore"`
+	Nonce       string `json:"nonce"`
+}
+
+// Instructions are what a wallet needs to pay a session the bound way.
+type Instructions struct {
+	// Reference is the session's payment reference.
+	Reference string
+	// Authorization is the EIP-3009 authorization to sign (EVM).
+	Authorization *TypedAuthorization
+	// Relayer is true when the service broadcasts a signed authorization.
+	Relayer bool
+	// SolanaPayURL is the Solana Pay transfer request (Solana).
+	SolanaPayURL string
+}
+
+// PaymentInstructions answers how a session is paid with proof; nothing
+// for a session without a reference or on an unknown network.
+func (s *Service) PaymentInstructions(cs *models.CheckoutSession, label string) Instructions {
+	if cs.PaymentReference == nil {
+		return Instructions{}
+	}
+	in := Instructions{Reference: *cs.PaymentReference}
+	n, ok := s.Networks.Lookup(cs.Network)
+	if !ok {
+		return in
+	}
+	units := cs.ExpectedAmount.Units()
+	switch n.Family {
+	case chain.FamilyEVM:
+		from := cs.WalletAddress
+		in.Authorization = &TypedAuthorization{
+			Types: map[string][]TypedField{
+				"EIP712Domain": {{"name", "string"}, {"version", "string"}, {"chainId", "uint256"}, {"verifyingContract", "address"}},
+				"TransferWithAuthorization": {{"from", "address"}, {"to", "address"}, {"value", "uint256"},
+					{"validAfter", "uint256"}, {"validBefore", "uint256"}, {"nonce", "bytes32"}},
+			},
+			PrimaryType: "TransferWithAuthorization",
+			Domain: TypedDomain{Name: n.TokenName, Version: n.TokenVersion, ChainID: strconv.FormatUint(n.ChainID, 10),
+				VerifyingContract: n.USDC},
+			Message: AuthorizationMessage{From: from, To: cs.MerchantWalletAddress, Value: strconv.FormatInt(units, 10),
+				ValidAfter: "0", ValidBefore: strconv.FormatInt(cs.ExpiresAt.Unix(), 10), Nonce: *cs.PaymentReference},
+		}
+		in.Relayer = s.Relayer.Enabled(cs.Network)
+	case chain.FamilySolana:
+		q := url.Values{}
+		q.Set("amount", cs.ExpectedAmount.String())
+		q.Set("spl-token", n.USDC)
+		q.Set("reference", *cs.PaymentReference)
+		if label != "" {
+			q.Set("label", label)
+		}
+		q.Set("memo", "paygate:"+cs.ID)
+		in.SolanaPayURL = "solana:" + cs.MerchantWalletAddress + "?" + q.Encode()
+	}
+	return in
+}
+
+// AuthorizationRequest is a signed authorization for a session, sent by
+// the checkout page for the relayer to broadcast.
+type AuthorizationRequest struct {
+	From        string
+	ValidAfter  *big.Int
+	ValidBefore *big.Int
+	Signature   []byte
+}
+
+// Relay broadcasts a session's signed EIP-3009 authorization from the
+// operator's relayer and attaches the transaction to the session, so the
+// customer pays without gas. The token refuses a bad signature before any
+// gas is spent (400).
+func (s *Service) Relay(ctx context.Context, sessionID string, r AuthorizationRequest) (workflows.SubmitResult, error) {
+	cs, err := s.Store.CheckoutSession(ctx, sessionID)
+	if err != nil {
+		return workflows.SubmitResult{}, err
+	}
+	if err := precheck(cs, s.now()); err != nil {
+		return workflows.SubmitResult{}, err
+	}
+	if cs.PaymentReference == nil {
+		return workflows.SubmitResult{}, apperr.Invalid("sessionId", "this session has no payment reference; pay it with a transfer and submit the hash")
+	}
+	if !s.Relayer.Enabled(cs.Network) {
+		return workflows.SubmitResult{}, apperr.Invalid("network",
+			fmt.Sprintf("no relayer on %s: broadcast transferWithAuthorization from the wallet and submit its hash", cs.Network))
+	}
+	if r.ValidBefore.Cmp(big.NewInt(s.now().Unix())) <= 0 {
+		return workflows.SubmitResult{}, apperr.Invalid("validBefore", "is in the past")
+	}
+	a := chain.Authorization{From: common.HexToAddress(r.From), To: common.HexToAddress(cs.MerchantWalletAddress),
+		Value: big.NewInt(cs.ExpectedAmount.Units()), ValidAfter: r.ValidAfter, ValidBefore: r.ValidBefore,
+		Nonce: common.HexToHash(*cs.PaymentReference), Signature: r.Signature}
+	relayCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hash, err := s.Relayer.Relay(relayCtx, cs.Network, a)
+	if errors.Is(err, chain.ErrAuthorizationRejected) {
+		return workflows.SubmitResult{}, apperr.Invalid("signature", "the token refuses this authorization (wrong signer, amount, recipient, expiry or nonce, or too little USDC)")
+	}
+	if err != nil {
+		return workflows.SubmitResult{}, fmt.Errorf("relay: %w", err)
+	}
+	return s.submit(ctx, cs.ID, hash, "client")
+}

@@ -1,0 +1,100 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/workflows"
+)
+
+// Invoice sessions: the checkout sessions that pay a subscription's
+// invoices. They are ordinary sessions (payment reference, hosted page,
+// CheckoutSessionWorkflow, events) on the link that prices the
+// subscription; they carry the subscription's id, so their outcome is
+// signalled to its workflow. Service implements activities.InvoiceSessions.
+
+// OpenInvoiceSession creates the session of an invoice (once per id: a
+// retried activity finds the one it created) and starts its workflow. The
+// amount is the subscription's price, without tax; the payer is the
+// subscription's customer wallet.
+func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.InvoiceSessionRequest) (activities.InvoiceSession, error) {
+	sub, err := s.Store.SubscriptionByID(ctx, req.SubscriptionID)
+	if err != nil {
+		return activities.InvoiceSession{}, err
+	}
+	net, ok := s.Networks.Lookup(sub.Network)
+	if !ok {
+		return activities.InvoiceSession{}, apperr.Invalid("network", sub.Network+" is not configured on this server")
+	}
+	link, err := s.Store.SubscriptionLink(ctx, sub.ID)
+	if err != nil {
+		return activities.InvoiceSession{}, err
+	}
+	ref, err := NewPaymentReference(net.Family)
+	if err != nil {
+		return activities.InvoiceSession{}, err
+	}
+	cs := &models.CheckoutSession{ID: req.SessionID, SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: sub.MerchantID,
+		Mode: sub.Mode, PaymentLinkID: link.ID, WalletAddress: sub.CustomerWalletAddress, WalletType: string(net.Family),
+		Network: sub.Network, Subtotal: sub.Amount, ExpectedAmount: sub.Amount, CustomerEmail: sub.CustomerEmail,
+		MerchantWalletAddress: sub.MerchantWalletAddress, TokenAddress: net.USDC, ExpiresAt: req.ExpiresAt.UTC()}
+	got, _, err := s.Store.CreateInvoiceSession(ctx, cs)
+	if err != nil {
+		return activities.InvoiceSession{}, err
+	}
+	if got.SubscriptionID == nil || *got.SubscriptionID != sub.ID {
+		return activities.InvoiceSession{}, fmt.Errorf("session %s exists and is not an invoice of subscription %s", got.ID, sub.ID)
+	}
+	if err := s.ensureWorkflow(ctx, got); err != nil {
+		// The repairer starts it shortly; the session exists and can be paid.
+		s.log().WarnContext(ctx, "invoice session's workflow not started; the repairer will start it", "sessionId", got.ID, "err", err)
+	}
+	return activities.InvoiceSession{SessionID: got.ID, Status: got.Status, ExpiresAt: got.ExpiresAt}, nil
+}
+
+// InvoiceSessionStatus reads a session's status from the read model.
+func (s *Service) InvoiceSessionStatus(ctx context.Context, sessionID string) (string, error) {
+	cs, err := s.Store.CheckoutSession(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	return cs.Status, nil
+}
+
+// VoidInvoiceSession cancels an invoice's session that has no broadcast
+// transfer (its workflow records the cancellation) and answers the status
+// it has then. A session with a broadcast transfer is a conflict: the
+// customer's money has moved and the chain decides.
+func (s *Service) VoidInvoiceSession(ctx context.Context, sessionID string) (string, error) {
+	cs, err := s.Store.CheckoutSession(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case models.TerminalStatus(cs.Status):
+		return cs.Status, nil
+	case cs.TxHash != nil:
+		return cs.Status, apperr.Conflict("a payment of this session is being confirmed")
+	case !s.now().Before(cs.ExpiresAt):
+		// Expiring: its own workflow ends it, and no hash can be taken now.
+		return models.StatusExpired, nil
+	}
+	cur, err := s.Cancel(ctx, cs, workflows.CancelByMerchant)
+	if errors.Is(err, apperr.ErrNotFound) {
+		return models.StatusExpired, nil
+	}
+	if err != nil {
+		if errors.Is(err, apperr.ErrConflict) {
+			// Broadcast meanwhile, or ended: say which.
+			if now, lerr := s.Store.CheckoutSession(ctx, sessionID); lerr == nil && models.TerminalStatus(now.Status) {
+				return now.Status, nil
+			}
+		}
+		return cs.Status, err
+	}
+	return cur.Status, nil
+}

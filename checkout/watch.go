@@ -1,0 +1,352 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/paygate/paygate/periodic"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+)
+
+// Dispatcher starts the delivery workflows of webhook deliveries.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, deliveryIDs []string) error
+}
+
+func (s *Service) lateGrace() time.Duration {
+	if s.LateGrace > 0 {
+		return s.LateGrace
+	}
+	return 24 * time.Hour
+}
+
+// unmatchedCandidate is a transfer to a merchant wallet that nothing
+// accounted for when it was first seen.
+type unmatchedCandidate struct {
+	in        chain.Incoming
+	wallet    models.ReceivingWallet
+	firstSeen time.Time
+}
+
+func (s *Service) unmatchedGrace() time.Duration {
+	if s.UnmatchedGrace > 0 {
+		return s.UnmatchedGrace
+	}
+	return 10 * time.Minute
+}
+
+// scanUnmatched looks at the token transfers to the merchants' receiving
+// wallets of an EVM network: one that no session, transaction or exception
+// of the merchant holds after the grace period (a customer may still be
+// submitting it) becomes an unmatched-payment exception.
+func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispatcher) int {
+	tf, ok := s.Finder.(chain.TransferFinder)
+	if !ok {
+		return 0
+	}
+	if fam, _ := chain.FamilyOf(name); fam != chain.FamilyEVM {
+		return 0
+	}
+	wallets, err := s.receivingWallets(ctx, name)
+	if err != nil || len(wallets) == 0 {
+		return 0
+	}
+	byAddr := map[string][]models.ReceivingWallet{}
+	var addrs []string
+	for _, w := range wallets {
+		k := strings.ToLower(w.Address)
+		if len(byAddr[k]) == 0 {
+			addrs = append(addrs, w.Address)
+		}
+		byAddr[k] = append(byAddr[k], w)
+	}
+	found, next, err := tf.FindTransfersTo(ctx, name, addrs, s.transferCursors[name])
+	if err != nil {
+		s.log().Warn("watch: transfers not scanned", "network", name, "err", err)
+		return 0
+	}
+	// A wallet the scan did not watch before (a new link) is looked at
+	// over the recent blocks too: the cursor had moved past them.
+	if s.transferCursors[name] > 0 {
+		var fresh []string
+		for _, a := range addrs {
+			if !s.knownWallets[name][strings.ToLower(a)] {
+				fresh = append(fresh, a)
+			}
+		}
+		if len(fresh) > 0 {
+			back, _, err := tf.FindTransfersTo(ctx, name, fresh, 0)
+			if err != nil {
+				return 0 // the next pass tries again, cursor unmoved
+			}
+			found = append(found, back...)
+		}
+	}
+	if s.knownWallets[name] == nil {
+		s.knownWallets[name] = map[string]bool{}
+	}
+	for _, a := range addrs {
+		s.knownWallets[name][strings.ToLower(a)] = true
+	}
+	s.transferCursors[name] = next
+	now := s.now()
+	for _, in := range found {
+		hash, _ := chain.ParseTxHash(chain.FamilyEVM, in.TxHash)
+		in.TxHash = hash
+		for _, w := range byAddr[strings.ToLower(in.To)] {
+			if s.attachPlain(ctx, name, w, in) {
+				continue
+			}
+			key := name + "/" + w.MerchantID + "/" + hash
+			if _, ok := s.candidates[key]; !ok {
+				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now}
+			}
+		}
+	}
+	n := 0
+	for key, c := range s.candidates {
+		if !strings.HasPrefix(key, name+"/") || now.Sub(c.firstSeen) < s.unmatchedGrace() {
+			continue
+		}
+		done, err := s.Store.TransferAccountedFor(ctx, c.wallet.MerchantID, name, c.in.TxHash)
+		if err != nil {
+			continue
+		}
+		if !done {
+			units, _ := strconv.ParseInt(c.in.Units, 10, 64)
+			ids, err := s.Store.OpenException(ctx, &models.PaymentException{MerchantID: c.wallet.MerchantID, Mode: c.wallet.Mode,
+				Network: name, TxHash: c.in.TxHash, Kind: models.ExceptionUnmatched, Amount: money.Amount(units),
+				PayerAddress: c.in.From, MerchantWalletAddress: c.wallet.Address,
+				Message: "USDC reached the wallet without a checkout session or a recorded transaction"})
+			if err != nil {
+				continue
+			}
+			if len(ids) > 0 && dispatch != nil {
+				_ = dispatch.Dispatch(ctx, ids)
+			}
+			n++
+		}
+		delete(s.candidates, key)
+	}
+	return n
+}
+
+// attachPlain attaches a plain transfer (a wallet paying the QR code's
+// EIP-681 request) to the one open session it would pay: same wallet as the
+// session declares, exactly the amount due. It is what the customer's own
+// submit would do, so the claim is as provisional as theirs.
+func (s *Service) attachPlain(ctx context.Context, network string, w models.ReceivingWallet, in chain.Incoming) bool {
+	units, err := strconv.ParseInt(in.Units, 10, 64)
+	if err != nil {
+		return false
+	}
+	if done, err := s.Store.TransferAccountedFor(ctx, w.MerchantID, network, in.TxHash); err != nil || done {
+		return done
+	}
+	rows, err := s.Store.OpenSessionsPaidBy(ctx, w.MerchantID, network, in.From, units)
+	if err != nil || len(rows) != 1 || !strings.EqualFold(rows[0].MerchantWalletAddress, in.To) {
+		return false // none, or ambiguous: the customer submits, or it becomes an exception
+	}
+	if _, err := s.submit(ctx, rows[0].ID, in.TxHash, "chain"); err != nil {
+		return false
+	}
+	s.log().Info("watch: plain transfer attached to the session it pays", "sessionId", rows[0].ID, "txHash", in.TxHash)
+	return true
+}
+
+// receivingWallets are the merchants' wallets on a network, read at most
+// every 10 seconds (the scan runs every poll interval; a wallet that shows
+// up later is scanned over the recent blocks then).
+func (s *Service) receivingWallets(ctx context.Context, network string) ([]models.ReceivingWallet, error) {
+	if c, ok := s.walletCache[network]; ok && s.now().Sub(c.at) < 10*time.Second {
+		return c.wallets, nil
+	}
+	mode, _ := chain.ModeOf(network)
+	w, err := s.Store.ReceivingWallets(ctx, network, models.Mode(mode))
+	if err != nil {
+		return nil, err
+	}
+	if s.walletCache == nil {
+		s.walletCache = map[string]walletCacheEntry{}
+	}
+	s.walletCache[network] = walletCacheEntry{at: s.now(), wallets: w}
+	return w, nil
+}
+
+type walletCacheEntry struct {
+	at      time.Time
+	wallets []models.ReceivingWallet
+}
+
+// WatchOnce looks on every network for payments that carry the reference
+// of a session without a hash: an open session gets the transaction
+// attached as if the page had submitted it (source chain), so a customer
+// who paid and closed the tab still completes; a session that has ended
+// keeps the money as a late-payment exception. It returns how many
+// payments it found.
+func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
+	if s.Finder == nil {
+		return 0
+	}
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.cursors == nil {
+		s.cursors, s.transferCursors, s.candidates = map[string]uint64{}, map[string]uint64{}, map[string]unmatchedCandidate{}
+		s.knownWallets = map[string]map[string]bool{}
+	}
+	since := s.now().Add(-s.Lifetime - s.lateGrace())
+	n := 0
+	for _, name := range append(s.Networks.Names(chain.ModeTest), s.Networks.Names(chain.ModeLive)...) {
+		n += s.scanUnmatched(ctx, name, dispatch)
+		refs, err := s.Store.WatchedReferences(ctx, name, since, 5000)
+		if err != nil {
+			s.log().Warn("watch: references not listed", "network", name, "err", err)
+			continue
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		found, next, err := s.Finder.FindByReference(ctx, name, refs, s.cursors[name])
+		if err != nil {
+			s.log().Warn("watch: chain not searched", "network", name, "err", err)
+			continue
+		}
+		s.cursors[name] = next
+		for _, f := range found {
+			if s.attachFound(ctx, name, f, dispatch) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (s *Service) attachFound(ctx context.Context, network string, f chain.Found, dispatch Dispatcher) bool {
+	cs, err := s.Store.SessionByReference(ctx, f.Reference)
+	if err != nil {
+		return false
+	}
+	if cs.TxHash != nil {
+		return false // submitted meanwhile
+	}
+	res, err := s.submit(ctx, cs.ID, f.TxHash, "chain")
+	if err == nil {
+		s.log().Info("watch: payment found by reference and attached", "sessionId", cs.ID, "txHash", res.TxHash)
+		return true
+	}
+	if !errors.Is(err, apperr.ErrNotFound) && !errors.Is(err, apperr.ErrConflict) {
+		s.log().Warn("watch: found payment not attached; retrying", "sessionId", cs.ID, "err", err)
+		return false
+	}
+	// The session ended (expired, cancelled) before its payment arrived:
+	// keep it as a late-payment exception.
+	cur, lerr := s.Store.CheckoutSession(ctx, cs.ID)
+	if lerr != nil || cur.TxHash != nil || !models.TerminalStatus(cur.Status) {
+		return false
+	}
+	return s.lateException(ctx, network, cur, f, dispatch)
+}
+
+// lateException verifies a payment bound to an ended session and, when
+// the merchant received it, keeps it as an exception.
+func (s *Service) lateException(ctx context.Context, network string, cs *models.CheckoutSession, f chain.Found, dispatch Dispatcher) bool {
+	if s.Verifier == nil {
+		return false
+	}
+	res, err := s.Verifier.Verify(ctx, chain.VerifyRequest{Network: network, TxHash: f.TxHash, MerchantAddress: cs.MerchantWalletAddress,
+		ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), Reference: *cs.PaymentReference})
+	if err != nil || res.Verdict == chain.VerdictPending || !res.Bound {
+		return false // looked at again on the next pass until final
+	}
+	units, _ := strconv.ParseInt(res.ReceivedUnits, 10, 64)
+	if units <= 0 {
+		return false
+	}
+	hash, _ := chain.ParseTxHash(chainFamily(network), f.TxHash)
+	ids, err := s.Store.OpenException(ctx, &models.PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: network,
+		TxHash: hash, Kind: models.ExceptionLate, Amount: money.Amount(units), ExpectedAmount: cs.ExpectedAmount, PayerAddress: res.Payer,
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: models.StringList{cs.ID},
+		Message: fmt.Sprintf("paid after the checkout session was %s", cs.Status)})
+	if err != nil {
+		s.log().Warn("watch: late payment not recorded; retrying", "sessionId", cs.ID, "err", err)
+		return false
+	}
+	if len(ids) > 0 && dispatch != nil {
+		if err := dispatch.Dispatch(ctx, ids); err != nil {
+			s.log().Warn("watch: exception deliveries not started", "err", err)
+		}
+	}
+	s.log().Info("watch: late payment kept as an exception", "sessionId", cs.ID, "txHash", hash)
+	return true
+}
+
+// VerifyRecordsOnce checks pending recorded transactions on chain: the
+// token must have reached the merchant wallet of the record with at least
+// its amount. A record whose hash stays unseen past the not-found window
+// fails. It returns how many records it settled.
+func (s *Service) VerifyRecordsOnce(ctx context.Context) int {
+	if s.Verifier == nil {
+		return 0
+	}
+	rows, err := s.Store.PendingRecords(ctx, 50)
+	if err != nil {
+		s.log().Warn("records: pending records not listed", "err", err)
+		return 0
+	}
+	n := 0
+	for i := range rows {
+		t := &rows[i]
+		state, msg := s.verifyRecord(ctx, t)
+		if state == "" {
+			continue
+		}
+		if err := s.Store.SetRecordVerification(ctx, t.ID, state, msg); err != nil {
+			s.log().Warn("records: verification not stored", "transactionId", t.ID, "err", err)
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+func (s *Service) verifyRecord(ctx context.Context, t *models.Transaction) (string, string) {
+	if t.MerchantWalletAddress == "" {
+		return models.VerificationFailed, "the merchant has no receiving wallet on this network"
+	}
+	res, err := s.Verifier.Verify(ctx, chain.VerifyRequest{Network: t.Network, TxHash: t.TxHash, MerchantAddress: t.MerchantWalletAddress,
+		ExpectedUnits: strconv.FormatInt(max(t.Amount.Units(), 1), 10)})
+	switch {
+	case err != nil && chain.IsPermanent(err):
+		return models.VerificationFailed, err.Error()
+	case err != nil:
+		return "", ""
+	case res.Verdict == chain.VerdictComplete:
+		return models.VerificationVerified, res.Message
+	case res.Verdict == chain.VerdictFailed:
+		return models.VerificationFailed, res.Message
+	case !res.Seen && s.now().Sub(t.CreatedAt) > s.NotFoundWindow:
+		return models.VerificationFailed, "transaction not found on chain"
+	}
+	return "", ""
+}
+
+// RunWatcher watches for payments by reference and verifies records every
+// interval until ctx ends.
+func (s *Service) RunWatcher(ctx context.Context, interval time.Duration, dispatch Dispatcher) {
+	periodic.Run(ctx, interval, func(ctx context.Context) {
+		s.WatchOnce(ctx, dispatch)
+		s.VerifyRecordsOnce(ctx)
+	})
+}
+
+func chainFamily(network string) chain.Family {
+	f, _ := chain.FamilyOf(network)
+	return f
+}

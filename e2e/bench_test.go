@@ -1,0 +1,416 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/models"
+)
+
+// TestServiceBench is `make bench`'s service-level benchmark: the embedded
+// stack in one process (Temporal dev server, SQLite, the API over loopback
+// HTTP, the workers), each scenario beside a reference measured in the same
+// run on the same machine. It prints one table and writes it as JSON to
+// .cache/bench.json. It never asserts a timing: it measures.
+func TestServiceBench(t *testing.T) {
+	if os.Getenv("PAYGATE_BENCH") == "" {
+		t.Skip("make bench runs the service benchmark (PAYGATE_BENCH=1)")
+	}
+	n := envInt("PAYGATE_BENCH_STORM", 300)
+	var rows []benchRow
+	add := func(r benchRow) {
+		rows = append(rows, r)
+		t.Logf("%s: %s (reference: %s)", r.What, r.Paygate, r.Reference)
+	}
+
+	s := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 30 * time.Minute})
+	key, session := s.merchant()
+	_, link := s.openSession(key, "", "12.50")
+	id, _ := s.openSession(key, link, "")
+
+	// Poll: GET /api/checkout/session/{id} at 32 clients, beside a bare Gin
+	// handler answering the same bytes.
+	url := s.http.URL + "/api/checkout/session/" + id
+	body := mustGet(t, url)
+	bare := bareGin(body)
+	defer bare.Close()
+	for _, clients := range []int{1, 32} {
+		p := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, url) })
+		r := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, bare.URL+"/x") })
+		add(benchRow{What: fmt.Sprintf("poll, %d clients", clients), Paygate: p.String(), Reference: "bare Gin handler: " + r.String(),
+			Values: map[string]float64{"rps": p.rps, "p99ms": p.p99ms, "refRps": r.rps, "refP99ms": r.p99ms}})
+	}
+
+	// Create: quote + session at 16 clients, beside a bare StartWorkflow.
+	quoteBody := map[string]any{"linkId": link, "network": "base_sepolia", "customer": map[string]any{"country": "DE"}}
+	create := func(c *http.Client) error {
+		var q map[string]any
+		if err := post(c, s.http.URL+"/api/checkout/quote", quoteBody, &q); err != nil {
+			return err
+		}
+		return post(c, s.http.URL+"/api/checkout/session", map[string]any{"linkId": link, "quoteToken": q["quoteToken"],
+			"walletAddress": s.wallet, "walletType": "evm", "network": "base_sepolia",
+			"customer": map[string]any{"email": "bench@example.com", "country": "DE"},
+			"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"], "totalCents": q["totalCents"],
+				"calculationId": q["calculationId"]}}, nil)
+	}
+	bareQueue := "bench-bare-" + models.NewID()
+	bw := sdkworker.New(s.temporal, bareQueue, sdkworker.Options{})
+	bw.RegisterWorkflow(benchBareWorkflow)
+	bw.RegisterWorkflow(benchBareDelivery)
+	bw.RegisterActivity(benchNoop)
+	if err := bw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Stop()
+	cr := hammer(16, 5*time.Second, create)
+	far := time.Now().Add(time.Hour)
+	sr := hammer(16, 5*time.Second, func(*http.Client) error {
+		_, err := s.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: bareQueue, ID: "bench-" + models.NewID()},
+			benchBareWorkflow, far)
+		return err
+	})
+	add(benchRow{What: "create (quote + session), 16 clients", Paygate: cr.String(), Reference: "bare StartWorkflow: " + sr.String(),
+		Values: map[string]float64{"rps": cr.rps, "refRps": sr.rps}})
+
+	// Expiry storm: n sessions due within about a second, each emitting
+	// checkout.expired to a local receiver; beside a bare workflow of the
+	// same shape (timer, activity, search attribute, second workflow with
+	// one activity).
+	storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
+	skey, ssess := storm.merchant()
+	rc := newReceiver(t, nil)
+	storm.webhookEndpoint(ssess, rc, "checkout.expired")
+	_, slink := storm.openSession(skey, "", "1.00")
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				ids[i] = openQuiet(storm, slink)
+			}
+		}()
+	}
+	wg.Wait()
+	due := map[string]time.Time{}
+	var first, lastDue time.Time
+	for _, sid := range ids {
+		cs, err := storm.store.CheckoutSession(context.Background(), sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[sid] = cs.ExpiresAt
+		if first.IsZero() || cs.ExpiresAt.Before(first) {
+			first = cs.ExpiresAt
+		}
+		if cs.ExpiresAt.After(lastDue) {
+			lastDue = cs.ExpiresAt
+		}
+	}
+	got := rc.waitFor("every checkout.expired", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
+	var expLag, delivLag []time.Duration
+	var last time.Time
+	for _, sid := range ids {
+		h, _ := storm.store.SessionHistory(context.Background(), sid)
+		for _, e := range h {
+			if e.Status == models.StatusExpired {
+				expLag = append(expLag, e.CreatedAt.Sub(due[sid]))
+			}
+		}
+	}
+	for _, r := range got {
+		sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string)
+		if d, ok := due[sid]; ok && r.Status < 300 {
+			delivLag = append(delivLag, r.At.Sub(d))
+			if r.At.After(last) {
+				last = r.At
+			}
+		}
+	}
+	lifecycles := float64(n) / last.Sub(first).Seconds()
+	bareRate, bareLag := bareStorm(t, s.temporal, bareQueue, n)
+	add(benchRow{What: fmt.Sprintf("expiry storm, %d sessions due within %s", n, lastDue.Sub(first).Round(100*time.Millisecond)),
+		Paygate: fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s",
+			pct(expLag, 50), pct(expLag, 99), pct(delivLag, 50), pct(delivLag, 99), lifecycles),
+		Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
+		Values: map[string]float64{"expiredP50ms": ms(pct(expLag, 50)), "expiredP99ms": ms(pct(expLag, 99)), "deliveredP99ms": ms(pct(delivLag, 99)),
+			"lifecyclesPerSec": lifecycles, "refLifecyclesPerSec": bareRate}})
+
+	// Webhook deliveries to a local receiver.
+	rc2 := newReceiver(t, nil)
+	storm.webhookEndpoint(ssess, rc2, "payment.completed")
+	mid := storm.merchantID(ssess)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		storm.emit(mid, "payment.completed")
+	}
+	rc2.waitFor("deliveries", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
+	rate := float64(n) / time.Since(start).Seconds()
+	add(benchRow{What: fmt.Sprintf("webhook deliveries (%d)", n), Paygate: fmt.Sprintf("%.0f deliveries/s", rate), Reference: "-",
+		Values: map[string]float64{"deliveriesPerSec": rate}})
+	_ = key
+	_ = session
+
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "what\tpaygate\treference, same run\t")
+	fmt.Fprintln(tw, "----\t-------\t-------------------\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.What, r.Paygate, r.Reference)
+	}
+	_ = tw.Flush()
+	fmt.Println("\nservice benchmark (embedded profile: Temporal dev server, SQLite, loopback HTTP)\n" + b.String())
+	if root, err := findRoot(); err == nil {
+		out, _ := json.MarshalIndent(map[string]any{"at": time.Now().UTC().Format(time.RFC3339), "rows": rows}, "", "  ")
+		_ = os.MkdirAll(filepath.Join(root, ".cache"), 0o755)
+		_ = os.WriteFile(filepath.Join(root, ".cache", "bench.json"), out, 0o644)
+	}
+}
+
+type benchRow struct {
+	What, Paygate, Reference string
+	Values                   map[string]float64
+}
+
+type load struct {
+	rps, p50ms, p99ms float64
+	errors            int64
+}
+
+func (l load) String() string {
+	s := fmt.Sprintf("%.0f req/s, p50 %.1f ms, p99 %.1f ms", l.rps, l.p50ms, l.p99ms)
+	if l.errors > 0 {
+		s += fmt.Sprintf(", %d errors", l.errors)
+	}
+	return s
+}
+
+// hammer runs f from clients goroutines for d and measures it.
+func hammer(clients int, d time.Duration, f func(*http.Client) error) load {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 30 * time.Second}
+			var mine []time.Duration
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				if err := f(c); err != nil {
+					errs.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	return load{rps: float64(len(lat)) / el.Seconds(), p50ms: ms(pct(lat, 50)), p99ms: ms(pct(lat, 99)), errors: errs.Load()}
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	v := s[min(len(s)-1, len(s)*p/100)]
+	if v > time.Second {
+		return v.Round(10 * time.Millisecond)
+	}
+	return v.Round(time.Millisecond / 10)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func get(c *http.Client, url string) error {
+	res, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		return fmt.Errorf("status %d", res.StatusCode)
+	}
+	return nil
+}
+
+func post(c *http.Client, url string, body any, out *map[string]any) error {
+	b, _ := json.Marshal(body)
+	res, err := c.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 300 {
+		return fmt.Errorf("status %d: %s", res.StatusCode, raw)
+	}
+	if out != nil {
+		var env struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(raw, &env); err != nil {
+			return err
+		}
+		*out = env.Data
+	}
+	return nil
+}
+
+func mustGet(t *testing.T, url string) []byte {
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return b
+}
+
+// bareGin answers body from a Gin handler with nothing else in front.
+func bareGin(body []byte) *httptest.Server {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.GET("/x", func(c *gin.Context) { c.Data(200, "application/json; charset=utf-8", body) })
+	return httptest.NewServer(e)
+}
+
+// openQuiet opens a session without failing the test from a goroutine.
+func openQuiet(s *stack, link string) string {
+	c := http.DefaultClient
+	var q, d map[string]any
+	if err := post(c, s.http.URL+"/api/checkout/quote", map[string]any{"linkId": link, "network": "base_sepolia",
+		"customer": map[string]any{"country": "DE"}}, &q); err != nil {
+		panic(err)
+	}
+	if err := post(c, s.http.URL+"/api/checkout/session", map[string]any{"linkId": link, "quoteToken": q["quoteToken"],
+		"walletAddress": s.wallet, "walletType": "evm", "network": "base_sepolia",
+		"customer": map[string]any{"email": "storm@example.com", "country": "DE"},
+		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"], "totalCents": q["totalCents"],
+			"calculationId": q["calculationId"]}}, &d); err != nil {
+		panic(err)
+	}
+	return d["id"].(string)
+}
+
+// benchBareWorkflow has a checkout expiry's shape without paygate: a timer
+// to the due time, an activity (the store write), a search attribute
+// upsert, and a second workflow with one activity (the delivery).
+func benchBareWorkflow(ctx workflow.Context, due time.Time) error {
+	if err := workflow.Sleep(ctx, due.Sub(workflow.Now(ctx))); err != nil {
+		return err
+	}
+	ao := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteActivity(ao, benchNoop).Get(ctx, nil); err != nil {
+		return err
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyKeyword("CheckoutStatus").ValueSet("expired"))
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{ParentClosePolicy: 1 /* abandon */})
+	f := workflow.ExecuteChildWorkflow(cctx, benchBareDelivery)
+	return f.GetChildWorkflowExecution().Get(ctx, nil)
+}
+
+func benchBareDelivery(ctx workflow.Context) error {
+	ao := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	return workflow.ExecuteActivity(ao, benchNoop).Get(ctx, nil)
+}
+
+func benchNoop(ctx context.Context) error {
+	_ = activity.GetInfo(ctx)
+	return nil
+}
+
+// bareStorm starts n bare workflows due in 3 s and measures their completions.
+func bareStorm(t *testing.T, c client.Client, queue string, n int) (float64, []time.Duration) {
+	due := time.Now().Add(3 * time.Second)
+	var runs []client.WorkflowRun
+	for i := 0; i < n; i++ {
+		r, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: queue, ID: "bench-storm-" + models.NewID()},
+			benchBareWorkflow, due)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	var mu sync.Mutex
+	var lags []time.Duration
+	var last time.Time
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func(r client.WorkflowRun) {
+			defer wg.Done()
+			if err := r.Get(context.Background(), nil); err == nil {
+				mu.Lock()
+				now := time.Now()
+				lags = append(lags, now.Sub(due))
+				if now.After(last) {
+					last = now
+				}
+				mu.Unlock()
+			}
+		}(r)
+	}
+	wg.Wait()
+	return float64(n) / last.Sub(due).Seconds(), lags
+}
+
+func envInt(name string, def int) int {
+	var v int
+	if _, err := fmt.Sscan(os.Getenv(name), &v); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod above")
+		}
+		dir = up
+	}
+}

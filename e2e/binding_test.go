@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devchain"
+)
+
+// TestDevChainBinding plays issue 10's attacks against the whole stack: a
+// real Temporal dev server, the dev chain's EIP-3009 test USDC, the API,
+// the workers and the reference watcher. A stranger's submit racing the
+// customer's own cannot take or burn a bound payment; a payment nobody
+// submits is found by its reference; the relayer pays for a customer
+// without gas; a stranger's unbound transfer fails the session it was
+// offered to and stays with the merchant as an exception to resolve.
+func TestDevChainBinding(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 200*time.Millisecond, stackOptions{watch: true})
+	key, _ := s.merchant()
+	s.wallet = dc.Customer().Hex()
+	pay := func(o devchain.PayOptions) devchain.SessionPayment {
+		t.Helper()
+		o.APIBase, o.RPCURL = s.http.URL, dc.RPCURL()
+		p, err := devchain.Pay(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// 1. A stranger's session, declaring the customer's wallet, submits the
+	// customer's bound payment before the customer does.
+	victim, link := s.openSession(key, "", "12.50")
+	thief, _ := s.openSession(key, link, "")
+	p := pay(devchain.PayOptions{SessionID: victim, SubmitTo: thief})
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": victim, "txHash": p.TxHash}, 200)
+	d := s.waitStatus(thief, "failed", 30*time.Second)
+	if r := d["session"].(map[string]any)["failureReason"]; r != chain.ReasonInvalidTransfer {
+		t.Fatalf("the thief's session failed with %v", r)
+	}
+	d = s.waitStatus(victim, "complete", 30*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("victim completed with %v, paid %s", h, p.TxHash)
+	}
+
+	// 2. Paid, never submitted (the customer closed the tab): the watcher
+	// finds the transfer by the session's reference.
+	quiet, _ := s.openSession(key, link, "")
+	p = pay(devchain.PayOptions{SessionID: quiet, NoSubmit: true})
+	d = s.waitStatus(quiet, "complete", 30*time.Second)
+	ev := d["events"].([]any)
+	if e := ev[1].(map[string]any); e["status"] != "txn_broadcast" || e["source"] != "chain" {
+		t.Fatalf("found payment's broadcast entry: %v", e)
+	}
+
+	// 3. The relayer broadcasts the customer's signed authorization.
+	relayed, _ := s.openSession(key, link, "")
+	p = pay(devchain.PayOptions{SessionID: relayed, Relay: true})
+	s.waitStatus(relayed, "complete", 30*time.Second)
+	// A forged signature is refused before any gas is spent.
+	forged, _ := s.openSession(key, link, "")
+	sess := s.call("GET", "/api/checkout/session/"+forged, "", nil, 200)["session"].(map[string]any)
+	msg := sess["authorization"].(map[string]any)["message"].(map[string]any)
+	r := s.callRaw("POST", "/api/checkout/session/"+forged+"/authorization", "", map[string]any{"from": msg["from"],
+		"validAfter": "0", "validBefore": msg["validBefore"], "signature": "0x" + strings.Repeat("11", 65)})
+	if r.status != 400 || !strings.Contains(r.body, "signature") {
+		t.Fatalf("forged authorization: %d %s", r.status, r.body)
+	}
+
+	// 4. A plain transfer (a phone wallet paying the QR code's EIP-681
+	// request) from the declared wallet, never submitted: the watcher
+	// attaches it to the one open session it pays (with two candidates it
+	// would attach to none: the customer submits, or it is an exception).
+	s.call("POST", "/api/checkout/session/"+forged+"/cancel", "", nil, 200)
+	qr, _ := s.openSession(key, link, "")
+	pay(devchain.PayOptions{SessionID: qr, Plain: true, NoSubmit: true})
+	s.waitStatus(qr, "complete", 30*time.Second)
+
+	// 5. A stranger's plain transfer offered to a session: not the session's
+	// payment, but the merchant's money: a wrong_payer exception to resolve.
+	offered, _ := s.openSession(key, link, "")
+	p = pay(devchain.PayOptions{SessionID: offered, Plain: true, Key: devchain.StrangerKey()})
+	s.waitStatus(offered, "failed", 30*time.Second)
+	list := s.callList("GET", "/api/payment-exceptions?kind=wrong_payer", key)
+	if len(list) != 1 || !strings.EqualFold(list[0]["txHash"].(string), p.TxHash) {
+		t.Fatalf("exceptions %v", list)
+	}
+	res := s.call("POST", "/api/payment-exceptions/"+list[0]["id"].(string)+"/resolve", key,
+		map[string]any{"sessionId": offered, "note": "the customer paid from a friend's wallet"}, 200)
+	if tx := res["transaction"].(map[string]any); tx["source"] != "exception" || tx["sessionId"] != offered {
+		t.Fatalf("resolved into %v", tx)
+	}
+}
+
+type rawAnswer struct {
+	status int
+	body   string
+}
+
+// callRaw sends a JSON request and returns the status and body as they are.
+func (s *stack) callRaw(method, path, token string, body any) rawAnswer {
+	s.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, s.http.URL+path, bytes.NewReader(b))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return rawAnswer{status: res.StatusCode, body: string(raw)}
+}
+
+// callList GETs a list route and returns its items.
+func (s *stack) callList(method, path, token string) []map[string]any {
+	s.t.Helper()
+	r := s.callRaw(method, path, token, nil)
+	if r.status != 200 {
+		s.t.Fatalf("%s %s: %d %s", method, path, r.status, r.body)
+	}
+	var env struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &env); err != nil {
+		s.t.Fatal(err)
+	}
+	return env.Data
+}
+
+// devChainStack is the whole stack on a dev chain of its own (base_sepolia,
+// blocks every `block`, polled as often) with its relayer; o says the rest.
+func devChainStack(t *testing.T, block time.Duration, o stackOptions) (*stack, *devchain.Chain) {
+	t.Helper()
+	dc, err := devchain.Start(context.Background(), devchain.Config{Port: freePort(t), BlockInterval: block})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	reg := chain.DefaultRegistry()
+	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
+	n, _ := reg.Lookup(chain.NetworkBaseSepolia)
+	n.PollInterval = block
+	reg.Set(n)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	o.verifier, o.networks = verifier, reg
+	o.relayer = chain.NewRelayer(reg, map[string]*ecdsa.PrivateKey{chain.NetworkBaseSepolia: devchain.RelayerKey()})
+	return startStack(t, o), dc
+}

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/workflows"
+)
+
+// TestSubscriptionRenewsOnDevChain runs a subscription whose periods last
+// seconds on the dev server and the dev EVM chain: the first invoice and
+// two renewals are each paid for real (devchain.Pay signs the session's
+// EIP-3009 authorization and broadcasts it), the chain verifier completes
+// the sessions, their outcome reaches the subscription's workflow, and the
+// merchant's receiver gets subscription.created, then renewal_due and
+// renewed three times, then updated and canceled after cancel_now: emitted
+// in that order, arriving in it, signed, and matching the documented
+// payloads.
+func TestSubscriptionRenewsOnDevChain(t *testing.T) {
+	ctx := context.Background()
+	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	reg := chain.DefaultRegistry()
+	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	const period = 12 * time.Second
+	s := startStack(t, stackOptions{verifier: verifier, networks: reg, subscriptionPeriod: period})
+	key, session := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "subscription.created", "subscription.updated", "subscription.renewed",
+		"subscription.renewal_due", "subscription.past_due", "subscription.canceled")
+
+	sub := s.call("POST", "/api/subscriptions", key, map[string]any{"customerEmail": "ann@example.com",
+		"customerWalletAddress": dc.Customer().Hex(), "productName": "Coffee club", "amount": "4.20",
+		"billingInterval": "month", "network": "base_sepolia"}, 201)
+	id := sub["id"].(string)
+	if sub["status"] != "renewal_pending" {
+		t.Fatalf("created %v", sub)
+	}
+	countOf := func(got []received, typ string) int {
+		n := 0
+		for _, r := range got {
+			if r.Event == typ {
+				n++
+			}
+		}
+		return n
+	}
+	var periodEnds []string
+	for n := 1; n <= 3; n++ {
+		// The invoice's notice carries its session and the hosted page.
+		got := rc.waitFor(fmt.Sprintf("renewal_due #%d", n), 2*period, func(g []received) bool {
+			return countOf(g, "subscription.renewal_due") >= n
+		})
+		var due map[string]any
+		for _, r := range got {
+			if r.Event == "subscription.renewal_due" {
+				due = r.Payload["data"].(map[string]any)
+			}
+		}
+		inv := due["invoice"].(map[string]any)
+		sessionID := inv["sessionId"].(string)
+		if inv["number"] != float64(n) || inv["checkoutUrl"] != "http://paygate.test/checkout/"+sessionID || due["status"] != "renewal_pending" {
+			t.Fatalf("invoice %d: %v", n, due)
+		}
+		sess := s.call("GET", "/api/checkout/session/"+sessionID, "", nil, 200)["session"].(map[string]any)
+		if sess["expectedAmount"] != 4.2 || sess["walletAddress"] != dc.Customer().Hex() || sess["paymentReference"] == nil {
+			t.Fatalf("invoice session %v", sess)
+		}
+		if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: sessionID}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitStatus(sessionID, "complete", 30*time.Second)
+		got = rc.waitFor(fmt.Sprintf("renewed #%d", n), 30*time.Second, func(g []received) bool {
+			return countOf(g, "subscription.renewed") >= n
+		})
+		cur := s.call("GET", "/api/subscriptions/"+id, key, nil, 200)
+		if cur["status"] != "active" || cur["latestCheckoutSessionId"] != sessionID {
+			t.Fatalf("after paying invoice %d: %v", n, cur)
+		}
+		periodEnds = append(periodEnds, cur["currentPeriodEnd"].(string))
+	}
+	// Three paid periods back to back, each `period` long from the start.
+	for i := 1; i < len(periodEnds); i++ {
+		a, _ := time.Parse(time.RFC3339, periodEnds[i-1])
+		b, _ := time.Parse(time.RFC3339, periodEnds[i])
+		if b.Sub(a) != period {
+			t.Fatalf("period ends %v", periodEnds)
+		}
+	}
+
+	s.call("PATCH", "/api/subscriptions", key, map[string]any{"subscriptionId": id, "action": "cancel_now"}, 200)
+	got := rc.waitFor("canceled", 30*time.Second, func(g []received) bool { return countOf(g, "subscription.canceled") == 1 })
+	want := []string{"subscription.created"}
+	for i := 0; i < 3; i++ {
+		want = append(want, "subscription.renewal_due", "subscription.renewed")
+	}
+	want = append(want, "subscription.updated", "subscription.canceled")
+	if len(got) != len(want) {
+		t.Fatalf("received %d events, want %d: %v", len(got), len(want), types(got))
+	}
+	for _, r := range got {
+		if r.VerifyErr != nil || r.Status != 200 {
+			t.Fatalf("%s: signature %v, status %d", r.Event, r.VerifyErr, r.Status)
+		}
+		validateSubscriptionEvent(t, r.Event, r.Payload["data"])
+	}
+	// Emitted in order (delivery ids are UUIDv7, minted as the events are).
+	byEmission := slices.Clone(got)
+	sort.Slice(byEmission, func(i, j int) bool { return byEmission[i].ID < byEmission[j].ID })
+	if e := types(byEmission); !slices.Equal(e, want) {
+		t.Fatalf("emitted %v, want %v", e, want)
+	}
+	// Arrived in order: each delivery is its own workflow, so two events
+	// emitted in the same instant (updated and canceled are one change) may
+	// race; any event emitted a second or more after another arrived after it.
+	stamp := func(r received) time.Time {
+		ts, _ := time.Parse(time.RFC3339, r.Payload["timestamp"].(string))
+		return ts
+	}
+	for i, a := range got {
+		for _, b := range got[i+1:] {
+			if stamp(a).Sub(stamp(b)) >= time.Second {
+				t.Fatalf("%s (emitted %s) arrived before %s (emitted %s): %v", b.Event, stamp(b), a.Event, stamp(a), types(got))
+			}
+		}
+	}
+	t.Logf("arrived: %v", types(got))
+	// The workflow ended with the subscription.
+	run := s.temporal.GetWorkflow(ctx, workflows.SubscriptionWorkflowID(id), "")
+	var res workflows.SubscriptionResult
+	if err := run.Get(ctx, &res); err != nil || res.Status != "canceled" || res.PaidPeriods != 3 {
+		t.Fatalf("workflow result %+v %v", res, err)
+	}
+}
+
+func types(rs []received) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Event)
+	}
+	return out
+}
+
+// validateSubscriptionEvent checks an event's data against its schema in
+// the OpenAPI document.
+func validateSubscriptionEvent(t *testing.T, typ string, data any) {
+	t.Helper()
+	names := map[string]string{"subscription.created": "SubscriptionCreatedEvent", "subscription.updated": "SubscriptionUpdatedEvent",
+		"subscription.renewal_due": "SubscriptionRenewalDueEvent", "subscription.past_due": "SubscriptionPastDueEvent",
+		"subscription.renewed": "SubscriptionRenewedEvent", "subscription.canceled": "SubscriptionCanceledEvent"}
+	doc, err := api.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := doc.Components.Schemas[names[typ]]
+	if ref == nil || ref.Value == nil {
+		t.Fatalf("no schema for %s", typ)
+	}
+	if err := ref.Value.VisitJSON(data, openapi3.MultiErrors()); err != nil {
+		t.Fatalf("%s: %v\n%v", typ, err, data)
+	}
+	if d := data.(map[string]any); d["livemode"] != false {
+		t.Fatalf("%s livemode %v", typ, d["livemode"])
+	}
+}

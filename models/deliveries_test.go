@@ -1,0 +1,88 @@
+package models_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+)
+
+// TestPendingDeliveriesCursorAndSettle: the reconciler's queries. Pending
+// deliveries older than the cut are listed in creation order after a cursor
+// (delivered ones and fresh ones are not); a settle moves only a pending row
+// and never a final one; DeliveryTarget tells a live endpoint from a test one.
+func TestPendingDeliveriesCursorAndSettle(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "rec@example.com")
+		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/x",
+			Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdA=="}
+		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i := 0; i < 3; i++ {
+			got, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+				Key: "checkout.completed:" + models.NewID(), Data: map[string]any{"livemode": false}})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("emit: %v %v", got, err)
+			}
+			ids = append(ids, got[0])
+		}
+		if err := st.RecordDeliveryAttempt(ctx, models.AttemptRecord{DeliveryID: ids[1], Attempt: 1, ResponseStatus: 204,
+			At: time.Now(), Status: models.DeliveryDelivered}); err != nil {
+			t.Fatal(err)
+		}
+		later := st.Now().Add(time.Minute)
+		if rows, _ := st.PendingDeliveries(ctx, "", st.Now().Add(-time.Hour), 10); len(rows) != 0 {
+			t.Fatalf("fresh deliveries listed: %d", len(rows))
+		}
+		rows, err := st.PendingDeliveries(ctx, "", later, 1)
+		if err != nil || len(rows) != 1 || rows[0].ID != ids[0] {
+			t.Fatalf("first page: %v %v", rows, err)
+		}
+		rows, err = st.PendingDeliveries(ctx, rows[0].ID, later, 1)
+		if err != nil || len(rows) != 1 || rows[0].ID != ids[2] {
+			t.Fatalf("second page (the delivered one skipped): %v %v", rows, err)
+		}
+		if rows, _ := st.PendingDeliveries(ctx, ids[2], later, 1); len(rows) != 0 {
+			t.Fatalf("past the end: %v", rows)
+		}
+
+		if ok, err := st.SettleDelivery(ctx, ids[0], models.DeliveryFailed); err != nil || !ok {
+			t.Fatalf("settle pending: %v %v", ok, err)
+		}
+		if ok, err := st.SettleDelivery(ctx, ids[0], models.DeliveryDelivered); err != nil || ok {
+			t.Fatalf("a settled delivery must stay as it is: %v %v", ok, err)
+		}
+		if ok, _ := st.SettleDelivery(ctx, ids[1], models.DeliveryFailed); ok {
+			t.Fatal("a delivered delivery was downgraded")
+		}
+		if _, err := st.SettleDelivery(ctx, ids[2], models.DeliveryPending); err == nil {
+			t.Fatal("settling to pending must be refused")
+		}
+		if d, _ := st.WebhookDelivery(ctx, ids[0]); d.Status != models.DeliveryFailed {
+			t.Fatalf("settled row: %s", d.Status)
+		}
+
+		tgt, err := st.DeliveryTarget(ctx, ids[2])
+		if err != nil || tgt.Live || tgt.URL != ep.URL {
+			t.Fatalf("test endpoint target: %+v %v", tgt, err)
+		}
+		live := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeLive, URL: "https://hooks.example.com/live",
+			Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdA=="}
+		if err := st.CreateWebhookEndpoint(ctx, live); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.EmitEvent(ctx, m.ID, models.ModeLive, models.EventSpec{Type: "checkout.completed",
+			Key: "live:" + models.NewID(), Data: map[string]any{"livemode": true}})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("emit live: %v %v", got, err)
+		}
+		if tgt, err := st.DeliveryTarget(ctx, got[0]); err != nil || !tgt.Live {
+			t.Fatalf("live endpoint target: %+v %v", tgt, err)
+		}
+	})
+}

@@ -1,0 +1,141 @@
+package models
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paygate/paygate/money"
+)
+
+// TestRefundsMigrationUpgrades: a database migrated before the refunds
+// (no refunds table, no refund columns, 0006 not recorded) is moved forward
+// by 20261123_0006_refunds, keeping its rows, and refunds work on it.
+func TestRefundsMigrationUpgrades(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testRefundsUpgrade(t, st)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testRefundsUpgrade(t, st)
+	})
+}
+
+// freshPostgresSchema is storetest.PostgresURL, which this package's own
+// tests cannot import (storetest imports models): a new schema on the test
+// server, dropped at cleanup; skipped when the server is unreachable unless
+// PAYGATE_REQUIRE_POSTGRES=1.
+func freshPostgresSchema(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("PAYGATE_TEST_DATABASE_URL")
+	if base == "" {
+		base = os.Getenv("DATABASE_URL")
+	}
+	if base == "" {
+		if os.Getenv("PAYGATE_REQUIRE_POSTGRES") != "1" {
+			t.Skip("no DATABASE_URL: PostgreSQL not tested")
+		}
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("PAYGATE_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("PostgreSQL is required but unreachable: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	defer conn.Close(ctx)
+	schema := "t_" + strings.ReplaceAll(NewID(), "-", "")[:20]
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func testRefundsUpgrade(t *testing.T, st *Store) {
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := &Merchant{Email: "old@example.com", PasswordHash: "x", BusinessName: "Old"}
+	if _, err := st.CreateMerchant(ctx, m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	tx := &Transaction{MerchantID: m.ID, Mode: ModeTest, Amount: money.FromCents(1000), Token: "USDC", Network: "base_sepolia",
+		TxHash: "0xold", WalletAddress: "0x2222222222222222222222222222222222222222",
+		MerchantWalletAddress: "0x1111111111111111111111111111111111111111", Verification: VerificationVerified}
+	if err := st.RecordTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the schema of 20261123_0002.
+	mig := st.db.Migrator()
+	if err := mig.DropTable(&Refund{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"RefundedAmount", "RefundReserved"} {
+		if err := mig.DropColumn(&Transaction{}, col); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mig.DropColumn(&Merchant{}, "RefundsEnabled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261123_0006_refunds").Error; err != nil {
+		t.Fatal(err)
+	}
+	if mig.HasTable(&Refund{}) || mig.HasColumn(&Transaction{}, "RefundReserved") {
+		t.Fatal("the old schema still has refunds")
+	}
+
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if !mig.HasTable(&Refund{}) || !mig.HasIndex(&Refund{}, "idx_refund_merchant_network_hash") ||
+		!mig.HasColumn(&Transaction{}, "RefundedAmount") || !mig.HasColumn(&Merchant{}, "RefundsEnabled") {
+		t.Fatal("the upgrade did not add the refunds schema")
+	}
+	got, err := st.Transaction(ctx, Scope{MerchantID: m.ID, Mode: ModeTest}, tx.ID)
+	if err != nil || got.RefundReserved != 0 || got.RefundedAmount != 0 || got.Amount != tx.Amount {
+		t.Fatalf("old transaction after the upgrade: %+v %v", got, err)
+	}
+	r, err := st.CreateRefund(ctx, RefundRequest{Scope: Scope{MerchantID: m.ID, Mode: ModeTest}, TransactionID: tx.ID,
+		InitiatedBy: InitiatedByAPI, Window: time.Hour})
+	if err != nil || r.Amount != tx.Amount {
+		t.Fatalf("refund after the upgrade: %+v %v", r, err)
+	}
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+}

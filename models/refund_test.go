@@ -1,0 +1,449 @@
+package models_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/money"
+)
+
+const (
+	refundPayer    = "0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"
+	refundMerchant = "0x52908400098527886E0F7030069857D2E4169EE7"
+)
+
+func TestSplitRefund(t *testing.T) {
+	u := func(v int64) money.Amount { return money.Amount(v) }
+	cases := []struct {
+		name                                 string
+		total, tax, prevAmount, prevTax, amt money.Amount
+		wantSub, wantTax                     money.Amount
+	}{
+		{"whole refund returns the parts", u(29_750_000), u(4_750_000), 0, 0, u(29_750_000), u(25_000_000), u(4_750_000)},
+		{"half, floor of the tax share", u(29_750_000), u(4_750_000), 0, 0, u(14_875_000), u(12_500_000), u(2_375_000)},
+		{"the rest after a half", u(29_750_000), u(4_750_000), u(14_875_000), u(2_375_000), u(14_875_000), u(12_500_000), u(2_375_000)},
+		{"one micro unit", u(3), u(1), 0, 0, u(1), u(1), 0},
+		{"no split on record: all subtotal", u(10_000_000), 0, 0, 0, u(4_000_000), u(4_000_000), 0},
+		{"overpayment is pre-tax", u(200_000_000), u(19_000_000), 0, 0, u(200_000_000), u(181_000_000), u(19_000_000)},
+		{"tax larger than the total is capped", u(5_000_000), u(9_000_000), 0, 0, u(5_000_000), 0, u(5_000_000)},
+	}
+	for _, c := range cases {
+		sub, tax := models.SplitRefund(c.total, c.tax, c.prevAmount, c.prevTax, c.amt)
+		if sub != c.wantSub || tax != c.wantTax || sub+tax != c.amt {
+			t.Errorf("%s: %s + %s, want %s + %s", c.name, sub, tax, c.wantSub, c.wantTax)
+		}
+	}
+	// Any sequence of refunds, some of which fail (and give their amount
+	// back), never holds more than the original parts, and refunding all
+	// of it returns exactly the original parts.
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 20000; trial++ {
+		total := money.Amount(1 + rng.Int63n(50_000_000))
+		taxOrig := money.Amount(rng.Int63n(int64(total) + 1))
+		type live struct{ amount, tax money.Amount }
+		var held []live
+		for step := 0; step < 12; step++ {
+			var prevA, prevT money.Amount
+			for _, h := range held {
+				prevA, prevT = prevA+h.amount, prevT+h.tax
+			}
+			if prevA > total || prevT > taxOrig || prevA-prevT > total-taxOrig {
+				t.Fatalf("trial %d: held %s (tax %s) of %s (tax %s)", trial, prevA, prevT, total, taxOrig)
+			}
+			remainder := total - prevA
+			if remainder == 0 {
+				break
+			}
+			if len(held) > 0 && rng.Intn(4) == 0 {
+				i := rng.Intn(len(held)) // a refund fails
+				held = append(held[:i], held[i+1:]...)
+				continue
+			}
+			amt := 1 + money.Amount(rng.Int63n(int64(remainder)))
+			if rng.Intn(3) == 0 {
+				amt = remainder
+			}
+			sub, tax := models.SplitRefund(total, taxOrig, prevA, prevT, amt)
+			if sub < 0 || tax < 0 || sub+tax != amt {
+				t.Fatalf("trial %d: split of %s is %s + %s", trial, amt, sub, tax)
+			}
+			held = append(held, live{amt, tax})
+		}
+	}
+	// No failures: the parts add up exactly.
+	for trial := 0; trial < 5000; trial++ {
+		total := money.Amount(1 + rng.Int63n(50_000_000))
+		taxOrig := money.Amount(rng.Int63n(int64(total) + 1))
+		var prevA, prevT money.Amount
+		for prevA < total {
+			amt := 1 + money.Amount(rng.Int63n(int64(total-prevA)))
+			_, tax := models.SplitRefund(total, taxOrig, prevA, prevT, amt)
+			prevA, prevT = prevA+amt, prevT+tax
+		}
+		if prevT != taxOrig {
+			t.Fatalf("trial %d: refunds of %s returned tax %s, want %s", trial, total, prevT, taxOrig)
+		}
+	}
+}
+
+// refundFixture is a merchant with a verified transaction of a checkout
+// session (subtotal 25.00, tax 4.75) in mode.
+type refundFixture struct {
+	st   *models.Store
+	m    *models.Merchant
+	sc   models.Scope
+	txn  *models.Transaction
+	seq  int
+	hash func() string
+}
+
+func newRefundFixture(t *testing.T, st *models.Store, mode models.Mode) *refundFixture {
+	t.Helper()
+	ctx := context.Background()
+	m := newMerchant(t, st, strings.ReplaceAll(models.NewID(), "-", "")+"@example.com")
+	network := "base_sepolia"
+	if mode == models.ModeLive {
+		network = "base"
+	}
+	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: mode, PaymentLinkID: models.NewID(), Network: network,
+		Subtotal: money.FromCents(2500), Tax: money.FromCents(475), ExpectedAmount: money.FromCents(2975),
+		MerchantWalletAddress: refundMerchant, TokenAddress: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", ExpiresAt: time.Now().Add(time.Hour)}
+	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	txn := &models.Transaction{MerchantID: m.ID, Mode: mode, SessionID: &cs.ID, Amount: money.FromCents(2975), Token: "USDC",
+		Network: network, TxHash: "0x" + strings.Repeat("1", 32) + strings.ReplaceAll(models.NewID(), "-", ""),
+		WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant, Verification: models.VerificationVerified}
+	if err := st.RecordTransaction(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	f := &refundFixture{st: st, m: m, sc: models.Scope{MerchantID: m.ID, Mode: mode}, txn: txn}
+	f.hash = func() string { f.seq++; return fmt.Sprintf("0x%064x", 0xf00d0000+f.seq) }
+	return f
+}
+
+func (f *refundFixture) refund(amount money.Amount, by string) (*models.Refund, error) {
+	return f.st.CreateRefund(context.Background(), models.RefundRequest{Scope: f.sc, TransactionID: f.txn.ID, Amount: amount,
+		Reason: "returned", InitiatedBy: by, Window: 24 * time.Hour})
+}
+
+func (f *refundFixture) reload(t *testing.T) *models.Transaction {
+	t.Helper()
+	txn, err := f.st.Transaction(context.Background(), f.sc, f.txn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txn
+}
+
+// succeed submits a hash for the refund and finishes it succeeded.
+func (f *refundFixture) succeed(t *testing.T, r *models.Refund) models.RefundFinish {
+	t.Helper()
+	ctx := context.Background()
+	h := f.hash()
+	if err := f.st.SubmitRefundTx(ctx, r.ID, h, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRefundLifecycle: a half refund then the remainder, each submitted and
+// succeeded once (a repeated outcome changes nothing), with SPEC.md's
+// payment.refunded data; a third refund finds nothing left; a failed refund
+// gives its amount back; hashes back one refund per merchant and network.
+func TestRefundLifecycle(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		ep := &models.WebhookEndpoint{MerchantID: f.m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/r",
+			Events: models.StringList{"payment.refunded"}, Secret: "whsec_dGVzdA=="}
+		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+
+		half, err := f.refund(money.Amount(14_875_000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if half.Status != models.RefundPending || half.SubtotalAmount != money.FromCents(1250) || half.TaxAmount != money.Amount(2_375_000) ||
+			half.DestinationWallet != refundPayer || half.SourceWallet != refundMerchant || half.Network != "base_sepolia" ||
+			half.FeeReversed != 0 || !half.ExpiresAt.After(half.CreatedAt) {
+			t.Fatalf("half refund %+v", half)
+		}
+		if got := f.reload(t); got.RefundReserved != half.Amount || got.RefundedAmount != 0 {
+			t.Fatalf("after create: reserved %s refunded %s", got.RefundReserved, got.RefundedAmount)
+		}
+		fin := f.succeed(t, half)
+		if fin.Status != models.RefundSucceeded || fin.FullyRefunded || len(fin.Deliveries) != 1 {
+			t.Fatalf("first outcome %+v", fin)
+		}
+		// Retried after its commit: same answer, counted once.
+		again, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: half.ID, Status: models.RefundSucceeded, TxHash: *mustRefund(t, st, half.ID).TxHash, At: time.Now()})
+		if err != nil || again.Status != models.RefundSucceeded || again.FullyRefunded || fmt.Sprint(again.Deliveries) != fmt.Sprint(fin.Deliveries) {
+			t.Fatalf("repeated outcome %+v %v", again, err)
+		}
+		if got := f.reload(t); got.RefundedAmount != half.Amount || got.RefundReserved != half.Amount {
+			t.Fatalf("after success: %+v", got)
+		}
+		// A failed verdict after the success is ignored.
+		if late, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: half.ID, Status: models.RefundFailed, Reason: "X"}); err != nil || late.Status != models.RefundSucceeded {
+			t.Fatalf("failure after success: %+v %v", late, err)
+		}
+
+		// The rest, by default amount; then nothing is left.
+		rest, err := f.refund(0, models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rest.Amount != money.Amount(14_875_000) || rest.SubtotalAmount+half.SubtotalAmount != money.FromCents(2500) ||
+			rest.TaxAmount+half.TaxAmount != money.FromCents(475) {
+			t.Fatalf("rest %+v", rest)
+		}
+		if _, err := f.refund(0, models.InitiatedByAPI); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("refund of nothing: %v", err)
+		}
+		// A failure gives the amount back; a new refund may take it.
+		if fin, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: rest.ID, Status: models.RefundFailed, Reason: "REFUND_EXPIRED", Message: "not paid"}); err != nil || fin.Status != models.RefundFailed || len(fin.Deliveries) != 0 {
+			t.Fatalf("failure %+v %v", fin, err)
+		}
+		if got := f.reload(t); got.RefundReserved != half.Amount {
+			t.Fatalf("reserved after a failure: %s", got.RefundReserved)
+		}
+		if _, err := f.refund(money.FromCents(1500), models.InitiatedByAPI); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("more than the remainder: %v", err)
+		}
+		last, err := f.refund(0, models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A hash that backs another refund of the merchant is refused.
+		used := *mustRefund(t, st, half.ID).TxHash
+		if err := st.SubmitRefundTx(ctx, last.ID, used, time.Now()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("reused hash: %v", err)
+		}
+		fin = f.succeed(t, last)
+		if !fin.FullyRefunded {
+			t.Fatalf("last outcome %+v", fin)
+		}
+		if got := f.reload(t); got.RefundedAmount != got.Amount || got.RefundReserved != got.Amount {
+			t.Fatalf("fully refunded: %+v", got)
+		}
+		// Another hash on a submitted refund, or an outcome for another hash.
+		if err := st.SubmitRefundTx(ctx, last.ID, f.hash(), time.Now()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("second hash: %v", err)
+		}
+		// The event carries exactly SPEC.md's fields.
+		rows, _, err := st.WebhookDeliveries(ctx, f.sc, models.DeliveryFilter{Event: "payment.refunded"}, models.Page{Limit: 10})
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("deliveries %d %v", len(rows), err)
+		}
+		var env struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(rows[0].Payload, &env); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"refundId", "transactionId", "txHash", "merchantWalletAddress", "amount", "subtotalAmount", "taxAmount",
+			"feeReversed", "token", "network", "reason", "fullyRefunded", "initiatedBy", "livemode"}
+		if len(env.Data) != len(want) {
+			t.Fatalf("event data has %d fields, want %d: %v", len(env.Data), len(want), env.Data)
+		}
+		for _, k := range want {
+			if _, ok := env.Data[k]; !ok {
+				t.Fatalf("event data lacks %s: %v", k, env.Data)
+			}
+		}
+		if env.Data["refundId"] != last.ID || env.Data["fullyRefunded"] != true || env.Data["amount"] != "14.875" ||
+			env.Data["feeReversed"] != "0.00" || env.Data["initiatedBy"] != "api" || env.Data["livemode"] != false ||
+			env.Data["merchantWalletAddress"] != refundMerchant || env.Data["reason"] != "returned" {
+			t.Fatalf("event data %v", env.Data)
+		}
+		list, more, err := st.Refunds(ctx, f.sc, models.RefundFilter{TransactionID: f.txn.ID}, models.Page{Limit: 2})
+		if err != nil || len(list) != 2 || !more || list[0].ID != last.ID {
+			t.Fatalf("list %d %v %v", len(list), more, err)
+		}
+		if failed, _, _ := st.Refunds(ctx, f.sc, models.RefundFilter{Status: models.RefundFailed}, models.Page{Limit: 10}); len(failed) != 1 || failed[0].ID != rest.ID {
+			t.Fatalf("failed filter %v", failed)
+		}
+	})
+}
+
+func mustRefund(t *testing.T, st *models.Store, id string) *models.Refund {
+	t.Helper()
+	r, err := st.RefundByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRefundRefusals: another merchant's or mode's transaction is not
+// found; an unverified record, a destination equal to the sending wallet
+// and a transaction without a payer wallet are refused.
+func TestRefundRefusals(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		other := newRefundFixture(t, st, models.ModeTest)
+		req := models.RefundRequest{Scope: other.sc, TransactionID: f.txn.ID, InitiatedBy: models.InitiatedByAPI, Window: time.Hour}
+		if _, err := st.CreateRefund(ctx, req); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("another merchant's transaction: %v", err)
+		}
+		req.Scope = models.Scope{MerchantID: f.m.ID, Mode: models.ModeLive}
+		if _, err := st.CreateRefund(ctx, req); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("the other mode: %v", err)
+		}
+		req.Scope, req.Destination = f.sc, strings.ToLower(refundMerchant)
+		if _, err := st.CreateRefund(ctx, req); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("destination = source: %v", err)
+		}
+		rec := &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, Amount: money.FromCents(100), Token: "USDC",
+			Network: "base_sepolia", TxHash: "0x" + strings.Repeat("2", 64), MerchantWalletAddress: refundMerchant}
+		if err := st.RecordTransaction(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		req.TransactionID, req.Destination = rec.ID, refundPayer
+		if _, err := st.CreateRefund(ctx, req); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("unverified record: %v", err)
+		}
+		if err := st.SetRecordVerification(ctx, rec.ID, models.VerificationVerified, ""); err != nil {
+			t.Fatal(err)
+		}
+		req.Destination = ""
+		if _, err := st.CreateRefund(ctx, req); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("no payer wallet on record: %v", err)
+		}
+		req.Destination = refundPayer
+		r, err := st.CreateRefund(ctx, req)
+		if err != nil || r.TaxAmount != 0 || r.SubtotalAmount != r.Amount {
+			t.Fatalf("record without a split: %+v %v", r, err)
+		}
+	})
+}
+
+// TestConcurrentRefundsNeverExceed: 20 partial refunds of 1.75 (35.00 in
+// all) race one request for the remainder on a transaction of 29.75:
+// whatever wins, the refunds created add up to exactly the transaction
+// (never more), to what it holds in reserve, and their parts to the
+// original subtotal and tax.
+func TestConcurrentRefundsNeverExceed(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		f := newRefundFixture(t, st, models.ModeTest)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var created []*models.Refund
+		refused := 0
+		start := make(chan struct{})
+		for i := 0; i <= 20; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				amount := money.FromCents(175)
+				if i == 10 {
+					amount = 0 // the remainder
+				}
+				r, err := f.refund(amount, models.InitiatedByAPI)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					created = append(created, r)
+				case errors.Is(err, apperr.ErrBadRequest):
+					refused++
+				default:
+					t.Errorf("refund %d: %v", i, err)
+				}
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		var sum, sub, tax money.Amount
+		for _, r := range created {
+			sum, sub, tax = sum+r.Amount, sub+r.SubtotalAmount, tax+r.TaxAmount
+		}
+		txn := f.reload(t)
+		if sum > txn.Amount || sum != txn.RefundReserved || sub > money.FromCents(2500) || tax > money.FromCents(475) {
+			t.Fatalf("%d refunds hold %s (subtotal %s, tax %s) of %s; reserved %s", len(created), sum, sub, tax, txn.Amount, txn.RefundReserved)
+		}
+		if sum != txn.Amount || sub != money.FromCents(2500) || tax != money.FromCents(475) || len(created)+refused != 21 {
+			t.Fatalf("the remainder requests left %s of %s unrefunded (%d created, %d refused)", txn.Amount-sum, txn.Amount, len(created), refused)
+		}
+		t.Logf("%s: %d refunds created (%s), %d refused; subtotal %s + tax %s", st.Dialect(), len(created), sum, refused, sub, tax)
+	})
+}
+
+// TestBalanceCountsRefunds: succeeded refunds leave the balance, refunds in
+// progress hold their amount, failed ones give it back.
+func TestBalanceCountsRefunds(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeLive)
+		done, err := f.refund(money.FromCents(500), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.succeed(t, done)
+		held, err := f.refund(money.FromCents(300), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed, err := f.refund(money.FromCents(100), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: failed.ID, Status: models.RefundFailed, Reason: "TX_REVERTED"}); err != nil {
+			t.Fatal(err)
+		}
+		bals, err := st.Balances(ctx, f.m.ID)
+		if err != nil || len(bals) != 1 {
+			t.Fatalf("%+v %v", bals, err)
+		}
+		b := bals[0]
+		if b.Collected != money.FromCents(2975) || b.Refunded != money.FromCents(500) || b.RefundsPending != held.Amount ||
+			b.Available != money.FromCents(2975-500-300) {
+			t.Fatalf("balance %+v", b)
+		}
+		if err := st.CreateSettlement(ctx, &models.Settlement{MerchantID: f.m.ID, Amount: money.FromCents(2176), Token: "USDC",
+			Network: "base", DestinationWallet: "0xdest", TxHash: "0xpayout"}); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("a payout of refunded money: %v", err)
+		}
+	})
+}
+
+// TestRefundsFlag: on by default in test mode, off in live until enabled;
+// disabled turns both off.
+func TestRefundsFlag(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "flag@example.com")
+		if !m.RefundsOn(models.ModeTest) || m.RefundsOn(models.ModeLive) {
+			t.Fatalf("default flag %v", m.RefundsEnabled)
+		}
+		on, err := st.SetRefundsEnabled(ctx, m.ID, true)
+		if err != nil || !on.RefundsOn(models.ModeTest) || !on.RefundsOn(models.ModeLive) {
+			t.Fatalf("enabled %+v %v", on, err)
+		}
+		off, err := st.SetRefundsEnabled(ctx, m.ID, false)
+		if err != nil || off.RefundsOn(models.ModeTest) || off.RefundsOn(models.ModeLive) {
+			t.Fatalf("disabled %+v %v", off, err)
+		}
+		if _, err := st.SetRefundsEnabled(ctx, models.NewID(), true); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("unknown merchant: %v", err)
+		}
+	})
+}

@@ -1,0 +1,257 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// EventPaymentException is emitted when money reaches a merchant wallet
+// without paying a session (a payment exception is opened or becomes
+// contested).
+const EventPaymentException = "payment.exception"
+
+// SourceException marks a transaction created by resolving an exception.
+const SourceException = "exception"
+
+// upsertException opens the exception of a transfer, or adds to the one
+// that exists for the same merchant, network and hash (more sessions; a
+// contest overrides the earlier kind). It returns the stored exception and
+// the event to emit when something a merchant must see happened.
+func (s *Store) upsertException(tx *gorm.DB, e *PaymentException, at time.Time) (*PaymentException, *EventSpec, error) {
+	e.ID, e.Status, e.CreatedAt, e.UpdatedAt = NewID(), ExceptionOpen, at, at
+	if e.SessionIDs == nil {
+		e.SessionIDs = StringList{}
+	}
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(e)
+	if res.Error != nil {
+		return nil, nil, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return e, exceptionEvent(e), nil
+	}
+	var cur PaymentException
+	if err := tx.Where("merchant_id = ? AND network = ? AND tx_hash = ?", e.MerchantID, e.Network, e.TxHash).Take(&cur).Error; err != nil {
+		return nil, nil, err
+	}
+	ids := append(StringList{}, cur.SessionIDs...)
+	for _, id := range e.SessionIDs {
+		if !containsString(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	fields := map[string]any{"session_ids": ids, "updated_at": at}
+	escalate := e.Kind == ExceptionContested && cur.Kind != ExceptionContested && cur.Status == ExceptionOpen
+	if escalate {
+		fields["kind"], fields["message"] = e.Kind, e.Message
+	}
+	if err := tx.Model(&PaymentException{}).Where("id = ?", cur.ID).Updates(fields).Error; err != nil {
+		return nil, nil, err
+	}
+	cur.SessionIDs = ids
+	if escalate {
+		cur.Kind, cur.Message = e.Kind, e.Message
+		return &cur, exceptionEvent(&cur), nil
+	}
+	return &cur, nil, nil
+}
+
+func containsString(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// exceptionEvent is the payment.exception event of an exception's kind.
+func exceptionEvent(e *PaymentException) *EventSpec {
+	return &EventSpec{Type: EventPaymentException, Key: EventPaymentException + ":" + e.ID + ":" + e.Kind, Data: ExceptionEventData(e)}
+}
+
+// ExceptionEventData is the payload of payment.exception.
+func ExceptionEventData(e *PaymentException) map[string]any {
+	return map[string]any{"exceptionId": e.ID, "kind": e.Kind, "status": e.Status, "txHash": e.TxHash, "network": e.Network,
+		"amount": e.Amount.String(), "expectedAmount": e.ExpectedAmount.String(), "payerAddress": e.PayerAddress,
+		"merchantWalletAddress": e.MerchantWalletAddress, "sessionIds": []string(e.SessionIDs), "message": e.Message,
+		"livemode": e.Mode == ModeLive}
+}
+
+// OpenException records a transfer found on chain that pays no session
+// (late or unmatched) and returns the ids of the deliveries of its event.
+func (s *Store) OpenException(ctx context.Context, e *PaymentException) ([]string, error) {
+	var ids []string
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var n int64
+		if err := tx.Model(&Transaction{}).Where("merchant_id = ? AND network = ? AND tx_hash = ?", e.MerchantID, e.Network, e.TxHash).
+			Count(&n).Error; err != nil || n > 0 {
+			return err // already accounted for
+		}
+		_, ev, err := s.upsertException(tx, e, s.Now())
+		if err != nil || ev == nil {
+			return err
+		}
+		ids, err = s.emitEvent(tx, e.MerchantID, e.Mode, *ev, s.Now())
+		return err
+	})
+	return ids, err
+}
+
+// ExceptionFilter narrows the exception list; empty fields do not filter.
+type ExceptionFilter struct {
+	Status, Kind, Network, TxHash string
+}
+
+// PaymentExceptions lists a page of the scope's exceptions, newest first.
+func (s *Store) PaymentExceptions(ctx context.Context, sc Scope, f ExceptionFilter, p Page) ([]PaymentException, bool, error) {
+	q := equal(s.scoped(ctx, sc), "status", f.Status, "kind", f.Kind, "network", f.Network, "tx_hash", f.TxHash)
+	return fetchPage[PaymentException](q, p)
+}
+
+// PaymentExceptionOf loads one of the scope's exceptions.
+func (s *Store) PaymentExceptionOf(ctx context.Context, sc Scope, id string) (*PaymentException, error) {
+	var e PaymentException
+	err := s.scoped(ctx, sc).Where("id = ?", id).Take(&e).Error
+	return &e, notFound(err)
+}
+
+// Resolution attaches an exception's transfer to a session or a customer.
+type Resolution struct {
+	// SessionID is the session the money paid (one of the scope's; it must
+	// not have a transaction yet).
+	SessionID     string
+	CustomerEmail string
+	CustomerName  string
+	Note          string
+}
+
+// ResolveException turns an open exception into a transaction of the
+// merchant (verified: the chain showed it), attached to the session or the
+// customer given, and emits payment.completed for it. It returns the
+// transaction and the deliveries to dispatch.
+func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Resolution) (*PaymentException, *Transaction, []string, error) {
+	var exc PaymentException
+	var txn *Transaction
+	var ids []string
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", id, sc.MerchantID, sc.Mode).Take(&exc).Error; err != nil {
+			return notFound(err)
+		}
+		if exc.Status != ExceptionOpen {
+			return apperr.Conflict("the payment exception is already " + exc.Status)
+		}
+		now := s.Now()
+		t := &Transaction{ID: NewID(), MerchantID: sc.MerchantID, Mode: sc.Mode, Amount: exc.Amount, Token: "USDC", Network: exc.Network,
+			TxHash: exc.TxHash, Status: "completed", Verification: VerificationVerified, WalletAddress: exc.PayerAddress,
+			MerchantWalletAddress: exc.MerchantWalletAddress, CustomerEmail: r.CustomerEmail, CustomerName: r.CustomerName,
+			Source: SourceException, CreatedAt: now}
+		if r.SessionID != "" {
+			var cs CheckoutSession
+			if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", r.SessionID, sc.MerchantID, sc.Mode).Take(&cs).Error; err != nil {
+				if errors.Is(err, gorm.ErrRecordNotFound) {
+					return apperr.Invalid("sessionId", "no such checkout session")
+				}
+				return err
+			}
+			if cs.Network != exc.Network {
+				return apperr.Invalid("sessionId", "the checkout session is on another network")
+			}
+			var n int64
+			if err := tx.Model(&Transaction{}).Where("session_id = ?", cs.ID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return apperr.Conflict("the checkout session already has a transaction")
+			}
+			t.SessionID, t.PaymentLinkID = &cs.ID, &cs.PaymentLinkID
+			if t.CustomerEmail == "" {
+				t.CustomerEmail, t.CustomerName = cs.CustomerEmail, cs.CustomerName
+			}
+		}
+		if err := s.applyTransaction(tx, t); err != nil {
+			return err
+		}
+		if err := tx.Model(&PaymentException{}).Where("id = ?", exc.ID).Updates(map[string]any{"status": ExceptionResolved,
+			"transaction_id": t.ID, "note": truncate(r.Note, 500), "resolved_at": now, "updated_at": now}).Error; err != nil {
+			return err
+		}
+		exc.Status, exc.TransactionID, exc.Note, exc.ResolvedAt = ExceptionResolved, &t.ID, r.Note, &now
+		data := map[string]any{"transactionId": t.ID, "exceptionId": exc.ID, "sessionId": t.SessionID, "paymentLinkId": t.PaymentLinkID,
+			"customerId": t.CustomerID, "customerEmail": t.CustomerEmail, "txHash": t.TxHash, "walletAddress": t.WalletAddress,
+			"merchantWalletAddress": t.MerchantWalletAddress, "amount": t.Amount.String(), "token": t.Token, "network": t.Network,
+			"livemode": sc.Mode == ModeLive}
+		var err error
+		ids, err = s.emitEvent(tx, sc.MerchantID, sc.Mode, EventSpec{Type: "payment.completed", Key: "payment.completed:exception:" + exc.ID, Data: data}, now)
+		txn = t
+		return err
+	})
+	return &exc, txn, ids, err
+}
+
+// DismissException closes an open exception without a transaction (the
+// merchant refunded it, or it is not a payment).
+func (s *Store) DismissException(ctx context.Context, sc Scope, id, note string) (*PaymentException, error) {
+	var exc PaymentException
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", id, sc.MerchantID, sc.Mode).Take(&exc).Error; err != nil {
+			return notFound(err)
+		}
+		if exc.Status != ExceptionOpen {
+			return apperr.Conflict("the payment exception is already " + exc.Status)
+		}
+		now := s.Now()
+		exc.Status, exc.Note, exc.ResolvedAt, exc.UpdatedAt = ExceptionDismissed, truncate(note, 500), &now, now
+		return tx.Model(&PaymentException{}).Where("id = ?", exc.ID).Updates(map[string]any{"status": exc.Status, "note": exc.Note,
+			"resolved_at": now, "updated_at": now}).Error
+	})
+	return &exc, err
+}
+
+// ReceivingWallet is a wallet a merchant receives payments at on a network.
+type ReceivingWallet struct {
+	Address    string
+	MerchantID string
+	Mode       Mode
+}
+
+// ReceivingWallets lists the wallets the merchants' live payment links
+// receive at on a network (the scan for unmatched transfers watches them).
+func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode) ([]ReceivingWallet, error) {
+	var links []PaymentLink
+	if err := s.ctx(ctx).Select("merchant_id", "mode", "wallet_addresses").Where("mode = ?", mode).Find(&links).Error; err != nil {
+		return nil, err
+	}
+	seen := map[ReceivingWallet]bool{}
+	var out []ReceivingWallet
+	for _, l := range links {
+		addr := l.WalletAddresses[network]
+		w := ReceivingWallet{Address: addr, MerchantID: l.MerchantID, Mode: l.Mode}
+		if addr == "" || seen[w] {
+			continue
+		}
+		seen[w] = true
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// TransferAccountedFor reports whether a merchant's session, transaction
+// or exception already holds a hash: then it is no unmatched transfer.
+func (s *Store) TransferAccountedFor(ctx context.Context, merchantID, network, txHash string) (bool, error) {
+	for _, m := range []any{&CheckoutSession{}, &Transaction{}, &PaymentException{}} {
+		var n int64
+		if err := s.ctx(ctx).Model(m).Where("merchant_id = ? AND network = ? AND tx_hash = ?", merchantID, network, txHash).
+			Count(&n).Error; err != nil {
+			return false, err
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,158 @@
+package models
+
+import (
+	"context"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/money"
+	"gorm.io/gorm"
+)
+
+// CreateProduct stores a catalog product.
+func (s *Store) CreateProduct(ctx context.Context, p *Product) error {
+	now := s.Now()
+	p.ID, p.CreatedAt, p.UpdatedAt = NewID(), now, now
+	return s.ctx(ctx).Create(p).Error
+}
+
+// Products lists a page of the scope's products, newest first; active, when
+// set, filters on it.
+func (s *Store) Products(ctx context.Context, sc Scope, active *bool, p Page) ([]Product, bool, error) {
+	q := s.scoped(ctx, sc)
+	if active != nil {
+		q = q.Where("active = ?", *active)
+	}
+	return fetchPage[Product](q, p)
+}
+
+// ProductOf loads one of the scope's products.
+func (s *Store) ProductOf(ctx context.Context, sc Scope, id string) (*Product, error) {
+	var p Product
+	err := s.scoped(ctx, sc).Where("id = ?", id).Take(&p).Error
+	return &p, notFound(err)
+}
+
+// ProductUpdate holds the fields of a PATCH; nil leaves a field alone.
+type ProductUpdate struct {
+	Name, Description, ImageURL *string
+	Price                       *money.Amount
+	Active                      *bool
+}
+
+// UpdateProduct applies the fields that were sent.
+func (s *Store) UpdateProduct(ctx context.Context, sc Scope, id string, u ProductUpdate) (*Product, error) {
+	fields := map[string]any{"updated_at": s.Now()}
+	if u.Name != nil {
+		fields["name"] = *u.Name
+	}
+	if u.Description != nil {
+		fields["description"] = *u.Description
+	}
+	if u.ImageURL != nil {
+		fields["image_url"] = *u.ImageURL
+	}
+	if u.Price != nil {
+		fields["price"] = *u.Price
+	}
+	if u.Active != nil {
+		fields["active"] = *u.Active
+	}
+	res := s.scoped(ctx, sc).Model(&Product{}).Where("id = ?", id).Updates(fields)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil, apperr.New(apperr.ErrNotFound, "not found")
+	}
+	return s.ProductOf(ctx, sc, id)
+}
+
+// CreateHostedCheckout stores a hosted checkout and the single-use link it
+// sells through, in one transaction.
+func (s *Store) CreateHostedCheckout(ctx context.Context, hc *HostedCheckout, l *PaymentLink) error {
+	now := s.Now()
+	hc.ID, hc.CreatedAt, hc.UpdatedAt, hc.Status = NewID(), now, now, HostedOpen
+	l.ID, l.CreatedAt, l.UpdatedAt, l.Active = NewID(), now, now, true
+	l.CheckoutID, l.ExpiresAt, hc.PaymentLinkID = &hc.ID, &hc.ExpiresAt, l.ID
+	if hc.Metadata == nil {
+		hc.Metadata = StringMap{}
+	}
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(l).Error; err != nil {
+			return err
+		}
+		return tx.Create(hc).Error
+	})
+}
+
+// HostedCheckoutOf loads one of the scope's hosted checkouts, with its
+// status brought up to date (an open one past its expiry is expired).
+func (s *Store) HostedCheckoutOf(ctx context.Context, sc Scope, id string) (*HostedCheckout, error) {
+	var hc HostedCheckout
+	if err := s.scoped(ctx, sc).Where("id = ?", id).Take(&hc).Error; err != nil {
+		return nil, notFound(err)
+	}
+	s.expireHosted(&hc)
+	return &hc, nil
+}
+
+// HostedCheckoutByID loads a hosted checkout of any merchant (pages).
+func (s *Store) HostedCheckoutByID(ctx context.Context, id string) (*HostedCheckout, error) {
+	var hc HostedCheckout
+	if err := s.ctx(ctx).Where("id = ?", id).Take(&hc).Error; err != nil {
+		return nil, notFound(err)
+	}
+	s.expireHosted(&hc)
+	return &hc, nil
+}
+
+func (s *Store) expireHosted(hc *HostedCheckout) {
+	if hc.Status == HostedOpen && !s.Now().Before(hc.ExpiresAt) {
+		hc.Status = HostedExpired
+	}
+}
+
+// HostedCheckouts lists a page of the scope's hosted checkouts, newest first.
+func (s *Store) HostedCheckouts(ctx context.Context, sc Scope, p Page) ([]HostedCheckout, bool, error) {
+	rows, more, err := fetchPage[HostedCheckout](s.scoped(ctx, sc), p)
+	for i := range rows {
+		s.expireHosted(&rows[i])
+	}
+	return rows, more, err
+}
+
+// CancelHostedCheckout cancels an open hosted checkout and closes its link;
+// the caller cancels the link's open sessions.
+func (s *Store) CancelHostedCheckout(ctx context.Context, sc Scope, id string) (*HostedCheckout, error) {
+	var hc HostedCheckout
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", id, sc.MerchantID, sc.Mode).Take(&hc).Error; err != nil {
+			return notFound(err)
+		}
+		s.expireHosted(&hc)
+		if hc.Status != HostedOpen {
+			return apperr.Conflict("the checkout is " + hc.Status)
+		}
+		now := s.Now()
+		hc.Status, hc.UpdatedAt = HostedCancelled, now
+		if err := tx.Model(&HostedCheckout{}).Where("id = ?", hc.ID).Updates(map[string]any{"status": HostedCancelled, "updated_at": now}).Error; err != nil {
+			return err
+		}
+		return tx.Model(&PaymentLink{}).Where("id = ?", hc.PaymentLinkID).Updates(map[string]any{"active": false, "updated_at": now}).Error
+	})
+	return &hc, err
+}
+
+// completeHosted marks a session's hosted checkout complete and closes its
+// single-use link (inside FinishSession's transaction).
+func completeHosted(tx *gorm.DB, cs *CheckoutSession, at time.Time) error {
+	if cs.CheckoutID == nil {
+		return nil
+	}
+	if err := tx.Model(&HostedCheckout{}).Where("id = ? AND status = ?", *cs.CheckoutID, HostedOpen).
+		Updates(map[string]any{"status": HostedComplete, "session_id": cs.ID, "updated_at": at}).Error; err != nil {
+		return err
+	}
+	return tx.Model(&PaymentLink{}).Where("checkout_id = ?", *cs.CheckoutID).Updates(map[string]any{"active": false, "updated_at": at}).Error
+}

@@ -1,0 +1,385 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/money"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// RefundRequest asks for a refund of one of the scope's transactions. The
+// caller has checked the shape of every field (the destination's format for
+// the transaction's network included).
+type RefundRequest struct {
+	Scope         Scope
+	TransactionID string
+	// Amount is what to refund; 0 refunds the refundable remainder.
+	Amount money.Amount
+	Reason string
+	// Destination receives the refund; "" is the payer's wallet on record.
+	Destination string
+	InitiatedBy string
+	// Window is how long the merchant has to submit the refund's transfer.
+	Window time.Duration
+}
+
+// errNoRemainder says why a refund of the remainder finds nothing to refund.
+const errNoRemainder = "nothing left to refund: the transaction is fully refunded, or what remains is held by refunds in progress"
+
+// CreateRefund stores a pending refund and reserves its amount on the
+// transaction in one database transaction. The reservation is a
+// conditional update (refund_reserved + amount <= amount) taken under the
+// transaction's row lock (PostgreSQL: SELECT … FOR UPDATE; SQLite: the
+// write lock every transaction takes at BEGIN), so refunds of one
+// transaction never exceed it, however many requests race. The refund's
+// subtotal and tax parts follow the original's split (splitRefund).
+func (s *Store) CreateRefund(ctx context.Context, r RefundRequest) (*Refund, error) {
+	if r.InitiatedBy == "" || r.Window <= 0 {
+		return nil, fmt.Errorf("models: refund needs initiatedBy and a window")
+	}
+	var out *Refund
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		lock := tx
+		if s.Dialect() == "postgres" {
+			lock = tx.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		var t Transaction
+		if err := lock.Where("id = ? AND merchant_id = ? AND mode = ?", r.TransactionID, r.Scope.MerchantID, r.Scope.Mode).
+			Take(&t).Error; err != nil {
+			return notFound(err)
+		}
+		switch {
+		case t.Status != "completed":
+			return apperr.Conflict("only completed transactions can be refunded")
+		case t.Verification != VerificationVerified:
+			return apperr.Conflict("the transaction is not verified on chain (verification " + t.Verification + "); it cannot be refunded")
+		case t.MerchantWalletAddress == "":
+			return apperr.Conflict("the transaction has no receiving wallet on record to send the refund from")
+		}
+		dest := r.Destination
+		if dest == "" {
+			dest = t.WalletAddress
+		}
+		switch {
+		case dest == "":
+			return apperr.Invalid("destinationWallet", "is required: the transaction has no payer wallet on record")
+		case strings.EqualFold(dest, t.MerchantWalletAddress):
+			return apperr.Invalid("destinationWallet", "must differ from the merchant wallet the refund is sent from")
+		}
+		remainder := t.Amount - t.RefundReserved
+		amount := r.Amount
+		switch {
+		case amount == 0 && remainder <= 0:
+			return apperr.Invalid("amount", errNoRemainder)
+		case amount == 0:
+			amount = remainder
+		case amount < 0:
+			return apperr.Invalid("amount", "must be positive")
+		case amount > remainder:
+			return apperr.Invalid("amount", fmt.Sprintf("exceeds the refundable remainder of %s %s", max(remainder, 0), t.Token))
+		}
+		// The reservation itself: it cannot pass the transaction's amount,
+		// whatever another request committed since the read above.
+		res := tx.Model(&Transaction{}).Where("id = ? AND refund_reserved + ? <= amount", t.ID, int64(amount)).
+			Update("refund_reserved", gorm.Expr("refund_reserved + ?", int64(amount)))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return apperr.Invalid("amount", "exceeds the refundable remainder: another refund of this transaction was created at the same time")
+		}
+		sub, tax, err := s.refundSplit(tx, &t, amount)
+		if err != nil {
+			return err
+		}
+		now := s.Now()
+		out = &Refund{ID: NewID(), MerchantID: t.MerchantID, Mode: t.Mode, TransactionID: t.ID, Amount: amount,
+			SubtotalAmount: sub, TaxAmount: tax, Token: t.Token, Network: t.Network, DestinationWallet: dest,
+			SourceWallet: t.MerchantWalletAddress, Status: RefundPending, Reason: r.Reason, InitiatedBy: r.InitiatedBy,
+			ExpiresAt: now.Add(r.Window), CreatedAt: now, UpdatedAt: now}
+		return tx.Create(out).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// refundSplit splits a new refund of t into its subtotal and tax parts.
+func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount) (money.Amount, money.Amount, error) {
+	var taxOrig money.Amount
+	if t.SessionID != nil {
+		var cs CheckoutSession
+		err := tx.Select("tax").Where("id = ?", *t.SessionID).Take(&cs).Error
+		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+			return 0, 0, err
+		}
+		taxOrig = cs.Tax
+	}
+	var prev struct {
+		Amount int64
+		Tax    int64
+	}
+	if err := tx.Model(&Refund{}).Select("COALESCE(SUM(amount),0) AS amount, COALESCE(SUM(tax_amount),0) AS tax").
+		Where("transaction_id = ? AND status <> ?", t.ID, RefundFailed).Scan(&prev).Error; err != nil {
+		return 0, 0, err
+	}
+	sub, tax := SplitRefund(t.Amount, taxOrig, money.Amount(prev.Amount), money.Amount(prev.Tax), amount)
+	return sub, tax, nil
+}
+
+// SplitRefund splits a refund of amount into its subtotal and tax parts, in
+// proportion to the original transaction: total is what the transaction
+// received and taxOrig its tax (0 for a record without a split: all
+// subtotal; the tax never counts for more than the total). An overpayment
+// is pre-tax: the tax was computed on the price. prevAmount and prevTax are
+// what the transaction's refunds that did not fail already hold.
+//
+// The tax part is taken from the cumulative share: floor((prevAmount +
+// amount) × taxOrig / total) less prevTax, kept within [0, amount]. So the
+// refunds' parts are exact to the micro unit, never add up to more than
+// the original subtotal or tax, and refunding the whole transaction (in
+// one refund or several) returns exactly the original parts.
+func SplitRefund(total, taxOrig, prevAmount, prevTax, amount money.Amount) (subtotal, tax money.Amount) {
+	if total <= 0 || amount <= 0 {
+		return max(amount, 0), 0
+	}
+	taxOrig = min(max(taxOrig, 0), total)
+	cum := min(prevAmount+amount, total)
+	share := new(big.Int).Mul(big.NewInt(int64(cum)), big.NewInt(int64(taxOrig)))
+	share.Quo(share, big.NewInt(int64(total)))
+	tax = money.Amount(share.Int64()) - prevTax
+	tax = min(max(tax, 0), amount)
+	return amount - tax, tax
+}
+
+// RefundFilter narrows a refund list; empty fields do not filter.
+type RefundFilter struct {
+	Status        string
+	TransactionID string
+}
+
+// Refunds lists a page of the scope's refunds, newest first.
+func (s *Store) Refunds(ctx context.Context, sc Scope, f RefundFilter, p Page) ([]Refund, bool, error) {
+	q := equal(s.scoped(ctx, sc), "status", f.Status, "transaction_id", f.TransactionID)
+	return fetchPage[Refund](q, p)
+}
+
+// RefundOf loads one of the scope's refunds.
+func (s *Store) RefundOf(ctx context.Context, sc Scope, id string) (*Refund, error) {
+	var r Refund
+	err := s.scoped(ctx, sc).Where("id = ?", id).Take(&r).Error
+	return &r, notFound(err)
+}
+
+// RefundByID loads a refund whatever its owner (workers, operators).
+func (s *Store) RefundByID(ctx context.Context, id string) (*Refund, error) {
+	var r Refund
+	err := s.ctx(ctx).Where("id = ?", id).Take(&r).Error
+	return &r, notFound(err)
+}
+
+// RefundsOfTransactions lists the refunds of each transaction, oldest first.
+func (s *Store) RefundsOfTransactions(ctx context.Context, ids []string) (map[string][]Refund, error) {
+	out := map[string][]Refund{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []Refund
+	if err := s.ctx(ctx).Where("transaction_id IN ?", ids).Order("id asc").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.TransactionID] = append(out[r.TransactionID], r)
+	}
+	return out, nil
+}
+
+// MarkRefundWorkflowStarted records that a refund's workflow exists.
+func (s *Store) MarkRefundWorkflowStarted(ctx context.Context, id string) error {
+	return s.ctx(ctx).Model(&Refund{}).Where("id = ?", id).Update("workflow_started", true).Error
+}
+
+// RefundsWithoutWorkflow lists refunds created before `before` whose
+// workflow was never confirmed started, oldest first.
+func (s *Store) RefundsWithoutWorkflow(ctx context.Context, before time.Time, limit int) ([]Refund, error) {
+	var rows []Refund
+	err := s.ctx(ctx).Where("workflow_started = ? AND created_at < ?", false, before).Order("id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
+// SubmitRefundTx attaches the refund's transfer: the refund moves from
+// pending to submitted. The same hash again is accepted (a retried
+// activity); another hash, a refund that is no longer pending, or a hash
+// that already backs another refund of the merchant on that network is a
+// conflict.
+func (s *Store) SubmitRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error {
+	res := s.ctx(ctx).Model(&Refund{}).Where("id = ? AND status = ?", refundID, RefundPending).
+		Updates(map[string]any{"tx_hash": txHash, "status": RefundSubmitted, "submitted_at": at.UTC(), "updated_at": s.Now()})
+	if isUniqueViolation(res.Error) {
+		return apperr.Conflict("this transaction hash already backs another refund")
+	}
+	if res.Error != nil || res.RowsAffected == 1 {
+		return res.Error
+	}
+	r, err := s.RefundByID(ctx, refundID)
+	if err != nil {
+		return err
+	}
+	if r.TxHash != nil && *r.TxHash == txHash {
+		return nil
+	}
+	return apperr.Conflict("refund is " + r.Status)
+}
+
+// RefundOutcome ends a refund: succeeded (its transfer is verified) or
+// failed (a wrong transfer, none within the window).
+type RefundOutcome struct {
+	RefundID string
+	Status   string // succeeded or failed
+	// TxHash is the verified transfer (succeeded): it must be the refund's.
+	TxHash  string
+	Reason  string
+	Message string
+	At      time.Time
+}
+
+// RefundFinish is the outcome as stored, with the deliveries of its event.
+type RefundFinish struct {
+	Status        string
+	Reason        string
+	Message       string
+	FullyRefunded bool
+	Deliveries    []string
+}
+
+// ErrRefundHashMismatch marks an outcome for another transfer than the
+// refund's: a bug, never retried.
+var ErrRefundHashMismatch = errors.New("models: refund outcome names another transfer than the refund's")
+
+// FinishRefund stores a refund's outcome with its effects in one database
+// transaction, exactly once (the status moves only out of pending or
+// submitted): succeeded adds the amount to the transaction's refunded
+// amount and emits payment.refunded (key payment.refunded:<refundId>) with
+// one delivery per subscribed endpoint; failed gives the reserved amount
+// back. A repeated call answers what was stored, with the event's
+// deliveries.
+func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.Status != RefundSucceeded && o.Status != RefundFailed {
+		return RefundFinish{}, fmt.Errorf("models: %q is not a refund outcome", o.Status)
+	}
+	var out RefundFinish
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := tx.Where("id = ?", o.RefundID).Take(&r).Error; err != nil {
+			return notFound(err)
+		}
+		at := o.At.UTC()
+		if r.Status == RefundSucceeded || r.Status == RefundFailed {
+			out = RefundFinish{Status: r.Status, Reason: r.FailureReason, Message: r.FailureMessage}
+			if r.Status == RefundSucceeded {
+				var err error
+				out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
+				return err
+			}
+			return nil
+		}
+		if o.Status == RefundSucceeded && (r.TxHash == nil || *r.TxHash != o.TxHash) {
+			return fmt.Errorf("%w: refund %s, outcome for %q", ErrRefundHashMismatch, r.ID, o.TxHash)
+		}
+		fields := map[string]any{"status": o.Status, "updated_at": s.Now()}
+		if o.Status == RefundSucceeded {
+			fields["succeeded_at"] = at
+		} else {
+			fields["failed_at"], fields["failure_reason"], fields["failure_message"] = at, o.Reason, truncate(o.Message, 500)
+		}
+		res := tx.Model(&Refund{}).Where("id = ? AND status IN ?", r.ID, []string{RefundPending, RefundSubmitted}).Updates(fields)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("models: refund %s changed during its outcome", r.ID)
+		}
+		if o.Status == RefundFailed {
+			out = RefundFinish{Status: RefundFailed, Reason: o.Reason, Message: o.Message}
+			return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
+				Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
+		}
+		if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
+			Update("refunded_amount", gorm.Expr("refunded_amount + ?", int64(r.Amount))).Error; err != nil {
+			return err
+		}
+		var t Transaction
+		if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+			return err
+		}
+		full := t.RefundedAmount >= t.Amount
+		r.Status, r.TxHash = RefundSucceeded, &o.TxHash
+		ids, err := s.emitEvent(tx, r.MerchantID, r.Mode, EventSpec{Type: "payment.refunded", Key: refundEventKey(r.ID),
+			Data: RefundedEventData(&r, full)}, at)
+		if err != nil {
+			return err
+		}
+		out = RefundFinish{Status: RefundSucceeded, FullyRefunded: full, Deliveries: ids}
+		return nil
+	})
+	return out, err
+}
+
+func refundEventKey(refundID string) string { return "payment.refunded:" + refundID }
+
+// refundEventDeliveries answers the stored payment.refunded event of a
+// refund: its fullyRefunded and its deliveries.
+func (s *Store) refundEventDeliveries(tx *gorm.DB, refundID string) (bool, []string, error) {
+	var e Event
+	if err := tx.Where("key = ?", refundEventKey(refundID)).Take(&e).Error; err != nil {
+		return false, nil, err
+	}
+	var data struct {
+		FullyRefunded bool `json:"fullyRefunded"`
+	}
+	_ = json.Unmarshal(e.Data, &data)
+	var ids []string
+	err := tx.Model(&WebhookDelivery{}).Where("event_id = ?", e.ID).Order("id asc").Pluck("id", &ids).Error
+	return data.FullyRefunded, ids, err
+}
+
+// RefundedEventData is the data of payment.refunded, exactly SPEC.md's
+// fields: amount is this refund's total (subtotalAmount + taxAmount), and
+// fullyRefunded says whether the transaction's succeeded refunds now add
+// up to all of it.
+func RefundedEventData(r *Refund, fullyRefunded bool) map[string]any {
+	var hash, reason any
+	if r.TxHash != nil {
+		hash = *r.TxHash
+	}
+	if r.Reason != "" {
+		reason = r.Reason
+	}
+	return map[string]any{"refundId": r.ID, "transactionId": r.TransactionID, "txHash": hash,
+		"merchantWalletAddress": r.SourceWallet, "amount": r.Amount.String(), "subtotalAmount": r.SubtotalAmount.String(),
+		"taxAmount": r.TaxAmount.String(), "feeReversed": r.FeeReversed.String(), "token": r.Token, "network": r.Network,
+		"reason": reason, "fullyRefunded": fullyRefunded, "initiatedBy": r.InitiatedBy, "livemode": r.Mode == ModeLive}
+}
+
+// SetRefundsEnabled sets the merchant's refunds flag (an operator's
+// decision: on turns refunds on in both modes, off in both).
+func (s *Store) SetRefundsEnabled(ctx context.Context, merchantID string, on bool) (*Merchant, error) {
+	res := s.ctx(ctx).Model(&Merchant{}).Where("id = ?", merchantID).
+		Updates(map[string]any{"refunds_enabled": on, "updated_at": s.Now()})
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil, apperr.NotFound()
+	}
+	return s.Merchant(ctx, merchantID)
+}

@@ -1,0 +1,239 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/paygate/paygate/keyring"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/webhook"
+)
+
+const rotatedSecret = "rotated-server-secret-rotated-server-secret"
+
+func ring(t *testing.T, current string, previous ...string) *keyring.Ring {
+	t.Helper()
+	r, err := keyring.New(keyring.PurposeWebhookSecret, current, previous...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// rawSecret reads the two secret columns as they are on disk.
+func rawSecret(t *testing.T, st *models.Store, id string) (clear, sealed string) {
+	t.Helper()
+	var row struct {
+		Secret       string
+		SecretSealed *string
+	}
+	if err := st.DB().Table("webhook_endpoints").Select("secret, secret_sealed").Where("id = ?", id).Take(&row).Error; err != nil {
+		t.Fatal(err)
+	}
+	if row.SecretSealed != nil {
+		sealed = *row.SecretSealed
+	}
+	return row.Secret, sealed
+}
+
+func newEndpoint(t *testing.T, st *models.Store, merchantID string) (*models.WebhookEndpoint, string) {
+	t.Helper()
+	secret, _ := webhook.NewSecret()
+	ep := &models.WebhookEndpoint{MerchantID: merchantID, Mode: models.ModeTest, URL: "https://hooks.example.com/" + models.NewID(),
+		Events: models.StringList{"checkout.completed"}, Secret: secret}
+	if err := st.CreateWebhookEndpoint(context.Background(), ep); err != nil {
+		t.Fatal(err)
+	}
+	return ep, secret
+}
+
+// TestWebhookSecretsEncryptedAtRest: a created or rotated secret is on disk
+// only sealed (AES-GCM under the server secret's derived key), never in
+// clear; it opens for its own endpoint only; the rotation's answer still
+// carries the new secret once.
+func TestWebhookSecretsEncryptedAtRest(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "sealed@example.com")
+		ep, secret := newEndpoint(t, st, m.ID)
+		clear, sealed := rawSecret(t, st, ep.ID)
+		key := strings.TrimPrefix(secret, "whsec_")
+		if clear != "" || !keyring.IsSealed(sealed) || strings.Contains(sealed, key) {
+			t.Fatalf("on disk: clear %q, sealed %q", clear, sealed)
+		}
+		if got, err := st.EndpointSecret(ctx, ep.ID); err != nil || got != secret {
+			t.Fatalf("EndpointSecret: %q %v", got, err)
+		}
+		if read, _ := st.WebhookEndpoint(ctx, m.ID, ep.ID); read.Secret != "" {
+			t.Fatal("a plain read opened the secret")
+		}
+		// A sealed secret copied onto another endpoint does not open there.
+		other, _ := newEndpoint(t, st, m.ID)
+		if err := st.DB().Table("webhook_endpoints").Where("id = ?", other.ID).Update("secret_sealed", sealed).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.EndpointSecret(ctx, other.ID); !errors.Is(err, keyring.ErrDecrypt) {
+			t.Fatalf("a secret moved to another row opened: %v", err)
+		}
+
+		next, _ := webhook.NewSecret()
+		rot, err := st.UpdateWebhookEndpoint(ctx, m.ID, ep.ID, models.WebhookEndpointUpdate{Secret: &next})
+		if err != nil || rot.Secret != next {
+			t.Fatalf("rotation answer: %+v %v", rot, err)
+		}
+		clear, sealed = rawSecret(t, st, ep.ID)
+		if clear != "" || strings.Contains(sealed, strings.TrimPrefix(next, "whsec_")) {
+			t.Fatalf("rotated secret on disk: %q %q", clear, sealed)
+		}
+		if got, _ := st.EndpointSecret(ctx, ep.ID); got != next {
+			t.Fatalf("rotated secret opens as %q", got)
+		}
+		// Without a keyring nothing is created in clear instead.
+		bare := st.WithSecrets(nil)
+		if err := bare.CreateWebhookEndpoint(ctx, &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest,
+			URL: "https://x.example.com", Events: models.StringList{"checkout.completed"}, Secret: secret}); err == nil {
+			t.Fatal("an endpoint was created without a keyring")
+		}
+	})
+}
+
+// TestWebhookSecretMigration rewinds a store to the schema before migration
+// 20261123_0005 (no secret_sealed column, secrets in clear, one of them on a
+// deleted endpoint) and migrates again: every secret is sealed and the clear
+// column emptied; a second run changes nothing; a store without a keyring
+// refuses to migrate secrets in clear rather than skip them.
+func TestWebhookSecretMigration(t *testing.T) {
+	const id = "20261123_0005_webhook_secret_encryption"
+	found := false
+	for _, m := range models.MigrationIDs() {
+		found = found || m == id
+	}
+	if !found {
+		t.Fatalf("migration %s is not in the list %v", id, models.MigrationIDs())
+	}
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "migrate@example.com")
+		eps := map[string]string{}
+		for i := 0; i < 3; i++ {
+			ep, secret := newEndpoint(t, st, m.ID)
+			eps[ep.ID] = secret
+		}
+		var deleted string
+		for id := range eps {
+			deleted = id
+			break
+		}
+		if err := st.DeleteWebhookEndpoint(ctx, m.ID, deleted); err != nil {
+			t.Fatal(err)
+		}
+		db := st.DB()
+		for id, secret := range eps {
+			if err := db.Table("webhook_endpoints").Where("id = ?", id).Update("secret", secret).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Migrator().DropColumn(&models.WebhookEndpoint{}, "SecretSealed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("DELETE FROM schema_migrations WHERE id = ?", id).Error; err != nil {
+			t.Fatal(err)
+		}
+
+		if err := st.WithSecrets(nil).Migrate(); err == nil || !strings.Contains(err.Error(), "no keyring") {
+			t.Fatalf("migration without a keyring over secrets in clear: %v", err)
+		}
+		// The clear column of databases made before the migration has no
+		// default: the store must keep writing it ("") on every insert.
+		if st.Dialect() == "postgres" {
+			if err := db.Exec("ALTER TABLE webhook_endpoints ALTER COLUMN secret DROP DEFAULT").Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for round := 1; round <= 2; round++ {
+			if err := st.Migrate(); err != nil {
+				t.Fatalf("migrate (round %d): %v", round, err)
+			}
+			for id, secret := range eps {
+				clear, sealed := rawSecret(t, st, id)
+				if clear != "" || !keyring.IsSealed(sealed) || strings.Contains(sealed, strings.TrimPrefix(secret, "whsec_")) {
+					t.Fatalf("round %d, endpoint %s: clear %q sealed %q", round, id, clear, sealed)
+				}
+				if got, err := st.EndpointSecret(ctx, id); id != deleted && (err != nil || got != secret) {
+					t.Fatalf("round %d, endpoint %s opens as %q %v", round, id, got, err)
+				}
+			}
+		}
+		// Endpoints made after the migration are stored sealed too.
+		ep, secret := newEndpoint(t, st, m.ID)
+		if clear, sealed := rawSecret(t, st, ep.ID); clear != "" || !keyring.IsSealed(sealed) {
+			t.Fatalf("new endpoint on a migrated database: %q %q", clear, sealed)
+		}
+		if got, err := st.EndpointSecret(ctx, ep.ID); err != nil || got != secret {
+			t.Fatalf("new endpoint opens as %q %v", got, err)
+		}
+	})
+}
+
+// TestWebhookSecretKeyRotation: after PAYGATE_SECRET_KEY is rotated (the
+// old one kept in PAYGATE_SECRET_KEY_PREVIOUS), secrets sealed under the old
+// key still open; the first delivery to an endpoint seals its secret again
+// under the new key (lazily), ResealWebhookSecrets (`paygate secrets rotate`)
+// does the rest; afterwards the new key alone opens everything, while
+// without the previous key an un-resealed secret is refused, not guessed.
+func TestWebhookSecretKeyRotation(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, old *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, old, "rotate@example.com")
+		lazy, lazySecret := newEndpoint(t, old, m.ID)
+		batch, batchSecret := newEndpoint(t, old, m.ID)
+		ids, err := old.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+			Key: "k:" + models.NewID(), Data: map[string]any{"livemode": false}})
+		if err != nil || len(ids) != 2 {
+			t.Fatalf("emit: %v %v", ids, err)
+		}
+		newOnly := old.WithSecrets(ring(t, rotatedSecret))
+		if _, err := newOnly.EndpointSecret(ctx, lazy.ID); !errors.Is(err, keyring.ErrUnknownKey) {
+			t.Fatalf("the new key alone opened an old secret: %v", err)
+		}
+		rotating := old.WithSecrets(ring(t, rotatedSecret, storetest.Secret))
+		newID := ring(t, rotatedSecret).CurrentKeyID()
+
+		// A delivery to the lazy endpoint opens and re-seals its secret.
+		for _, id := range ids {
+			tgt, err := rotating.DeliveryTarget(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tgt.Secret != lazySecret && tgt.Secret != batchSecret {
+				t.Fatalf("delivery target secret %q", tgt.Secret)
+			}
+			break // only the first: one endpoint is left for the batch
+		}
+		resealed := 0
+		for _, id := range []string{lazy.ID, batch.ID} {
+			if _, sealed := rawSecret(t, old, id); strings.HasPrefix(sealed, "pgs1."+newID+".") {
+				resealed++
+			}
+		}
+		if resealed != 1 {
+			t.Fatalf("%d secrets re-sealed by the delivery, want 1", resealed)
+		}
+
+		res, err := rotating.ResealWebhookSecrets(ctx)
+		if err != nil || res.Endpoints != 2 || res.Resealed != 1 || res.Current != 1 {
+			t.Fatalf("reseal: %+v %v", res, err)
+		}
+		if res, _ := rotating.ResealWebhookSecrets(ctx); res.Resealed != 0 || res.Current != 2 {
+			t.Fatalf("second reseal: %+v", res)
+		}
+		for id, want := range map[string]string{lazy.ID: lazySecret, batch.ID: batchSecret} {
+			if got, err := newOnly.EndpointSecret(ctx, id); err != nil || got != want {
+				t.Fatalf("after rotation, endpoint %s opens as %q %v", id, got, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,288 @@
+// Package refund runs refunds: it stores a refund with its reservation on
+// the transaction, starts its RefundWorkflow (refund:<id>), hands the
+// merchant's transfer hash to the workflow's submit update, and repairs
+// refunds left without a workflow. Refunds are non-custodial: the merchant
+// pays them from the wallet that received the payment, and the workflow
+// verifies that transfer on chain.
+package refund
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/paygate/paygate/periodic"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/workflows"
+)
+
+// Defaults of the service.
+const (
+	// DefaultWindow is how long a merchant has to submit a refund's
+	// transfer before the refund fails and frees its amount (REFUND_WINDOW).
+	DefaultWindow = 24 * time.Hour
+	// DefaultNotFoundWindow is how long a submitted hash may stay unseen.
+	DefaultNotFoundWindow = time.Hour
+)
+
+// ErrNoTemporal is returned where a workflow is needed and the service has
+// no Temporal client (an API built without one; the worker's repairer
+// starts the workflows of refunds it stored).
+var ErrNoTemporal = errors.New("refund: no Temporal client")
+
+// Service creates refunds and drives their workflows.
+type Service struct {
+	Store    *models.Store
+	Temporal client.Client
+	Networks *chain.Registry
+	// TaskQueue is the queue RefundWorkflow runs on (the checkout queue).
+	TaskQueue string
+	// Window is how long the merchant has to submit the transfer (24 h).
+	Window time.Duration
+	// NotFoundWindow is how long a submitted hash may stay unseen (1 h).
+	NotFoundWindow time.Duration
+	Log            *slog.Logger
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+func (s *Service) window() time.Duration {
+	if s.Window > 0 {
+		return s.Window
+	}
+	return DefaultWindow
+}
+
+// CreateRequest asks for a refund (fields checked for shape by the caller).
+type CreateRequest struct {
+	Scope         models.Scope
+	TransactionID string
+	// Amount is what to refund; 0 refunds the refundable remainder.
+	Amount money.Amount
+	Reason string
+	// Destination is the wallet to refund, as given; "" is the payer's.
+	Destination string
+	InitiatedBy string
+}
+
+// Create checks the merchant's refunds flag for the scope's mode, stores
+// the refund (reserving its amount on the transaction) and starts its
+// workflow. A workflow that does not start now is started by the
+// repairer; the refund is answered either way.
+func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Refund, error) {
+	m, err := s.Store.Merchant(ctx, r.Scope.MerchantID)
+	if err != nil {
+		return nil, err
+	}
+	if !m.RefundsOn(r.Scope.Mode) {
+		if r.Scope.Mode == models.ModeLive && m.RefundsEnabled == nil {
+			return nil, apperr.WithHint(apperr.ErrForbidden, "refunds are not enabled in live mode for this merchant yet",
+				"refunds are on in test mode; an operator enables them in live mode (paygate refunds enable MERCHANT_ID)")
+		}
+		return nil, apperr.WithHint(apperr.ErrForbidden, "refunds are disabled for this merchant",
+			"an operator enables them again (paygate refunds enable MERCHANT_ID)")
+	}
+	t, err := s.Store.Transaction(ctx, r.Scope, r.TransactionID)
+	if err != nil {
+		return nil, err
+	}
+	dest := ""
+	if r.Destination != "" {
+		fam, ok := chain.FamilyOf(t.Network)
+		if !ok {
+			return nil, fmt.Errorf("refund: transaction %s is on unknown network %q", t.ID, t.Network)
+		}
+		if dest, err = chain.ParseAddress(fam, r.Destination); err != nil {
+			return nil, apperr.Invalid("destinationWallet", fmt.Sprintf("%v (a %s address for %s)", err, fam, t.Network))
+		}
+	}
+	ref, err := s.Store.CreateRefund(ctx, models.RefundRequest{Scope: r.Scope, TransactionID: t.ID, Amount: r.Amount,
+		Reason: r.Reason, Destination: dest, InitiatedBy: r.InitiatedBy, Window: s.window()})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.StartWorkflow(ctx, ref); err != nil {
+		s.log().WarnContext(ctx, "refund workflow not started; the repairer will start it", "refundId", ref.ID, "err", err)
+	} else {
+		ref.WorkflowStarted = true
+	}
+	return ref, nil
+}
+
+// StartWorkflow starts a refund's workflow, or finds it started already
+// (also after it closed: a refund's workflow never runs twice), then marks
+// the refund.
+func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
+	if s.Temporal == nil {
+		return ErrNoTemporal
+	}
+	units := r.Amount.Units()
+	in := workflows.RefundInput{RefundID: r.ID, MerchantID: r.MerchantID, Network: r.Network, SourceWallet: r.SourceWallet,
+		DestinationWallet: r.DestinationWallet, Units: units, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		NotFoundWindow: s.NotFoundWindow}
+	if in.NotFoundWindow <= 0 {
+		in.NotFoundWindow = DefaultNotFoundWindow
+	}
+	if s.Networks != nil {
+		if n, ok := s.Networks.Lookup(r.Network); ok {
+			in.PollInterval = n.PollInterval
+		}
+	}
+	if r.Status == models.RefundSubmitted && r.TxHash != nil {
+		// Resumed from the read model: straight to verification.
+		at := r.UpdatedAt
+		if r.SubmittedAt != nil {
+			at = *r.SubmittedAt
+		}
+		in.Carry = &workflows.RefundCarry{Status: r.Status, TxHash: *r.TxHash, SubmittedAt: at}
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    workflows.RefundWorkflowID(r.ID),
+		TaskQueue:             s.TaskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.MerchantIDAttr.ValueSet(r.MerchantID),
+			workflows.NetworkAttr.ValueSet(r.Network),
+		),
+		Memo: map[string]any{"amount": r.Amount.String(), "network": r.Network, "transactionId": r.TransactionID,
+			"mode": string(r.Mode), "sourceWallet": r.SourceWallet, "destinationWallet": r.DestinationWallet,
+			"expiresAt": r.ExpiresAt.Format(time.RFC3339)},
+	}, workflows.RefundWorkflow, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &already) {
+		return err
+	}
+	return s.Store.MarkRefundWorkflowStarted(ctx, r.ID)
+}
+
+// Submit attaches the merchant's transfer to one of the scope's refunds
+// through the workflow's submit update, and answers the refund as stored
+// after it. The same hash again is answered as the first time.
+func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string) (*models.Refund, error) {
+	r, err := s.Store.RefundOf(ctx, sc, id)
+	if err != nil {
+		return nil, err
+	}
+	fam, _ := chain.FamilyOf(r.Network)
+	h, perr := chain.ParseTxHash(fam, txHash)
+	if perr != nil {
+		return nil, apperr.Invalid("txHash", perr.Error())
+	}
+	if r.TxHash != nil && *r.TxHash == h && r.Status != models.RefundFailed {
+		return r, nil
+	}
+	if err := s.precheck(r); err != nil {
+		return nil, err
+	}
+	if s.Temporal == nil {
+		return nil, ErrNoTemporal
+	}
+	if !r.WorkflowStarted {
+		if err := s.StartWorkflow(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	hd, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
+		Args: []any{workflows.RefundSubmitRequest{TxHash: h}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		var res workflows.RefundSubmitResult
+		err = hd.Get(ctx, &res)
+	}
+	if err := s.mapWorkflowError(ctx, r, err); err != nil {
+		return nil, err
+	}
+	return s.Store.RefundOf(ctx, sc, id)
+}
+
+// precheck answers from the read model what is already decided.
+func (s *Service) precheck(r *models.Refund) error {
+	switch {
+	case r.TxHash != nil:
+		return apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
+	case r.Status != models.RefundPending:
+		return apperr.Conflict("refund is " + r.Status)
+	case !s.now().Before(r.ExpiresAt):
+		return apperr.Conflict("the refund window has passed; the refund fails and its amount is free for a new refund")
+	}
+	return nil
+}
+
+func (s *Service) mapWorkflowError(ctx context.Context, r *models.Refund, err error) error {
+	if err == nil {
+		return nil
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case workflows.ErrTypeRefundExpired, workflows.ErrTypeRefundNotOpen, workflows.ErrTypeSubmitInProgress,
+			activities.ErrTypeRefundTxClaimed:
+			return apperr.Conflict(appErr.Message())
+		case workflows.ErrTypeBadUpdate:
+			return apperr.Invalid("txHash", appErr.Message())
+		}
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The workflow has closed: answer from the read model.
+		if cur, lerr := s.Store.RefundByID(ctx, r.ID); lerr == nil {
+			return apperr.Conflict("refund is " + cur.Status)
+		}
+	}
+	return err
+}
+
+// RepairOnce starts the workflow of every refund older than grace whose
+// workflow was never confirmed started (a crash between the database write
+// and the start). It returns how many it started.
+func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, error) {
+	rows, err := s.Store.RefundsWithoutWorkflow(ctx, s.now().Add(-grace), 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range rows {
+		if err := s.StartWorkflow(ctx, &rows[i]); err != nil {
+			s.log().Warn("repair: refund workflow still not started", "refundId", rows[i].ID, "err", err)
+			continue
+		}
+		s.log().Info("repair: started the workflow of a refund left without one", "refundId", rows[i].ID)
+		n++
+	}
+	return n, nil
+}
+
+// RunRepairer repairs every interval until ctx ends.
+func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
+	periodic.Run(ctx, interval, func(ctx context.Context) {
+		if _, err := s.RepairOnce(ctx, grace); err != nil && ctx.Err() == nil {
+			s.log().Warn("refund repair pass failed", "err", err)
+		}
+	})
+}

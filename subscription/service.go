@@ -1,0 +1,320 @@
+// Package subscription creates subscriptions and starts their workflows,
+// runs the PATCH actions as updates of those workflows, and repairs
+// subscriptions left without one. The workflow (workflows.SubscriptionWorkflow)
+// decides everything after creation; this package only asks it.
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/paygate/paygate/periodic"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/billing"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/workflows"
+)
+
+// Service runs subscriptions.
+type Service struct {
+	Store     *models.Store
+	Temporal  client.Client
+	Networks  *chain.Registry
+	TaskQueue string
+	// Policy is the dunning schedule given to new workflows (zero value:
+	// workflows.DefaultSubscriptionPolicy).
+	Policy workflows.SubscriptionPolicy
+	Log    *slog.Logger
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+func (s *Service) policy() workflows.SubscriptionPolicy {
+	if s.Policy.GracePeriod == 0 && s.Policy.DunningPeriod == 0 {
+		p := workflows.DefaultSubscriptionPolicy()
+		p.FixedPeriod = s.Policy.FixedPeriod
+		return p
+	}
+	return s.Policy
+}
+
+// CreateRequest is a new subscription, its fields already checked for
+// shape by the API.
+type CreateRequest struct {
+	Scope models.Scope
+	// CustomerID or CustomerEmail names the customer (an e-mail the
+	// merchant has no customer with creates one).
+	CustomerID    string
+	CustomerEmail string
+	// CustomerWalletAddress pays the renewals; empty: the customer's own.
+	CustomerWalletAddress string
+	ProductName           string
+	Amount                money.Amount
+	BillingInterval       billing.Interval
+	IntervalCount         int
+	TrialDays             int
+	Network               string
+	BillingModel          string
+	// MerchantWalletAddress receives the renewals; empty: the merchant's
+	// default wallet of the network's family.
+	MerchantWalletAddress string
+}
+
+// Create stores a subscription (and its customer when new), then starts its
+// workflow. Should the start fail, the subscription is still answered: the
+// repairer starts the workflow shortly after.
+func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Subscription, error) {
+	fam, _ := chain.FamilyOf(r.Network)
+	if _, ok := s.Networks.Lookup(r.Network); !ok {
+		return nil, apperr.Invalid("network", "is not configured on this server")
+	}
+	var v apperr.ValidationError
+	var cust *models.Customer
+	var newCustomer *models.Customer
+	switch {
+	case r.CustomerID != "":
+		c, err := s.Store.Customer(ctx, r.Scope, r.CustomerID)
+		if errors.Is(err, apperr.ErrNotFound) {
+			v.Add("customerId", "no such customer")
+		} else if err != nil {
+			return nil, err
+		}
+		cust = c
+	default:
+		c, err := s.Store.CustomerByEmail(ctx, r.Scope, r.CustomerEmail)
+		switch {
+		case errors.Is(err, apperr.ErrNotFound):
+			newCustomer = &models.Customer{MerchantID: r.Scope.MerchantID, Mode: r.Scope.Mode, Email: r.CustomerEmail,
+				WalletAddress: r.CustomerWalletAddress}
+			cust = newCustomer
+		case err != nil:
+			return nil, err
+		default:
+			cust = c
+		}
+	}
+	payer := r.CustomerWalletAddress
+	if payer == "" && cust != nil && !v.Has("customerId") {
+		if a, err := chain.ParseAddress(fam, cust.WalletAddress); err == nil {
+			payer = a
+		} else {
+			v.Add("customerWalletAddress", "is required: the customer has no "+string(fam)+" wallet on record")
+		}
+	}
+	m, err := s.Store.Merchant(ctx, r.Scope.MerchantID)
+	if err != nil {
+		return nil, err
+	}
+	wallet := r.MerchantWalletAddress
+	if wallet == "" {
+		wallet = m.WalletEVM
+		if fam == chain.FamilySolana {
+			wallet = m.WalletSolana
+		}
+		if wallet == "" {
+			v.Add("merchantWalletAddress", "is required: no default "+string(fam)+" wallet is set on the merchant profile")
+		}
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	count := max(r.IntervalCount, 1)
+	sub := &models.Subscription{MerchantID: r.Scope.MerchantID, Mode: r.Scope.Mode, Network: r.Network,
+		BillingModel: r.BillingModel, CustomerWalletAddress: payer, CustomerEmail: cust.Email, ProductName: r.ProductName,
+		Amount: r.Amount, BillingInterval: string(r.BillingInterval), IntervalCount: count, MerchantWalletAddress: wallet,
+		CurrentPeriodStart: now}
+	if newCustomer == nil {
+		sub.CustomerID = &cust.ID
+	}
+	if r.TrialDays > 0 {
+		end := now.Add(time.Duration(r.TrialDays) * 24 * time.Hour)
+		sub.Status, sub.TrialEnd, sub.BillingAnchor, sub.CurrentPeriodEnd = models.SubTrialing, &end, &end, end
+	} else {
+		// No trial: the first invoice is due at once (renewal_pending).
+		sub.Status, sub.BillingAnchor = models.SubRenewalPending, &now
+		sub.CurrentPeriodEnd = s.periodEnd(now, r.BillingInterval, count, 1)
+	}
+	if err := s.Store.CreateSubscriptionFor(ctx, sub, newCustomer); err != nil {
+		return nil, err
+	}
+	if err := s.StartWorkflow(ctx, sub); err != nil {
+		s.log().WarnContext(ctx, "subscription workflow not started; the repairer will start it", "subscriptionId", sub.ID, "err", err)
+	}
+	return sub, nil
+}
+
+func (s *Service) periodEnd(anchor time.Time, i billing.Interval, count, n int) time.Time {
+	if p := s.policy().FixedPeriod; p > 0 {
+		return anchor.Add(time.Duration(n*count) * p)
+	}
+	return billing.PeriodEnd(anchor, i, count, n)
+}
+
+// StateOf is the workflow state of a subscription as its row has it: the
+// input of its first run (created through the API), or of a workflow
+// started for a row that had none.
+func (s *Service) StateOf(sub *models.Subscription) workflows.SubscriptionState {
+	st := workflows.SubscriptionState{SubscriptionID: sub.ID, MerchantID: sub.MerchantID, Mode: string(sub.Mode),
+		Network: sub.Network, BillingInterval: sub.BillingInterval, IntervalCount: max(sub.IntervalCount, 1), Policy: s.policy(),
+		Status: sub.Status, CurrentPeriodStart: sub.CurrentPeriodStart.UTC(), CurrentPeriodEnd: sub.CurrentPeriodEnd.UTC(),
+		CancelAtPeriodEnd: sub.CancelAtPeriodEnd, Seq: sub.ChangeSeq, Created: sub.ChangeSeq > 0}
+	if sub.CustomerID != nil {
+		st.CustomerID = *sub.CustomerID
+	}
+	if sub.TrialEnd != nil {
+		st.TrialEnd = sub.TrialEnd.UTC()
+	}
+	// Rows made before the workflow existed have no anchor: their next
+	// invoice is due at the end of the current period.
+	st.Anchor = st.CurrentPeriodEnd
+	if sub.BillingAnchor != nil {
+		st.Anchor = sub.BillingAnchor.UTC()
+	}
+	if sub.Status == models.SubPaused {
+		st.PausedFrom = models.SubActive
+		st.PausedAt = s.now()
+		if sub.PausedAt != nil {
+			st.PausedAt = sub.PausedAt.UTC()
+		}
+	}
+	if sub.LatestSessionID != nil {
+		st.LatestSessionID = *sub.LatestSessionID
+	}
+	return st
+}
+
+// StartWorkflow starts a subscription's workflow, or finds it started
+// already (also after it closed: a subscription's workflow never runs
+// twice), and then marks the row.
+func (s *Service) StartWorkflow(ctx context.Context, sub *models.Subscription) error {
+	if s.Temporal == nil {
+		return errors.New("subscription: no Temporal client")
+	}
+	attrs := []temporal.SearchAttributeUpdate{workflows.SubscriptionStatusAttr.ValueSet(sub.Status),
+		workflows.MerchantIDAttr.ValueSet(sub.MerchantID), workflows.NetworkAttr.ValueSet(sub.Network)}
+	if sub.CustomerID != nil {
+		attrs = append(attrs, workflows.CustomerIDAttr.ValueSet(*sub.CustomerID))
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                    workflows.SubscriptionWorkflowID(sub.ID),
+		TaskQueue:             s.TaskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
+		Memo: map[string]any{"amount": sub.Amount.String(), "network": sub.Network, "productName": sub.ProductName,
+			"billingInterval": fmt.Sprintf("%d %s", max(sub.IntervalCount, 1), sub.BillingInterval), "mode": string(sub.Mode),
+			"customerEmail": sub.CustomerEmail},
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.SubscriptionWorkflow, s.StateOf(sub))
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &already) {
+		return err
+	}
+	sub.WorkflowStarted = true
+	return s.Store.MarkSubscriptionWorkflowStarted(ctx, sub.ID)
+}
+
+// Act runs a PATCH action through the subscription's workflow and answers
+// the subscription as the workflow left it (its read model is written
+// before the update answers).
+func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (workflows.SubscriptionState, error) {
+	sub, err := s.Store.Subscription(ctx, sc, id)
+	if err != nil {
+		return workflows.SubscriptionState{}, err
+	}
+	if sub.Status == models.SubCanceled {
+		return workflows.SubscriptionState{}, apperr.Invalid("action", "the subscription is already canceled")
+	}
+	if !sub.WorkflowStarted {
+		if err := s.StartWorkflow(ctx, sub); err != nil {
+			return workflows.SubscriptionState{}, err
+		}
+	}
+	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.SubscriptionWorkflowID(id), UpdateName: workflows.SubscriptionActionUpdate,
+		Args: []any{workflows.ActionRequest{Action: action}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var st workflows.SubscriptionState
+	if err == nil {
+		err = h.Get(ctx, &st)
+	}
+	if err != nil {
+		return st, s.mapError(ctx, sc, id, err)
+	}
+	return st, nil
+}
+
+// mapError turns a workflow's refusal into the domain error the API maps.
+func (s *Service) mapError(ctx context.Context, sc models.Scope, id string, err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case workflows.ErrTypeActionNotAllowed:
+			return apperr.Invalid("action", appErr.Message())
+		case activities.ErrTypePaymentInFlight:
+			return apperr.Conflict(appErr.Message())
+		}
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The workflow has closed: the subscription ended meanwhile.
+		if cur, lerr := s.Store.Subscription(ctx, sc, id); lerr == nil && cur.Status == models.SubCanceled {
+			return apperr.Invalid("action", "the subscription is already canceled")
+		}
+	}
+	return err
+}
+
+// RepairOnce starts the workflow of every subscription older than grace
+// whose workflow was never confirmed (a crash between the database write
+// and the start). It returns how many it started.
+func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, error) {
+	rows, err := s.Store.SubscriptionsWithoutWorkflow(ctx, s.now().Add(-grace), 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range rows {
+		if err := s.StartWorkflow(ctx, &rows[i]); err != nil {
+			s.log().Warn("repair: subscription workflow still not started", "subscriptionId", rows[i].ID, "err", err)
+			continue
+		}
+		s.log().Info("repair: started the workflow of a subscription left without one", "subscriptionId", rows[i].ID)
+		n++
+	}
+	return n, nil
+}
+
+// RunRepairer repairs every interval until ctx ends.
+func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
+	periodic.Run(ctx, interval, func(ctx context.Context) {
+		if _, err := s.RepairOnce(ctx, grace); err != nil && ctx.Err() == nil {
+			s.log().Warn("subscription repair pass failed", "err", err)
+		}
+	})
+}

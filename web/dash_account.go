@@ -1,0 +1,182 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// The merchant's own account: developers (API keys, the API reference),
+// business (KYB application, settlements) and settings (receiving wallets,
+// business name, logo, embed origins). These pages are the same in both
+// modes.
+
+// --- Developers ---
+
+func (p *Pages) developersPage(c *gin.Context) {
+	p.renderDevelopers(c, http.StatusOK, nil, nil)
+}
+
+func (p *Pages) renderDevelopers(c *gin.Context, status int, newKey *dKey, keyErr *apiError) {
+	var keys []dKey
+	_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/developer/keys"}, &keys)
+	if err != nil && status == http.StatusOK {
+		status = err.Status
+	}
+	byType := map[string]dKey{}
+	for _, k := range keys {
+		byType[k.KeyType] = k
+	}
+	rows := []map[string]any{}
+	for _, typ := range []string{"test", "live"} {
+		k, ok := byType[typ]
+		rows = append(rows, map[string]any{"Type": typ, "Key": k, "Exists": ok})
+	}
+	p.renderDash(c, status, "dash_developers.html", map[string]any{"Title": "Developers", "Keys": rows, "Error": err,
+		"NewKey": newKey, "KeyError": keyErr})
+}
+
+func (p *Pages) keyCreateForm(c *gin.Context) {
+	var k dKey
+	// No idempotency key here: a replayable answer would keep the full API
+	// key in the database for a day.
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/developer/keys",
+		json: map[string]string{"keyType": c.PostForm("keyType")}}, &k); err != nil {
+		p.renderDevelopers(c, err.Status, nil, err)
+		return
+	}
+	p.renderDevelopers(c, http.StatusCreated, &k, nil)
+}
+
+// --- Business ---
+
+// kybFieldNames are the KYB form's fields (SPEC.md's request fields).
+var kybFieldNames = []string{"businessName", "businessType", "registrationNumber", "country", "website", "contactName",
+	"contactEmail", "contactRole", "productDescription", "expectedMonthlyVolume", "primaryUseCase"}
+
+func (p *Pages) businessPage(c *gin.Context) {
+	p.renderBusiness(c, http.StatusOK, nil, nil, nil, nil)
+}
+
+func (p *Pages) renderBusiness(c *gin.Context, status int, kybForm map[string]string, kybErr *apiError, payout map[string]string, payoutErr *apiError) {
+	var kyb *dKYB
+	var app dKYB
+	_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/kyb"}, &app)
+	switch {
+	case err == nil:
+		kyb = &app
+	case err.Status == http.StatusNotFound:
+		err = nil
+	}
+	if kybForm == nil {
+		kybForm = map[string]string{}
+		if kyb != nil {
+			kybForm = map[string]string{"businessName": app.BusinessName, "businessType": app.BusinessType,
+				"registrationNumber": app.RegistrationNumber, "country": app.Country, "website": app.Website, "contactName": app.ContactName,
+				"contactEmail": app.ContactEmail, "contactRole": app.ContactRole, "productDescription": app.ProductDescription,
+				"expectedMonthlyVolume": app.ExpectedMonthlyVolume, "primaryUseCase": app.PrimaryUseCase}
+		} else {
+			m := c.MustGet(merchantKey).(dMerchant)
+			kybForm = map[string]string{"businessName": m.BusinessName, "contactEmail": m.Email}
+		}
+	}
+	var balances []dBalance
+	_, balErr := p.api(c, apiCall{method: http.MethodGet, path: "/api/settlements/balance"}, &balances)
+	var settlements []dSettlement
+	_, setErr := p.api(c, apiCall{method: http.MethodGet, path: "/api/settlements"}, &settlements)
+	if balErr == nil {
+		balErr = setErr
+	}
+	if payout == nil {
+		payout = map[string]string{"network": "base", "idem": newIdempotencyKey()}
+	}
+	p.renderDash(c, status, "dash_business.html", map[string]any{"Title": "Business", "KYB": kyb, "KYBError": kybErr,
+		"LoadError": err, "K": kybForm, "Countries": countriesByLang["en"], "Balances": balances, "Settlements": settlements,
+		"BalanceError": balErr, "Payout": payout, "PayoutError": payoutErr, "LiveNetworks": modeNetworks("live")})
+}
+
+func (p *Pages) kybForm(c *gin.Context) {
+	form := map[string]string{}
+	body := map[string]string{}
+	for _, f := range kybFieldNames {
+		form[f] = strings.TrimSpace(c.PostForm(f))
+		if form[f] != "" || c.PostForm("update") == "" {
+			body[f] = form[f]
+		}
+	}
+	method, done := http.MethodPost, "kyb.submitted"
+	if c.PostForm("update") != "" {
+		method, done = http.MethodPatch, "kyb.updated"
+	}
+	if _, err := p.api(c, apiCall{method: method, path: "/api/kyb", json: body}, nil); err != nil {
+		p.renderBusiness(c, err.Status, form, err, nil, nil)
+		return
+	}
+	back(c, "/business", done, "kyb")
+}
+
+func (p *Pages) settlementForm(c *gin.Context) {
+	form := map[string]string{"idem": c.PostForm("idem")}
+	for _, f := range []string{"amount", "network", "destinationWallet", "txHash"} {
+		form[f] = strings.TrimSpace(c.PostForm(f))
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/settlements", idempotency: form["idem"],
+		json: map[string]string{"amount": form["amount"], "token": "USDC", "network": form["network"],
+			"destinationWallet": form["destinationWallet"], "txHash": form["txHash"]}}, nil); err != nil {
+		p.renderBusiness(c, err.Status, nil, nil, form, err)
+		return
+	}
+	back(c, "/business", "settlement.recorded", "settlements")
+}
+
+// --- Settings ---
+
+func (p *Pages) settingsPage(c *gin.Context) {
+	m := c.MustGet(merchantKey).(dMerchant)
+	p.renderSettings(c, http.StatusOK, map[string]string{"businessName": m.BusinessName, "evm": m.Wallets.EVM, "solana": m.Wallets.Solana,
+		"embedOrigins": strings.Join(m.EmbedOrigins, "\n")}, nil, nil)
+}
+
+func (p *Pages) renderSettings(c *gin.Context, status int, form map[string]string, formErr, logoErr *apiError) {
+	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": form, "FormError": formErr, "LogoError": logoErr})
+}
+
+func (p *Pages) settingsForm(c *gin.Context) {
+	form := map[string]string{}
+	for _, f := range []string{"businessName", "evm", "solana", "embedOrigins"} {
+		form[f] = strings.TrimSpace(c.PostForm(f))
+	}
+	origins := []string{}
+	for _, o := range strings.Fields(form["embedOrigins"]) {
+		origins = append(origins, o)
+	}
+	body := map[string]any{"businessName": form["businessName"], "wallets": map[string]string{"evm": form["evm"], "solana": form["solana"]},
+		"embedOrigins": origins}
+	if _, err := p.api(c, apiCall{method: http.MethodPatch, path: "/api/merchant", json: body}, nil); err != nil {
+		p.renderSettings(c, err.Status, form, err, nil)
+		return
+	}
+	back(c, "/settings", "settings.saved", "")
+}
+
+// logoForm passes the uploaded file to POST /api/upload as it came (the
+// API checks type and size) and makes it the logo.
+func (p *Pages) logoForm(c *gin.Context) {
+	m := c.MustGet(merchantKey).(dMerchant)
+	form := map[string]string{"businessName": m.BusinessName, "evm": m.Wallets.EVM, "solana": m.Wallets.Solana,
+		"embedOrigins": strings.Join(m.EmbedOrigins, "\n")}
+	var up struct {
+		URL string `json:"url"`
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/upload", raw: c.Request.Body,
+		contentType: c.GetHeader("Content-Type")}, &up); err != nil {
+		p.renderSettings(c, err.Status, form, nil, err)
+		return
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPatch, path: "/api/merchant/logo", json: map[string]string{"logoUrl": up.URL}}, nil); err != nil {
+		p.renderSettings(c, err.Status, form, nil, err)
+		return
+	}
+	back(c, "/settings", "logo.saved", "logo")
+}

@@ -1,0 +1,129 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Sign-up, sign-in and sign-out are plain forms (no script needed); the
+// API's /api/auth routes do the work and the session token they return is
+// kept in the HttpOnly cookie.
+
+func (p *Pages) dashHome(c *gin.Context) {
+	if p.sessionToken(c) == "" {
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/login")
+		return
+	}
+	c.Redirect(http.StatusSeeOther, dashPrefix+"/test/payments")
+}
+
+// safeNext is a local dashboard path to go to after signing in.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, dashPrefix+"/") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") &&
+		!strings.HasPrefix(next, dashPrefix+"/login") {
+		return next
+	}
+	return dashPrefix + "/test/payments"
+}
+
+func (p *Pages) loginPage(c *gin.Context) {
+	p.renderDash(c, http.StatusOK, "dash_login.html", map[string]any{"Title": "Sign in", "Next": c.Query("next"),
+		"SignedOut": c.Query("done") == "signed-out", "Expired": c.Query("done") == "expired"})
+}
+
+type authAnswer struct {
+	SessionToken string    `json:"sessionToken"`
+	ExpiresAt    time.Time `json:"expiresAt"`
+	TestKey      *dKey     `json:"testKey"`
+	Merchant     dMerchant `json:"merchant"`
+}
+
+func (p *Pages) loginForm(c *gin.Context) {
+	email := strings.TrimSpace(c.PostForm("email"))
+	var out authAnswer
+	_, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/login", token: noToken,
+		json: map[string]string{"email": email, "password": c.PostForm("password")}}, &out)
+	if err != nil {
+		p.renderDash(c, err.Status, "dash_login.html", map[string]any{"Title": "Sign in", "Error": err.Message, "Email": email,
+			"Next": c.PostForm("next")})
+		return
+	}
+	p.setSession(c, out.SessionToken, out.ExpiresAt)
+	c.Redirect(http.StatusSeeOther, safeNext(c.PostForm("next")))
+}
+
+func (p *Pages) signupPage(c *gin.Context) {
+	p.renderDash(c, http.StatusOK, "dash_signup.html", map[string]any{"Title": "Create your account"})
+}
+
+func (p *Pages) signupForm(c *gin.Context) {
+	email, name := strings.TrimSpace(c.PostForm("email")), strings.TrimSpace(c.PostForm("businessName"))
+	var out authAnswer
+	_, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/signup", token: noToken,
+		json: map[string]string{"email": email, "password": c.PostForm("password"), "businessName": name}}, &out)
+	if err != nil {
+		p.renderDash(c, err.Status, "dash_signup.html", map[string]any{"Title": "Create your account", "Error": err.Message,
+			"Email": email, "BusinessName": name})
+		return
+	}
+	p.setSession(c, out.SessionToken, out.ExpiresAt)
+	// The test key is shown once, here.
+	c.Set(merchantKey, out.Merchant)
+	c.Params = append(c.Params, gin.Param{Key: "mode", Value: "test"})
+	p.renderDash(c, http.StatusCreated, "dash_welcome.html", map[string]any{"Title": "Welcome", "Key": out.TestKey})
+}
+
+func (p *Pages) logoutForm(c *gin.Context) {
+	if p.sessionToken(c) != "" {
+		// Ends the session on the server; the cookie goes either way.
+		_, _ = p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/logout"}, nil)
+	}
+	p.clearSession(c)
+	c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=signed-out")
+}
+
+// requireMerchant admits signed-in merchants to /dashboard/{test|live}/...
+// and loads their profile (GET /api/merchant) for the page's header.
+func (p *Pages) requireMerchant(c *gin.Context) {
+	mode := c.Param("mode")
+	if mode != "test" && mode != "live" {
+		p.renderDash(c, http.StatusNotFound, "dash_error.html", map[string]any{"Title": "Not found", "Message": "There is no such page."})
+		c.Abort()
+		return
+	}
+	if p.sessionToken(c) == "" {
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
+		c.Abort()
+		return
+	}
+	var m dMerchant
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &m); err != nil {
+		if err.Status == http.StatusUnauthorized {
+			p.clearSession(c)
+			c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=expired&next="+url.QueryEscape(c.Request.URL.RequestURI()))
+			c.Abort()
+			return
+		}
+		p.dashError(c, err)
+		c.Abort()
+		return
+	}
+	c.Set(merchantKey, m)
+	c.Next()
+}
+
+// liveBlocked answers the notice of a live page without an approved KYB
+// application; mode-free pages (developers, business, settings) show.
+func (p *Pages) liveBlocked(c *gin.Context) bool {
+	m := c.MustGet(merchantKey).(dMerchant)
+	if c.Param("mode") != "live" || m.LiveAllowed() {
+		return false
+	}
+	p.renderDash(c, http.StatusForbidden, "dash_error.html", map[string]any{"Title": "Live mode is not open yet",
+		"Message": "Live mode requires an approved KYB application.", "KYBLink": true})
+	return true
+}

@@ -1,0 +1,124 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Customers (list with search, detail with their payments) and payment
+// exceptions (money that reached a wallet without paying a session:
+// resolve into a transaction, or dismiss).
+
+func (p *Pages) customersPage(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
+	search := strings.TrimSpace(c.Query("q"))
+	var rows []dCustomer
+	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/customers",
+		query: modeQuery(c, url.Values{"limit": {pageSize}, "starting_after": {c.Query("after")}, "q": {search}})}, &rows)
+	status := http.StatusOK
+	if err != nil {
+		status = err.Status
+	}
+	last := ""
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].ID
+	}
+	p.renderDash(c, status, "dash_customers.html", map[string]any{"Title": "Customers", "Customers": rows, "Error": err,
+		"Q": search, "Pager": pages(c, env != nil && env.HasMore, last)})
+}
+
+func (p *Pages) customerPage(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
+	id := c.Param("id")
+	if !validID(id) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	var cu dCustomer
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/customers/" + id, query: modeQuery(c, nil)}, &cu); err != nil {
+		p.dashError(c, err)
+		return
+	}
+	var rows []dPayment
+	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments", query: modeQuery(c, url.Values{"limit": {pageSize},
+		"starting_after": {c.Query("after")}, "customerEmail": {cu.Email}})}, &rows)
+	last := ""
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].ID
+	}
+	p.renderDash(c, http.StatusOK, "dash_customer.html", map[string]any{"Title": cu.Email, "C": cu, "Payments": rows, "Error": err,
+		"Pager": pages(c, env != nil && env.HasMore, last)})
+}
+
+var exceptionKinds = []option{{"underpaid", "Underpaid"}, {"wrong_payer", "From another wallet"}, {"contested", "Contested"},
+	{"late", "Late"}, {"unmatched", "Unmatched"}}
+
+func (p *Pages) exceptionsPage(c *gin.Context) {
+	p.renderExceptions(c, http.StatusOK, "", nil)
+}
+
+// renderExceptions lists exceptions; failedID and actionErr are a failed
+// resolve's or dismiss's, shown at that exception.
+func (p *Pages) renderExceptions(c *gin.Context, status int, failedID string, actionErr *apiError) {
+	if p.liveBlocked(c) {
+		return
+	}
+	f := map[string]string{"status": c.Query("status"), "kind": c.Query("kind"), "network": c.Query("network")}
+	if _, ok := c.GetQuery("status"); !ok {
+		f["status"] = "open"
+	}
+	var rows []dException
+	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-exceptions", query: modeQuery(c, url.Values{
+		"limit": {pageSize}, "starting_after": {c.Query("after")}, "status": {f["status"]}, "kind": {f["kind"]}, "network": {f["network"]}})}, &rows)
+	if err != nil && status == http.StatusOK {
+		status = err.Status
+	}
+	last := ""
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].ID
+	}
+	p.renderDash(c, status, "dash_exceptions.html", map[string]any{"Title": "Payment exceptions", "Exceptions": rows, "Error": err,
+		"Filter": f, "Kinds": exceptionKinds, "Networks": modeNetworks(c.Param("mode")), "Pager": pages(c, env != nil && env.HasMore, last),
+		"FailedID": failedID, "ActionError": actionErr})
+}
+
+func (p *Pages) exceptionResolveForm(c *gin.Context) {
+	id := c.Param("id")
+	if !validID(id) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	body := map[string]string{}
+	for _, f := range []string{"sessionId", "customerEmail", "customerName", "note"} {
+		if v := strings.TrimSpace(c.PostForm(f)); v != "" {
+			body[f] = v
+		}
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/payment-exceptions/" + id + "/resolve", query: modeQuery(c, nil),
+		json: body}, nil); err != nil {
+		p.renderExceptions(c, err.Status, id, err)
+		return
+	}
+	back(c, "/exceptions", "exception.resolved", "")
+}
+
+func (p *Pages) exceptionDismissForm(c *gin.Context) {
+	id := c.Param("id")
+	if !validID(id) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/payment-exceptions/" + id + "/dismiss", query: modeQuery(c, nil),
+		json: map[string]string{"note": strings.TrimSpace(c.PostForm("note"))}}, nil); err != nil {
+		p.renderExceptions(c, err.Status, id, err)
+		return
+	}
+	back(c, "/exceptions", "exception.dismissed", "")
+}

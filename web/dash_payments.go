@@ -1,0 +1,161 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/chain"
+)
+
+// pageSize is how many rows a dashboard list shows per page.
+const pageSize = "50"
+
+// modeNetworks are the networks of a mode, for filters and forms.
+func modeNetworks(mode string) []option {
+	names := []string{chain.NetworkBaseSepolia, chain.NetworkEthSepolia, chain.NetworkSolanaDevnet}
+	if mode == "live" {
+		names = []string{chain.NetworkBase, chain.NetworkEthereum, chain.NetworkPolygon, chain.NetworkSolana}
+	}
+	out := make([]option, 0, len(names))
+	for _, n := range names {
+		out = append(out, option{n, networkLabel(n)})
+	}
+	return out
+}
+
+// paymentStatusFilter is what the payments filter offers.
+var paymentStatusFilter = []option{{"open", "In progress"}, {"complete", "Complete"}, {"failed", "Failed"},
+	{"cancelled", "Cancelled"}, {"expired", "Expired"}}
+
+// untilDay turns an inclusive date (YYYY-MM-DD) into the API's exclusive
+// `until` (the next midnight, UTC); anything else is passed on as typed.
+func untilDay(s string) string {
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t.Add(24 * time.Hour).Format(time.RFC3339)
+	}
+	return s
+}
+
+// pages builds the pager's links: the next page keeps the filters and
+// continues after the last row; the first page drops the cursor.
+func pages(c *gin.Context, hasMore bool, lastID string) map[string]string {
+	q := c.Request.URL.Query()
+	q.Del("done")
+	out := map[string]string{}
+	if q.Get("after") != "" {
+		q.Del("after")
+		out["First"] = c.Request.URL.Path + "?" + q.Encode()
+	}
+	if hasMore && lastID != "" {
+		q.Set("after", lastID)
+		out["Next"] = c.Request.URL.Path + "?" + q.Encode()
+	}
+	return out
+}
+
+func (p *Pages) paymentsPage(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
+	f := map[string]string{}
+	for _, k := range []string{"status", "network", "link", "since", "until", "q"} {
+		f[k] = strings.TrimSpace(c.Query(k))
+	}
+	q := url.Values{"limit": {pageSize}, "status": {f["status"]}, "network": {f["network"]}, "paymentLinkId": {f["link"]},
+		"since": {f["since"]}, "q": {f["q"]}, "starting_after": {c.Query("after")}}
+	if f["until"] != "" {
+		q.Set("until", untilDay(f["until"]))
+	}
+	var rows []dPayment
+	env, apiErr := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments", query: modeQuery(c, q)}, &rows)
+	status := http.StatusOK
+	if apiErr != nil {
+		status = apiErr.Status
+	}
+	var links []dLink
+	_, _ = p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-links", query: modeQuery(c, url.Values{"limit": {"100"}})}, &links)
+	data := map[string]any{"Title": "Payments", "Payments": rows, "Filter": f, "Error": apiErr, "Links": links,
+		"Networks": modeNetworks(c.Param("mode")), "Statuses": paymentStatusFilter,
+		"Filtered": f["status"]+f["network"]+f["link"]+f["since"]+f["until"]+f["q"] != ""}
+	last := ""
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].ID
+	}
+	data["Pager"] = pages(c, env != nil && env.HasMore, last)
+	p.renderDash(c, status, "dash_payments.html", data)
+}
+
+func (p *Pages) paymentPage(c *gin.Context) {
+	p.renderPayment(c, http.StatusOK, nil)
+}
+
+// renderPayment shows one payment: the session's timeline, the
+// transaction, the customer and the webhook deliveries it caused, each
+// with every attempt; problem is an action's error shown by the
+// deliveries.
+func (p *Pages) renderPayment(c *gin.Context, status int, problem *apiError) {
+	if p.liveBlocked(c) {
+		return
+	}
+	id := c.Param("id")
+	if !validID(id) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	var d dPaymentDetail
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments/" + id, query: modeQuery(c, nil)}, &d); err != nil {
+		p.dashError(c, err)
+		return
+	}
+	data := map[string]any{"Title": "Payment", "P": d.Payment, "Session": d.Session, "Events": d.Events, "Tx": d.Transaction,
+		"Problem": problem, "Confirmations": d.Confirmations}
+	if d.Payment.TxHash != nil {
+		if n, ok := p.networks().Lookup(d.Payment.Network); ok {
+			data["ExplorerURL"] = n.TxURL(*d.Payment.TxHash)
+		}
+	}
+	if d.Transaction != nil && d.Transaction.CustomerID != nil {
+		var cu dCustomer
+		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/customers/" + *d.Transaction.CustomerID, query: modeQuery(c, nil)}, &cu); err == nil {
+			data["Customer"] = cu
+		}
+	}
+	if d.Payment.SessionID != nil {
+		deliveries, _, err := p.deliveries(c, url.Values{"sessionId": {*d.Payment.SessionID}, "limit": {"100"}})
+		data["Deliveries"], data["DeliveriesError"] = deliveries, err
+	}
+	p.renderDash(c, status, "dash_payment.html", data)
+}
+
+// deliveries reads the delivery log.
+func (p *Pages) deliveries(c *gin.Context, q url.Values) ([]dDelivery, *apiEnvelope, *apiError) {
+	var rows []dDelivery
+	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/webhooks/deliveries", query: modeQuery(c, q)}, &rows)
+	return rows, env, err
+}
+
+// paymentRetryForm resends one delivery of the payment.
+func (p *Pages) paymentRetryForm(c *gin.Context) {
+	did := c.Param("did")
+	if !validID(did) || !validID(c.Param("id")) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/deliveries/" + did + "/retry"}, nil); err != nil {
+		p.renderPayment(c, err.Status, err)
+		return
+	}
+	back(c, "/payments/"+c.Param("id"), "delivery.retried", "deliveries")
+}
+
+// networks is the chain registry (explorer links).
+func (p *Pages) networks() *chain.Registry {
+	if p.Checkout != nil && p.Checkout.Networks != nil {
+		return p.Checkout.Networks
+	}
+	return chain.DefaultRegistry()
+}

@@ -1,0 +1,222 @@
+package web
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The API's answers as the dashboard reads them (api/openapi.yaml).
+// Amounts stay the exact decimal text the API printed.
+
+type dMerchant struct {
+	ID           string `json:"id"`
+	Email        string `json:"email"`
+	BusinessName string `json:"businessName"`
+	Wallets      struct{ EVM, Solana string }
+	LogoURL      string   `json:"logoUrl"`
+	EmbedOrigins []string `json:"embedOrigins"`
+	KYBStatus    string   `json:"kybStatus"`
+}
+
+// LiveAllowed says whether the merchant may act in live mode.
+func (m dMerchant) LiveAllowed() bool { return m.KYBStatus == "approved" }
+
+type dLink struct {
+	ID                      string            `json:"id"`
+	Name                    string            `json:"name"`
+	Description             string            `json:"description"`
+	Amount                  json.Number       `json:"amount"`
+	Currency                string            `json:"currency"`
+	Network                 string            `json:"network"`
+	Networks                []string          `json:"networks"`
+	Token                   string            `json:"token"`
+	Active                  bool              `json:"active"`
+	MerchantWalletAddresses map[string]string `json:"merchantWalletAddresses"`
+	TotalCollected          json.Number       `json:"totalCollected"`
+	TotalTransactions       int64             `json:"totalTransactions"`
+	CreatedAt               time.Time         `json:"createdAt"`
+	UpdatedAt               time.Time         `json:"updatedAt"`
+}
+
+type dPayment struct {
+	ID              string      `json:"id"`
+	Kind            string      `json:"kind"`
+	Status          string      `json:"status"`
+	Amount          json.Number `json:"amount"`
+	Token           string      `json:"token"`
+	Network         string      `json:"network"`
+	PaymentLinkID   *string     `json:"paymentLinkId"`
+	PaymentLinkName string      `json:"paymentLinkName"`
+	TxHash          *string     `json:"txHash"`
+	WalletAddress   string      `json:"walletAddress"`
+	CustomerEmail   string      `json:"customerEmail"`
+	CustomerName    string      `json:"customerName"`
+	SessionID       *string     `json:"sessionId"`
+	TransactionID   *string     `json:"transactionId"`
+	FailureReason   string      `json:"failureReason"`
+	CreatedAt       time.Time   `json:"createdAt"`
+}
+
+type dSession struct {
+	ID             string      `json:"id"`
+	PaymentLinkID  string      `json:"paymentLinkId"`
+	WalletAddress  string      `json:"walletAddress"`
+	Network        string      `json:"network"`
+	ExpectedAmount json.Number `json:"expectedAmount"`
+	Status         string      `json:"status"`
+	Customer       *struct {
+		Name    string `json:"name"`
+		Email   string `json:"email"`
+		Address string `json:"address"`
+		Country string `json:"country"`
+	} `json:"customer"`
+	TxHash                *string   `json:"txHash"`
+	FailureReason         string    `json:"failureReason"`
+	FailureMessage        string    `json:"failureMessage"`
+	MerchantWalletAddress string    `json:"merchantWalletAddress"`
+	ExpiresAt             time.Time `json:"expiresAt"`
+	CreatedAt             time.Time `json:"createdAt"`
+}
+
+type dHistory struct {
+	ID        string    `json:"id"`
+	Status    string    `json:"status"`
+	Source    string    `json:"source"`
+	Chain     string    `json:"chain"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type dTransaction struct {
+	ID                    string      `json:"id"`
+	Amount                json.Number `json:"amount"`
+	Token                 string      `json:"token"`
+	Network               string      `json:"network"`
+	Status                string      `json:"status"`
+	CustomerEmail         string      `json:"customerEmail"`
+	CustomerName          string      `json:"customerName"`
+	CustomerID            *string     `json:"customerId"`
+	TxHash                string      `json:"txHash"`
+	WalletAddress         string      `json:"walletAddress"`
+	MerchantWalletAddress string      `json:"merchantWalletAddress"`
+	Source                string      `json:"source"`
+	Verification          string      `json:"verification"`
+	VerificationMessage   string      `json:"verificationMessage"`
+	CreatedAt             time.Time   `json:"createdAt"`
+}
+
+type dPaymentDetail struct {
+	Payment       dPayment      `json:"payment"`
+	Session       *dSession     `json:"session"`
+	Events        []dHistory    `json:"events"`
+	Transaction   *dTransaction `json:"transaction"`
+	Confirmations *struct {
+		Count    uint64 `json:"count"`
+		Required uint64 `json:"required"`
+	} `json:"confirmations"`
+}
+
+type dCustomer struct {
+	ID               string            `json:"id"`
+	Email            string            `json:"email"`
+	Name             string            `json:"name"`
+	WalletAddress    string            `json:"walletAddress"`
+	Country          string            `json:"country"`
+	Metadata         map[string]string `json:"metadata"`
+	TotalSpent       json.Number       `json:"totalSpent"`
+	TransactionCount int64             `json:"transactionCount"`
+	CreatedAt        time.Time         `json:"createdAt"`
+}
+
+type dEndpoint struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Events    []string  `json:"events"`
+	Active    bool      `json:"active"`
+	Mode      string    `json:"mode"`
+	Secret    string    `json:"secret"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type dAttempt struct {
+	Attempt        int       `json:"attempt"`
+	AttemptedAt    time.Time `json:"attemptedAt"`
+	ResponseStatus *int      `json:"responseStatus"`
+	Error          string    `json:"error"`
+}
+
+type dDelivery struct {
+	ID             string     `json:"id"`
+	EndpointID     string     `json:"endpointId"`
+	Event          string     `json:"event"`
+	Status         string     `json:"status"`
+	Attempts       int        `json:"attempts"`
+	ResponseStatus *int       `json:"responseStatus"`
+	LastAttemptAt  *time.Time `json:"lastAttemptAt"`
+	SessionID      *string    `json:"sessionId"`
+	AttemptLog     []dAttempt `json:"attemptLog"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	EndpointURL    string     `json:"endpointUrl"`
+}
+
+type dKey struct {
+	KeyType    string     `json:"keyType"`
+	KeyPrefix  string     `json:"keyPrefix"`
+	KeySuffix  string     `json:"keySuffix"`
+	FullKey    string     `json:"fullKey"`
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	CreatedAt  time.Time  `json:"createdAt"`
+}
+
+type dKYB struct {
+	Status                string     `json:"status"`
+	BusinessName          string     `json:"businessName"`
+	BusinessType          string     `json:"businessType"`
+	RegistrationNumber    string     `json:"registrationNumber"`
+	Country               string     `json:"country"`
+	Website               string     `json:"website"`
+	ContactName           string     `json:"contactName"`
+	ContactEmail          string     `json:"contactEmail"`
+	ContactRole           string     `json:"contactRole"`
+	ProductDescription    string     `json:"productDescription"`
+	ExpectedMonthlyVolume string     `json:"expectedMonthlyVolume"`
+	PrimaryUseCase        string     `json:"primaryUseCase"`
+	ReviewNote            string     `json:"reviewNote"`
+	SubmittedAt           time.Time  `json:"submittedAt"`
+	ReviewedAt            *time.Time `json:"reviewedAt"`
+}
+
+type dSettlement struct {
+	ID                string      `json:"id"`
+	Amount            json.Number `json:"amount"`
+	Token             string      `json:"token"`
+	Network           string      `json:"network"`
+	DestinationWallet string      `json:"destinationWallet"`
+	TxHash            string      `json:"txHash"`
+	Status            string      `json:"status"`
+	CreatedAt         time.Time   `json:"createdAt"`
+}
+
+type dBalance struct {
+	Network   string      `json:"network"`
+	Token     string      `json:"token"`
+	Collected json.Number `json:"collected"`
+	Settled   json.Number `json:"settled"`
+	Available json.Number `json:"available"`
+}
+
+type dException struct {
+	ID                    string      `json:"id"`
+	Kind                  string      `json:"kind"`
+	Status                string      `json:"status"`
+	Network               string      `json:"network"`
+	TxHash                string      `json:"txHash"`
+	Amount                json.Number `json:"amount"`
+	ExpectedAmount        json.Number `json:"expectedAmount"`
+	PayerAddress          string      `json:"payerAddress"`
+	MerchantWalletAddress string      `json:"merchantWalletAddress"`
+	SessionIDs            []string    `json:"sessionIds"`
+	TransactionID         *string     `json:"transactionId"`
+	Message               string      `json:"message"`
+	Note                  string      `json:"note"`
+	CreatedAt             time.Time   `json:"createdAt"`
+}

@@ -1,0 +1,816 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/web"
+	"github.com/paygate/paygate/webhook"
+)
+
+const (
+	evmA = "0x52908400098527886E0F7030069857D2E4169EE7"
+	evmB = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
+)
+
+// dash is the API with the pages mounted, as the service runs it (no
+// Temporal: deliveries are retried by a fake).
+type dash struct {
+	t       *testing.T
+	st      *models.Store
+	srv     *httptest.Server
+	retried *retrier
+}
+
+type retrier struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *retrier) RetryDelivery(_ context.Context, d *models.WebhookDelivery) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, d.ID)
+	return nil
+}
+
+func newDash(t *testing.T) *dash {
+	t.Helper()
+	st := storetest.Open(t, "sqlite")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hasher := auth.NewHasher("dash-test-secret-dash-test-secret-dash")
+	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
+		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
+	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &retrier{}
+	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, UploadDir: t.TempDir(), Deliveries: r,
+		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
+		Root:          []func(*gin.Engine){pages.Register}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &dash{t: t, st: st, srv: hs, retried: r}
+}
+
+// browser is one visitor with its cookies; it does not follow redirects.
+type browser struct {
+	d   *dash
+	jar *cookiejar.Jar
+	// headers are sent with every request (e.g. Sec-Fetch-Site).
+	headers map[string]string
+}
+
+func (d *dash) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{d: d, jar: jar, headers: map[string]string{}}
+}
+
+type dpage struct {
+	status int
+	header http.Header
+	body   string
+	loc    string
+	doc    *goquery.Document
+}
+
+func (p dpage) text(sel string) string {
+	return strings.Join(strings.Fields(p.doc.Find(sel).Text()), " ")
+}
+
+func (b *browser) do(req *http.Request) dpage {
+	b.d.t.Helper()
+	for k, v := range b.headers {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Jar: b.jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		b.d.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(raw))
+	if err != nil {
+		b.d.t.Fatal(err)
+	}
+	return dpage{status: res.StatusCode, header: res.Header, body: string(raw), loc: res.Header.Get("Location"), doc: doc}
+}
+
+func (b *browser) get(path string) dpage {
+	b.d.t.Helper()
+	req, _ := http.NewRequest("GET", b.d.srv.URL+path, nil)
+	return b.do(req)
+}
+
+func (b *browser) post(path string, form url.Values) dpage {
+	b.d.t.Helper()
+	req, _ := http.NewRequest("POST", b.d.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.do(req)
+}
+
+// follow gets the page a redirect points to.
+func (b *browser) follow(p dpage) dpage {
+	b.d.t.Helper()
+	if p.status != http.StatusSeeOther && p.status != http.StatusFound {
+		b.d.t.Fatalf("want a redirect, got %d: %s", p.status, p.body)
+	}
+	return b.get(p.loc)
+}
+
+// account is a merchant signed up through the dashboard.
+type account struct {
+	*browser
+	id, email, testKey, session string
+}
+
+var seq int
+
+// signup creates a merchant through the sign-up form and sets its EVM wallet.
+func (d *dash) signup(name string) account {
+	d.t.Helper()
+	b := d.browser()
+	seq++
+	email := strings.ReplaceAll(models.NewID()[24:], "-", "") + "@shop.example"
+	p := b.post("/dashboard/signup", url.Values{"businessName": {name}, "email": {email}, "password": {"correct horse battery"}})
+	if p.status != http.StatusCreated {
+		d.t.Fatalf("signup %d: %s", p.status, p.text("main"))
+	}
+	a := account{browser: b, email: email, testKey: p.text("#new-key")}
+	u, _ := url.Parse(d.srv.URL + "/dashboard/")
+	for _, c := range b.jar.Cookies(u) {
+		if c.Name == "paygate_session" {
+			a.session = c.Value
+		}
+	}
+	m := d.call("GET", "/api/merchant", a.session, nil)
+	a.id = m["id"].(string)
+	d.call("PATCH", "/api/merchant", a.session, map[string]any{"wallets": map[string]any{"evm": evmA}})
+	return a
+}
+
+// call sends an API request and returns data (fails on an error answer).
+func (d *dash) call(method, path, token string, body any) map[string]any {
+	d.t.Helper()
+	var rdr io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rdr = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, d.srv.URL+path, rdr)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 400 {
+		d.t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
+	}
+	var env struct {
+		Data map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(raw, &env)
+	return env.Data
+}
+
+// TestDashboardSignInAndOut: sign-up shows the test key once and sets an
+// HttpOnly SameSite=Strict cookie; pages need it; a wrong password shows
+// the API's message; sign-out ends the session on the server.
+func TestDashboardSignInAndOut(t *testing.T) {
+	d := newDash(t)
+	anon := d.browser()
+	if p := anon.get("/dashboard"); p.status != http.StatusSeeOther || p.loc != "/dashboard/login" {
+		t.Fatalf("home without a session: %d %s", p.status, p.loc)
+	}
+	if p := anon.get("/dashboard/test/payments"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.loc, "/dashboard/login?next=") {
+		t.Fatalf("a page without a session: %d %s", p.status, p.loc)
+	}
+	login := anon.get("/dashboard/login")
+	if login.status != 200 || login.doc.Find("form#login-form input[type=password]").Length() != 1 {
+		t.Fatalf("login page %d", login.status)
+	}
+	bad := anon.post("/dashboard/signup", url.Values{"businessName": {"X"}, "email": {"nope"}, "password": {"short"}})
+	if bad.status != 400 || !strings.Contains(bad.text(".error"), "email:") || !strings.Contains(bad.text(".error"), "password: must be at least 12 characters") {
+		t.Fatalf("bad signup %d %q", bad.status, bad.text(".error"))
+	}
+
+	a := d.signup("Roastery")
+	if !strings.HasPrefix(a.testKey, "svc_test_sk_") {
+		t.Fatalf("welcome page shows key %q", a.testKey)
+	}
+	var cookie string
+	for _, v := range a.browser.get("/dashboard/test/payments").header.Values("Set-Cookie") {
+		cookie = v
+	}
+	_ = cookie
+	p := a.get("/dashboard/test/payments")
+	if p.status != 200 || !strings.Contains(p.text(".biz"), "Roastery") {
+		t.Fatalf("payments %d", p.status)
+	}
+	// The cookie's attributes, as the sign-in sets them.
+	b := d.browser()
+	in := b.post("/dashboard/login", url.Values{"email": {a.email}, "password": {"correct horse battery"}, "next": {"/dashboard/test/links"}})
+	if in.status != http.StatusSeeOther || in.loc != "/dashboard/test/links" {
+		t.Fatalf("login %d %s", in.status, in.loc)
+	}
+	sc := in.header.Get("Set-Cookie")
+	for _, attr := range []string{"paygate_session=svc_sess_", "Path=/dashboard", "HttpOnly", "SameSite=Strict"} {
+		if !strings.Contains(sc, attr) {
+			t.Errorf("cookie %q lacks %s", sc, attr)
+		}
+	}
+	if off := b.post("/dashboard/login", url.Values{"email": {a.email}, "password": {"wrong password!"}, "next": {"https://evil.example/"}}); off.status != 401 ||
+		off.text(".error") != "invalid email or password" {
+		t.Fatalf("wrong password %d %q", off.status, off.text(".error"))
+	}
+	if in := b.post("/dashboard/login", url.Values{"email": {a.email}, "password": {"correct horse battery"}, "next": {"//evil.example/x"}}); in.loc != "/dashboard/test/payments" {
+		t.Fatalf("open redirect to %s", in.loc)
+	}
+	// Sign out: the server forgets the session, the cookie goes.
+	out := a.post("/dashboard/logout", nil)
+	if out.status != http.StatusSeeOther || !strings.Contains(out.header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("logout %d %q", out.status, out.header.Get("Set-Cookie"))
+	}
+	req, _ := http.NewRequest("GET", d.srv.URL+"/api/merchant", nil)
+	req.Header.Set("Authorization", "Bearer "+a.session)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 401 {
+		t.Fatalf("the session still works after sign-out: %v %v", res.StatusCode, err)
+	}
+	if p := a.get("/dashboard/test/payments"); p.status != http.StatusSeeOther {
+		t.Fatalf("signed out but the page answered %d", p.status)
+	}
+}
+
+// TestDashboardRefusesCrossOrigin: a form posted from another site is
+// refused before it reaches the API (CSRF), whatever the cookie.
+func TestDashboardRefusesCrossOrigin(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	for name, h := range map[string]map[string]string{
+		"sec-fetch-site": {"Sec-Fetch-Site": "cross-site"},
+		"origin":         {"Origin": "https://evil.example"},
+	} {
+		a.headers = h
+		p := a.post("/dashboard/test/payments/"+models.NewID()+"/deliveries/"+models.NewID()+"/retry", nil)
+		if p.status != http.StatusForbidden || !strings.Contains(p.text("main"), "came from another site") {
+			t.Errorf("%s: %d", name, p.status)
+		}
+		if p := a.post("/dashboard/logout", nil); p.status != http.StatusForbidden {
+			t.Errorf("%s: logout %d", name, p.status)
+		}
+		if p := a.post("/dashboard/login", url.Values{"email": {a.email}, "password": {"correct horse battery"}}); p.status != http.StatusForbidden {
+			t.Errorf("%s: login %d", name, p.status)
+		}
+	}
+	a.headers = map[string]string{"Sec-Fetch-Site": "same-origin"}
+	if p := a.get("/dashboard/test/payments"); p.status != 200 {
+		t.Fatalf("same-origin page %d", p.status)
+	}
+	if m := d.call("GET", "/api/merchant", a.session, nil); m["businessName"] != "Shop" {
+		t.Fatalf("renamed to %v", m["businessName"])
+	}
+}
+
+// TestDashboardPagesAreSafe: strict CSP, no inline script or style, the
+// test/live switch says live needs KYB, data is escaped.
+func TestDashboardPagesAreSafe(t *testing.T) {
+	d := newDash(t)
+	a := d.signup(`Bean <script>alert(1)</script>`)
+	p := a.get("/dashboard/test/payments")
+	csp := p.header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") ||
+		!strings.Contains(csp, "frame-ancestors 'none'") || p.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("headers %v", p.header)
+	}
+	if strings.Contains(p.body, "<script>alert(1)") || !strings.Contains(p.body, "Bean &lt;script&gt;") {
+		t.Fatal("business name rendered unescaped")
+	}
+	if regexp.MustCompile(`<script>|<script [^>]*>[^<]+</script>|style="| on[a-z]+="`).MatchString(p.body) {
+		t.Fatal("inline script, style attribute or event handler")
+	}
+	if got := p.text("#mode-live"); !strings.Contains(got, "needs approved KYB") {
+		t.Fatalf("live switch says %q", got)
+	}
+	live := a.get("/dashboard/live/payments")
+	if live.status != http.StatusForbidden || !strings.Contains(live.text("main"), "Live mode requires an approved KYB application") {
+		t.Fatalf("live without KYB: %d %s", live.status, live.text("main"))
+	}
+	if p := a.get("/dashboard/prod/payments"); p.status != 404 {
+		t.Fatalf("unknown mode %d", p.status)
+	}
+	for name, body := range web.TemplateSources() {
+		if strings.HasPrefix(name, "dash_") && regexp.MustCompile(`<script>|<style|style="| on[a-z]+="`).MatchString(body) {
+			t.Errorf("%s has inline script or style", name)
+		}
+	}
+}
+
+// paidSession makes a complete checkout session of the link directly in
+// the store (the e2e tests run the real workflow).
+func (d *dash) paidSession(a account, linkID, email, hash string) *models.CheckoutSession {
+	d.t.Helper()
+	ctx := context.Background()
+	cs := &models.CheckoutSession{MerchantID: a.id, Mode: models.ModeTest, PaymentLinkID: linkID, Network: "base_sepolia", WalletType: "evm",
+		WalletAddress: evmB, CustomerEmail: email, CustomerName: "Ann <i>", CustomerCountry: "DE", ExpectedAmount: 2550_0000,
+		MerchantWalletAddress: evmA, TokenAddress: evmB, ExpiresAt: time.Now().Add(time.Hour)}
+	if err := d.st.CreateCheckoutSession(ctx, cs); err != nil {
+		d.t.Fatal(err)
+	}
+	if hash == "" {
+		return cs
+	}
+	if err := d.st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
+		Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusConfirming,
+		Source: "chain", Chain: "base_sepolia", At: time.Now()}); err != nil {
+		d.t.Fatal(err)
+	}
+	if _, err := d.st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusComplete, Source: "chain",
+		Chain: "base_sepolia", ReceivedUnits: "25500000", Payer: evmB, Bound: true, At: time.Now()}); err != nil {
+		d.t.Fatal(err)
+	}
+	return cs
+}
+
+// TestDashboardPayments: the list shows sessions and records newest first,
+// filters and searches on the server, pages by cursor; the detail shows
+// the timeline, the transaction, the customer and the deliveries with
+// every attempt, and resends one; merchant B sees none of it.
+func TestDashboardPayments(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	link := d.call("POST", "/api/payment-links", a.testKey, map[string]any{"name": "Mug <b>bold</b>", "amount": "25.50", "network": "base_sepolia"})["id"].(string)
+	ep := d.call("POST", "/api/webhooks", a.session, map[string]any{"url": "http://127.0.0.1:9/hook", "events": []string{"checkout.completed"}, "mode": "test"})
+	_ = ep
+	hash := "0x" + strings.Repeat("ab", 32)
+	paid := d.paidSession(a, link, "ann@example.com", hash)
+	for i := 0; i < 55; i++ {
+		d.paidSession(a, link, "bulk@example.com", "")
+	}
+	p := a.get("/dashboard/test/payments")
+	if p.status != 200 || p.doc.Find("#payments tbody tr").Length() != 50 || p.doc.Find(".pager a.next").Length() != 1 {
+		t.Fatalf("first page: %d, %d rows", p.status, p.doc.Find("#payments tbody tr").Length())
+	}
+	next, _ := p.doc.Find(".pager a.next").Attr("href")
+	p2 := a.get(next)
+	if n := p2.doc.Find("#payments tbody tr").Length(); n != 6 || p2.doc.Find(".pager a.next").Length() != 0 {
+		t.Fatalf("second page: %d rows", n)
+	}
+	if !strings.Contains(p2.text("#payments"), "ann@example.com") || !strings.Contains(p2.body, "Mug &lt;b&gt;bold&lt;/b&gt;") {
+		t.Fatal("the oldest payment is not on the second page, or the link's name is not escaped")
+	}
+	for q, want := range map[string]int{"status=complete": 1, "status=open": 50, "q=" + hash[:18]: 1, "q=ANN@": 1, "q=nobody": 0,
+		"link=" + link + "&status=complete": 1, "since=2000-01-01&until=2000-01-02": 0, "until=" + time.Now().UTC().Format("2006-01-02"): 50} {
+		got := a.get("/dashboard/test/payments?" + q)
+		rows := got.doc.Find("#payments tbody a[href*='/payments/']").Length()
+		if got.status != 200 || rows != want {
+			t.Errorf("%s: %d rows (status %d), want %d", q, rows, got.status, want)
+		}
+	}
+	if bad := a.get("/dashboard/test/payments?since=yesterday"); bad.status != 400 || !strings.Contains(bad.text(".error"), "since:") {
+		t.Fatalf("bad filter %d %q", bad.status, bad.text(".error"))
+	}
+
+	// The detail page.
+	dids, _, err := d.st.WebhookDeliveries(context.Background(), models.Scope{MerchantID: a.id, Mode: models.ModeTest},
+		models.DeliveryFilter{SessionID: paid.ID}, models.Page{Limit: 10})
+	if err != nil || len(dids) != 1 {
+		t.Fatalf("deliveries %v %v", dids, err)
+	}
+	if err := d.st.RecordDeliveryAttempt(context.Background(), models.AttemptRecord{DeliveryID: dids[0].ID, Attempt: 1, ResponseStatus: 503,
+		At: time.Now(), Status: models.DeliveryPending, Error: "receiver answered 503"}); err != nil {
+		t.Fatal(err)
+	}
+	dp := a.get("/dashboard/test/payments/" + paid.ID)
+	if dp.status != 200 {
+		t.Fatalf("detail %d", dp.status)
+	}
+	for sel, want := range map[string]string{
+		"#timeline":    "txn confirming seen on chain (Base Sepolia (test))",
+		"#transaction": hash,
+		"h1":           "25.50 USDC complete",
+		"#deliveries":  "checkout.completed",
+		".attempts td": "503receiver answered 503",
+		"#customer-h":  "Customer",
+	} {
+		if got := dp.text(sel); !strings.Contains(got, want) {
+			t.Errorf("%s: %q lacks %q", sel, got, want)
+		}
+	}
+	if !strings.Contains(dp.body, "Ann &lt;i&gt;") {
+		t.Error("customer name not shown escaped")
+	}
+	action, _ := dp.doc.Find("#deliveries form").Attr("action")
+	r := a.post(action, nil)
+	if r.status != http.StatusSeeOther || !strings.HasSuffix(r.loc, "?done=delivery.retried#deliveries") {
+		t.Fatalf("resend %d %s", r.status, r.loc)
+	}
+	if got := a.follow(r).text(".notice"); !strings.Contains(got, "Resent") {
+		t.Fatalf("notice %q", got)
+	}
+	if len(d.retried.ids) != 1 || d.retried.ids[0] != dids[0].ID {
+		t.Fatalf("retried %v", d.retried.ids)
+	}
+
+	// Merchant B: none of it.
+	b := d.signup("Other")
+	if p := b.get("/dashboard/test/payments"); p.doc.Find("#payments tbody a[href*='/payments/']").Length() != 0 {
+		t.Fatal("merchant B lists A's payments")
+	}
+	if p := b.get("/dashboard/test/payments/" + paid.ID); p.status != 404 || strings.Contains(p.body, hash) {
+		t.Fatalf("merchant B opened A's payment: %d", p.status)
+	}
+	if p := b.post(action, nil); p.status != 404 {
+		t.Fatalf("merchant B resent A's delivery: %d", p.status)
+	}
+	if p := a.get("/dashboard/test/payments/" + models.NewID()); p.status != 404 {
+		t.Fatalf("missing payment %d", p.status)
+	}
+}
+
+// TestDashboardLinks: create (errors shown at the form, values kept;
+// a double submit creates once), edit, deactivate, QR code and delete;
+// merchant B reaches none of A's links.
+func TestDashboardLinks(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	p := a.get("/dashboard/test/links")
+	idem, _ := p.doc.Find("#link-form input[name=idem]").Attr("value")
+	if p.status != 200 || idem == "" {
+		t.Fatalf("links page %d", p.status)
+	}
+	bad := a.post("/dashboard/test/links", url.Values{"idem": {idem}, "name": {"Mug"}, "amount": {"33.999"}, "networks": {"base_sepolia"}})
+	if bad.status != 400 || !strings.Contains(bad.text("#new-link .error"), "amount: must have at most 2 decimal places") {
+		t.Fatalf("bad link %d %q", bad.status, bad.text("#new-link .error"))
+	}
+	if v, _ := bad.doc.Find("#name").Attr("value"); v != "Mug" {
+		t.Fatalf("form lost its values: %q", v)
+	}
+	form := url.Values{"idem": {idem}, "name": {"Mug <b>"}, "description": {"Stoneware"}, "amount": {"12.50"},
+		"networks": {"eth_sepolia", "base_sepolia"}}
+	r := a.post("/dashboard/test/links", form)
+	if r.status != http.StatusSeeOther || !strings.Contains(r.loc, "/dashboard/test/links/") {
+		t.Fatalf("create %d %s", r.status, r.loc)
+	}
+	again := a.post("/dashboard/test/links", form)
+	if again.loc != r.loc {
+		t.Fatalf("a double submit created another link: %s then %s", r.loc, again.loc)
+	}
+	lp := a.follow(r)
+	id := strings.TrimPrefix(strings.Split(r.loc, "?")[0], "/dashboard/test/links/")
+	hosted, _ := lp.doc.Find("#hosted-url").Attr("value")
+	if lp.status != 200 || !strings.Contains(lp.text(".notice"), "created") || hosted != d.srv.URL+"/pay/"+id ||
+		!strings.Contains(lp.text(".facts"), "Ethereum Sepolia (test), Base Sepolia (test)") || !strings.Contains(lp.body, "Mug &lt;b&gt;") {
+		t.Fatalf("link page %d %q %q", lp.status, hosted, lp.text(".facts"))
+	}
+	qr := a.get("/dashboard/test/links/" + id + "/qr.svg?download=1")
+	if qr.status != 200 || qr.header.Get("Content-Type") != "image/svg+xml" || !strings.Contains(qr.header.Get("Content-Disposition"), "attachment") ||
+		!strings.HasPrefix(qr.body, "<svg") {
+		t.Fatalf("QR %d %v", qr.status, qr.header)
+	}
+	// Edit: an error shows at the form; a good edit saves.
+	if e := a.post("/dashboard/test/links/"+id, url.Values{"name": {""}, "amount": {"12.50"}}); e.status != 400 || !strings.Contains(e.text("#edit .error"), "name:") {
+		t.Fatalf("bad edit %d %q", e.status, e.text("#edit .error"))
+	}
+	if e := a.follow(a.post("/dashboard/test/links/"+id, url.Values{"name": {"Big mug"}, "amount": {"14"}})); !strings.Contains(e.text("h1"), "Big mug") ||
+		!strings.Contains(e.text(".facts"), "14.00 USD") {
+		t.Fatalf("edit: %q %q", e.text("h1"), e.text(".facts"))
+	}
+	off := a.follow(a.post("/dashboard/test/links/"+id+"/active", url.Values{"active": {"false"}}))
+	if !strings.Contains(off.text("h1"), "inactive") || off.doc.Find("#activate").Length() != 1 {
+		t.Fatalf("deactivate: %q", off.text("h1"))
+	}
+	if l := a.get("/dashboard/test/links?active=false"); l.doc.Find("#links tbody a").Length() != 1 {
+		t.Fatal("inactive filter")
+	}
+	// Merchant B: not A's link, not its QR, cannot change or delete it.
+	b := d.signup("Other")
+	for _, path := range []string{"/dashboard/test/links/" + id, "/dashboard/test/links/" + id + "/qr.svg"} {
+		if p := b.get(path); p.status != 404 {
+			t.Errorf("B GET %s: %d", path, p.status)
+		}
+	}
+	for _, path := range []string{"/dashboard/test/links/" + id, "/dashboard/test/links/" + id + "/active", "/dashboard/test/links/" + id + "/delete"} {
+		if p := b.post(path, url.Values{"name": {"stolen"}, "amount": {"1"}, "active": {"true"}}); p.status != 404 {
+			t.Errorf("B POST %s: %d", path, p.status)
+		}
+	}
+	if n := b.get("/dashboard/test/links").doc.Find("#links tbody a").Length(); n != 0 {
+		t.Fatalf("B lists %d links", n)
+	}
+	del := a.post("/dashboard/test/links/"+id+"/delete", nil)
+	if del.status != http.StatusSeeOther || !strings.Contains(a.follow(del).text(".notice"), "deleted") {
+		t.Fatalf("delete %d", del.status)
+	}
+	if p := a.get("/dashboard/test/links/" + id); p.status != 404 {
+		t.Fatalf("deleted link answered %d", p.status)
+	}
+}
+
+// TestDashboardWebhooks: an endpoint's secret is shown once on create and
+// once on rotate; a test event lands in the delivery log, which filters
+// and resends; disable and delete; merchant B reaches none of it.
+func TestDashboardWebhooks(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	p := a.get("/dashboard/test/webhooks")
+	idem, _ := p.doc.Find("#webhook-form input[name=idem]").Attr("value")
+	if bad := a.post("/dashboard/test/webhooks", url.Values{"idem": {idem}, "url": {"ftp://x"}, "events": {"checkout.completed"}}); bad.status != 400 ||
+		!strings.Contains(bad.text("#new-endpoint .error"), "url:") {
+		t.Fatalf("bad endpoint %d %q", bad.status, bad.text("#new-endpoint .error"))
+	}
+	created := a.post("/dashboard/test/webhooks", url.Values{"idem": {idem}, "url": {"http://127.0.0.1:9/hook"}, "events": {"checkout.completed", "payment.completed"}})
+	secret := created.text("#new-secret")
+	if created.status != 201 || !strings.HasPrefix(secret, "whsec_") || !strings.Contains(created.text(".secret"), "shown once") {
+		t.Fatalf("create %d %q", created.status, created.text("main"))
+	}
+	list := a.get("/dashboard/test/webhooks")
+	if strings.Contains(list.body, secret) || list.doc.Find(".endpoint").Length() != 1 {
+		t.Fatal("the secret is shown again, or the endpoint is missing")
+	}
+	rotateAction, _ := list.doc.Find(".endpoint form[action$='/rotate']").Attr("action")
+	rotated := a.post(rotateAction, nil)
+	if rotated.status != 200 || !strings.HasPrefix(rotated.text("#new-secret"), "whsec_") || rotated.text("#new-secret") == secret {
+		t.Fatalf("rotate %d %q", rotated.status, rotated.text("#new-secret"))
+	}
+	testAction, _ := list.doc.Find(".endpoint form[action$='/test']").Attr("action")
+	tested := a.follow(a.post(testAction, nil))
+	if !strings.Contains(tested.text(".notice"), "Test event sent") || !strings.Contains(tested.text("#log .delivery"), "webhook.test") {
+		t.Fatalf("test event: %q / %q", tested.text(".notice"), tested.text("#log"))
+	}
+	if f := a.get("/dashboard/test/webhooks?event=checkout.completed"); f.doc.Find("#log .delivery").Length() != 0 {
+		t.Fatal("event filter")
+	}
+	if f := a.get("/dashboard/test/webhooks?event=webhook.test&status=pending"); f.doc.Find("#log .delivery").Length() != 1 {
+		t.Fatal("event and status filter")
+	}
+	resend, _ := tested.doc.Find("#log .delivery form").Attr("action")
+	if r := a.post(resend, nil); r.status != http.StatusSeeOther || !strings.Contains(r.loc, "done=delivery.retried") || len(d.retried.ids) != 1 {
+		t.Fatalf("resend %d %s %v", r.status, r.loc, d.retried.ids)
+	}
+	// Merchant B.
+	b := d.signup("Other")
+	for _, path := range []string{rotateAction, testAction, resend, strings.Replace(rotateAction, "/rotate", "/delete", 1)} {
+		if r := b.post(path, nil); r.status != 404 || strings.Contains(r.body, secret) || strings.Contains(r.body, "127.0.0.1:9") {
+			t.Errorf("B POST %s: %d", path, r.status)
+		}
+	}
+	if l := b.get("/dashboard/test/webhooks"); l.doc.Find(".endpoint").Length() != 0 || l.doc.Find("#log .delivery").Length() != 0 {
+		t.Fatal("B sees A's endpoints or deliveries")
+	}
+	// Disable: a test event is refused with the API's message; delete.
+	off := a.follow(a.post(strings.Replace(rotateAction, "/rotate", "/active", 1), url.Values{"active": {"false"}}))
+	if !strings.Contains(off.text(".endpoint"), "inactive") {
+		t.Fatalf("disable: %q", off.text(".endpoint"))
+	}
+	if r := a.post(testAction, nil); r.status != 409 || !strings.Contains(r.text(".error"), "disabled") {
+		t.Fatalf("test on a disabled endpoint: %d %q", r.status, r.text(".error"))
+	}
+	gone := a.follow(a.post(strings.Replace(rotateAction, "/rotate", "/delete", 1), nil))
+	if gone.doc.Find(".endpoint").Length() != 0 || !strings.Contains(gone.text("#log .delivery"), "failed to http://127.0.0.1:9/hook") {
+		t.Fatalf("delete: %q", gone.text("#log"))
+	}
+}
+
+// TestDashboardAccountPages: keys (created or regenerated shown once,
+// masked in the list, live refused without KYB with the API's message);
+// KYB submitted then corrected; settings (wallets, name, origins) with the
+// API's errors at the form; a logo upload; a payout refused on a testnet.
+func TestDashboardAccountPages(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	dev := a.get("/dashboard/test/developers")
+	if dev.status != 200 || !strings.Contains(dev.text("#key-test"), "svc_test_sk_") || strings.Contains(dev.body, a.testKey) ||
+		dev.doc.Find("#regenerate-test").Length() != 1 || dev.doc.Find("#create-live").Length() != 1 {
+		t.Fatalf("developers %d %q", dev.status, dev.text("#key-list"))
+	}
+	regen := a.post("/dashboard/test/developers/keys", url.Values{"keyType": {"test"}})
+	newKey := regen.text("#new-key")
+	if regen.status != 201 || !strings.HasPrefix(newKey, "svc_test_sk_") || newKey == a.testKey {
+		t.Fatalf("regenerate %d %q", regen.status, newKey)
+	}
+	if !strings.HasSuffix(newKey, strings.Split(regen.text("#key-test td.mono"), "…")[1]) {
+		t.Fatalf("list %q does not mask the new key %q", regen.text("#key-test"), newKey)
+	}
+	if live := a.post("/dashboard/test/developers/keys", url.Values{"keyType": {"live"}}); live.status != 403 ||
+		!strings.Contains(live.text("#keys .error"), "KYB") {
+		t.Fatalf("live key without KYB: %d %q", live.status, live.text("#keys .error"))
+	}
+
+	biz := a.get("/dashboard/test/business")
+	if v, _ := biz.doc.Find("#businessName").Attr("value"); biz.status != 200 || v != "Shop" {
+		t.Fatalf("business %d, name %q", biz.status, v)
+	}
+	kyb := url.Values{"businessName": {"Shop GmbH"}, "businessType": {"GmbH"}, "country": {"DE"}, "contactName": {"Ann"},
+		"contactEmail": {"nope"}}
+	if bad := a.post("/dashboard/test/business/kyb", kyb); bad.status != 400 || !strings.Contains(bad.text("#kyb .error"), "contactEmail:") {
+		t.Fatalf("bad KYB %d %q", bad.status, bad.text("#kyb .error"))
+	}
+	kyb.Set("contactEmail", "ann@shop.example")
+	sent := a.follow(a.post("/dashboard/test/business/kyb", kyb))
+	if !strings.Contains(sent.text(".notice"), "submitted") || !strings.Contains(sent.text("#kyb-h"), "pending") ||
+		sent.doc.Find("#kyb-form input[name=update]").Length() != 1 {
+		t.Fatalf("KYB: %q %q", sent.text(".notice"), sent.text("#kyb"))
+	}
+	fix := a.follow(a.post("/dashboard/test/business/kyb", url.Values{"update": {"1"}, "website": {"https://shop.example"}}))
+	if v, _ := fix.doc.Find("#website").Attr("value"); v != "https://shop.example" || !strings.Contains(fix.text(".notice"), "updated") {
+		t.Fatalf("KYB update: %q %q", v, fix.text(".notice"))
+	}
+	if p := a.post("/dashboard/test/business/settlements", url.Values{"amount": {"1"}, "network": {"base_sepolia"},
+		"destinationWallet": {evmB}, "txHash": {"0x" + strings.Repeat("1", 64)}}); p.status != 400 ||
+		!strings.Contains(p.text("#settlements .error"), "network:") {
+		t.Fatalf("testnet payout %d %q", p.status, p.text("#settlements .error"))
+	}
+	if p := a.post("/dashboard/test/business/settlements", url.Values{"amount": {"1"}, "network": {"base"},
+		"destinationWallet": {evmB}, "txHash": {"0x" + strings.Repeat("1", 64)}}); p.status != 400 ||
+		!strings.Contains(p.text("#settlements .error"), "amount:") {
+		t.Fatalf("payout over the balance %d %q", p.status, p.text("#settlements .error"))
+	}
+
+	if bad := a.post("/dashboard/test/settings", url.Values{"businessName": {"Shop"}, "evm": {"0x1234"}, "embedOrigins": {"http://x"}}); bad.status != 400 ||
+		!strings.Contains(bad.text("#profile .error"), "wallets.evm:") || !strings.Contains(bad.text("#profile .error"), "embedOrigins[0]:") {
+		t.Fatalf("bad settings %d %q", bad.status, bad.text("#profile .error"))
+	}
+	saved := a.follow(a.post("/dashboard/test/settings", url.Values{"businessName": {"Shop & Co"}, "evm": {evmB},
+		"solana": {"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"}, "embedOrigins": {"https://shop.example\nhttps://blog.example"}}))
+	if v, _ := saved.doc.Find("#evm").Attr("value"); v != evmB || !strings.Contains(saved.text(".biz"), "Shop & Co") ||
+		saved.doc.Find("#embedOrigins").Text() != "https://shop.example\nhttps://blog.example" {
+		t.Fatalf("settings: %q %q %q", v, saved.text(".biz"), saved.doc.Find("#embedOrigins").Text())
+	}
+	// A logo: a PNG through the multipart form.
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, _ := mw.CreateFormFile("file", "logo.png")
+	_, _ = fw.Write(png)
+	_ = mw.Close()
+	req, _ := http.NewRequest("POST", d.srv.URL+"/dashboard/test/settings/logo", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	up := a.do(req)
+	if up.status != http.StatusSeeOther {
+		t.Fatalf("logo %d %q", up.status, up.text(".error"))
+	}
+	logo := a.follow(up)
+	src, _ := logo.doc.Find("#logo img").Attr("src")
+	if !strings.HasPrefix(src, "/uploads/merchants/"+a.id+"/") || a.get(src).status != 200 {
+		t.Fatalf("logo src %q", src)
+	}
+	var bad bytes.Buffer
+	mw = multipart.NewWriter(&bad)
+	fw, _ = mw.CreateFormFile("file", "x.txt")
+	_, _ = fw.Write([]byte("not an image"))
+	_ = mw.Close()
+	req, _ = http.NewRequest("POST", d.srv.URL+"/dashboard/test/settings/logo", &bad)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if r := a.do(req); r.status != 400 || !strings.Contains(r.text("#logo .error"), "file:") {
+		t.Fatalf("bad logo %d %q", r.status, r.text("#logo .error"))
+	}
+}
+
+// TestDashboardCustomersAndExceptions: customers list, search and detail
+// with their payments; an exception resolved into a transaction of a
+// customer, another dismissed; merchant B sees none of it.
+func TestDashboardCustomersAndExceptions(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	link := d.call("POST", "/api/payment-links", a.testKey, map[string]any{"name": "Mug", "amount": "25.50", "network": "base_sepolia"})["id"].(string)
+	paid := d.paidSession(a, link, "ann@example.com", "0x"+strings.Repeat("ab", 32))
+	d.call("POST", "/api/customers", a.testKey, map[string]any{"email": "bob@other.example", "name": "Bob"})
+	list := a.get("/dashboard/test/customers")
+	if n := list.doc.Find("#customers tbody a").Length(); list.status != 200 || n != 2 {
+		t.Fatalf("customers %d, %d rows", list.status, n)
+	}
+	if n := a.get("/dashboard/test/customers?q=ANN").doc.Find("#customers tbody a").Length(); n != 1 {
+		t.Fatalf("search: %d", n)
+	}
+	href, _ := a.get("/dashboard/test/customers?q=ann").doc.Find("#customers tbody a").Attr("href")
+	cp := a.get(href)
+	if cp.status != 200 || !strings.Contains(cp.text("#customer"), "25.50 USDC in 1 payment") {
+		t.Fatalf("customer %d %q", cp.status, cp.text("#customer"))
+	}
+	if got, _ := cp.doc.Find("#payments tbody a").Attr("href"); !strings.HasSuffix(got, "/payments/"+paid.ID) {
+		t.Fatalf("customer's payments link to %q", got)
+	}
+
+	ctx := context.Background()
+	open := func(hash string) string {
+		e := &models.PaymentException{MerchantID: a.id, Mode: models.ModeTest, Network: "base_sepolia", Kind: models.ExceptionUnmatched,
+			TxHash: hash, Amount: 500_0000, PayerAddress: evmB, MerchantWalletAddress: evmA, Message: "a transfer <b>nobody</b> asked for"}
+		if _, err := d.st.OpenException(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	e1, e2 := open("0x"+strings.Repeat("c1", 32)), open("0x"+strings.Repeat("c2", 32))
+	ex := a.get("/dashboard/test/exceptions")
+	if ex.doc.Find(".exception").Length() != 2 || !strings.Contains(ex.body, "&lt;b&gt;nobody") {
+		t.Fatalf("exceptions: %q", ex.text("main"))
+	}
+	if bad := a.post("/dashboard/test/exceptions/"+e1+"/resolve", url.Values{"customerEmail": {"nope"}}); bad.status != 400 ||
+		!strings.Contains(bad.text("#exception-"+e1+" .error"), "customerEmail:") {
+		t.Fatalf("bad resolve %d %q", bad.status, bad.text("#exception-"+e1))
+	}
+	b := d.signup("Other")
+	if r := b.post("/dashboard/test/exceptions/"+e1+"/dismiss", nil); r.status != 404 {
+		t.Fatalf("B dismissed A's exception: %d", r.status)
+	}
+	if n := b.get("/dashboard/test/exceptions").doc.Find(".exception").Length(); n != 0 {
+		t.Fatalf("B sees %d exceptions", n)
+	}
+	if n := b.get("/dashboard/test/customers").doc.Find("#customers tbody a").Length(); n != 0 {
+		t.Fatalf("B sees %d customers", n)
+	}
+	if r := b.get(href); r.status != 404 {
+		t.Fatalf("B opened A's customer: %d", r.status)
+	}
+	res := a.follow(a.post("/dashboard/test/exceptions/"+e1+"/resolve", url.Values{"customerEmail": {"carol@example.com"}, "note": {"phone order"}}))
+	if !strings.Contains(res.text(".notice"), "resolved") || res.doc.Find(".exception").Length() != 1 {
+		t.Fatalf("resolve: %q", res.text("main"))
+	}
+	dis := a.follow(a.post("/dashboard/test/exceptions/"+e2+"/dismiss", url.Values{"note": {"test transfer"}}))
+	if !strings.Contains(dis.text(".notice"), "dismissed") || dis.doc.Find(".exception").Length() != 0 {
+		t.Fatalf("dismiss: %q", dis.text("main"))
+	}
+	if all := a.get("/dashboard/test/exceptions?status="); all.doc.Find(".exception").Length() != 2 || !strings.Contains(all.text("main"), "phone order") {
+		t.Fatalf("all exceptions: %q", all.text("main"))
+	}
+	// The resolved transaction is a payment now.
+	if n := a.get("/dashboard/test/payments?q=carol").doc.Find("#payments tbody a[href*='/payments/']").Length(); n != 1 {
+		t.Fatalf("the resolved exception's payment: %d", n)
+	}
+}
+
+// TestDashboardLiveMode: once KYB is approved the switch opens live mode,
+// whose pages show live data only (and test pages test data only).
+func TestDashboardLiveMode(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	d.call("POST", "/api/payment-links", a.testKey, map[string]any{"name": "Test mug", "amount": "5", "network": "base_sepolia"})
+	ctx := context.Background()
+	if err := d.st.SubmitKYB(ctx, &models.KYBApplication{MerchantID: a.id, BusinessName: "Shop", BusinessType: "llc", Country: "US",
+		ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.st.ReviewKYB(ctx, a.id, true, "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.get("/dashboard/live"); r.status != http.StatusSeeOther || r.loc != "/dashboard/live/payments" {
+		t.Fatalf("mode root %d %s", r.status, r.loc)
+	}
+	test := a.get("/dashboard/test/links")
+	if href, _ := test.doc.Find("#mode-live").Attr("href"); href != "/dashboard/live/links" || strings.Contains(test.text("#mode-live"), "KYB") {
+		t.Fatalf("live switch %q %q", href, test.text("#mode-live"))
+	}
+	live := a.get("/dashboard/live/links")
+	if live.status != 200 || live.doc.Find("#links tbody a").Length() != 0 || !strings.Contains(live.text(".banner"), "real money") {
+		t.Fatalf("live links %d %q", live.status, live.text("main"))
+	}
+	idem, _ := live.doc.Find("#link-form input[name=idem]").Attr("value")
+	if bad := a.post("/dashboard/live/links", url.Values{"idem": {idem}, "name": {"Live mug"}, "amount": {"5"}, "networks": {"base_sepolia"}}); bad.status != 400 ||
+		!strings.Contains(bad.text("#new-link .error"), "network:") {
+		t.Fatalf("testnet in live mode: %d %q", bad.status, bad.text("#new-link .error"))
+	}
+	if ok := a.follow(a.post("/dashboard/live/links", url.Values{"idem": {idem}, "name": {"Live mug"}, "amount": {"5"}, "networks": {"base"}})); !strings.Contains(ok.text("h1"), "Live mug") {
+		t.Fatalf("live link: %q", ok.text("main"))
+	}
+	if names := a.get("/dashboard/test/links").text("#links tbody"); strings.Contains(names, "Live mug") || !strings.Contains(names, "Test mug") {
+		t.Fatalf("test links %q", names)
+	}
+	if names := a.get("/dashboard/live/links").text("#links tbody"); !strings.Contains(names, "Live mug") || strings.Contains(names, "Test mug") {
+		t.Fatalf("live links %q", names)
+	}
+}

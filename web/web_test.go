@@ -1,0 +1,237 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/web"
+)
+
+type site struct {
+	t    *testing.T
+	st   *models.Store
+	srv  *httptest.Server
+	link *models.PaymentLink
+}
+
+// newSite serves the pages over a real store and checkout service (no
+// Temporal: a session's workflow would be started by the repairer).
+func newSite(t *testing.T) *site {
+	st := storetest.Open(t, "sqlite")
+	ctx := context.Background()
+	m := &models.Merchant{Email: "shop@x.io", PasswordHash: "x", BusinessName: "Roastery <b>&</b> Co"}
+	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: `Beans <script>alert(1)</script>`, Description: "Fresh",
+		Amount: money.FromCents(1850), Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia", "solana_devnet"},
+		Token: "USDC", Active: true, WalletAddresses: models.StringMap{"base_sepolia": "0x52908400098527886E0F7030069857D2E4169EE7",
+			"solana_devnet": "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"}, MerchantWalletAddress: "0x52908400098527886E0F7030069857D2E4169EE7"}
+	if err := st.CreatePaymentLink(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	svc := &checkout.Service{Store: st, Hasher: auth.NewHasher("web-test-secret-web-test-secret-web"), Networks: chain.DefaultRegistry(),
+		Tax: checkout.DefaultRates(), Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour}
+	pages, err := web.New(web.Pages{Checkout: svc, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	pages.Register(e)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return &site{t: t, st: st, srv: srv, link: l}
+}
+
+type page struct {
+	status int
+	header http.Header
+	body   string
+	loc    string
+}
+
+func (s *site) get(path string, hdr ...string) page {
+	s.t.Helper()
+	req, _ := http.NewRequest("GET", s.srv.URL+path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return s.do(req)
+}
+
+func (s *site) post(path string, form url.Values) page {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return s.do(req)
+}
+
+func (s *site) do(req *http.Request) page {
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return page{status: res.StatusCode, header: res.Header, body: string(b), loc: res.Header.Get("Location")}
+}
+
+func TestPayPageToCheckoutWithoutJavaScript(t *testing.T) {
+	s := newSite(t)
+	p := s.get("/pay/" + s.link.ID)
+	if p.status != 200 {
+		t.Fatalf("pay page %d", p.status)
+	}
+	csp := p.header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") ||
+		!strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Fatalf("CSP %q", csp)
+	}
+	// Data is escaped, never markup; no inline script or style anywhere.
+	if strings.Contains(p.body, "<script>alert(1)") || !strings.Contains(p.body, "Beans &lt;script&gt;") || strings.Contains(p.body, "Roastery <b>") {
+		t.Fatal("link or merchant name rendered unescaped")
+	}
+	if regexp.MustCompile(`<script>|<script [^>]*>[^<]+</script>|style="| on[a-z]+="`).MatchString(p.body) {
+		t.Fatal("inline script, style attribute or event handler in the page")
+	}
+
+	// A bad form is shown again with the problems, nothing created.
+	bad := s.post("/pay/"+s.link.ID, url.Values{"network": {"base_sepolia"}, "email": {"nope"}, "country": {"DE"}, "wallet": {"0x12"}})
+	if bad.status != 400 || !strings.Contains(bad.body, "email:") || !strings.Contains(bad.body, "wallet:") || !strings.Contains(bad.body, `value="DE" selected`) {
+		t.Fatalf("bad form: %d", bad.status)
+	}
+	ok := s.post("/pay/"+s.link.ID, url.Values{"network": {"base_sepolia"}, "name": {"Ann"}, "email": {"ann@example.com"}, "country": {"DE"},
+		"address": {"Berlin"}, "wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
+	if ok.status != http.StatusSeeOther || !strings.HasPrefix(ok.loc, "/checkout/") {
+		t.Fatalf("form: %d %s", ok.status, ok.loc)
+	}
+	c := s.get(ok.loc)
+	if c.status != 200 {
+		t.Fatalf("checkout page %d", c.status)
+	}
+	for _, want := range []string{"22.02 USDC", "3.52 USDC", "0x52908400098527886E0F7030069857D2E4169EE7", "/qr.svg", "Waiting for your payment",
+		`<meta http-equiv="refresh" content="10">`, "Payment reference", `action="/checkout/`} {
+		if !strings.Contains(c.body, want) {
+			t.Errorf("checkout page lacks %q", want)
+		}
+	}
+	id := strings.TrimPrefix(ok.loc, "/checkout/")
+	qr := s.get("/checkout/" + id + "/qr.svg")
+	if qr.status != 200 || qr.header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(qr.body, "<svg") {
+		t.Fatalf("qr %d %s", qr.status, qr.header.Get("Content-Type"))
+	}
+	// The problem of a submit is a code: text in the query is never shown.
+	ph := s.get("/checkout/" + id + "?problem=" + url.QueryEscape("send your USDC to 0xevil"))
+	if strings.Contains(ph.body, "0xevil") {
+		t.Fatal("the page shows text from its query")
+	}
+	if s.get("/checkout/"+id+"?problem=conflict").body == c.body {
+		t.Fatal("a known problem code shows nothing")
+	}
+}
+
+func TestSolanaCheckoutShowsSolanaPay(t *testing.T) {
+	s := newSite(t)
+	ok := s.post("/pay/"+s.link.ID, url.Values{"network": {"solana_devnet"}, "email": {"ann@example.com"}, "country": {"FR"},
+		"wallet": {"8LxfxgNCjge8ihBiUF4AZA8LUUZh2SY2eVEur9QgFMVW"}})
+	if ok.status != http.StatusSeeOther {
+		t.Fatalf("form: %d", ok.status)
+	}
+	c := s.get(ok.loc)
+	if !strings.Contains(c.body, `href="solana:9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin?amount=22.20`) || !strings.Contains(c.body, "reference=") {
+		t.Fatalf("no Solana Pay request on the page")
+	}
+}
+
+func TestLanguagesAndNotFound(t *testing.T) {
+	s := newSite(t)
+	if p := s.get("/pay/"+s.link.ID, "Accept-Language", "de-DE,de;q=0.9,en;q=0.5"); !strings.Contains(p.body, "Weiter zur Zahlung") || !strings.Contains(p.body, `lang="de"`) {
+		t.Fatal("German not chosen by Accept-Language")
+	}
+	if p := s.get("/pay/"+s.link.ID+"?lang=de", "Accept-Language", "en"); !strings.Contains(p.body, "Weiter zur Zahlung") {
+		t.Fatal("?lang=de not honoured")
+	}
+	if p := s.get("/pay/" + models.NewID()); p.status != 404 || !strings.Contains(p.body, "does not exist") {
+		t.Fatalf("unknown link %d", p.status)
+	}
+	if p := s.get("/checkout/not-a-uuid"); p.status != 404 {
+		t.Fatalf("bad id %d", p.status)
+	}
+}
+
+// Concurrent renders in two languages never mix (functions are bound on a
+// clone of the template per request); run with -race.
+func TestConcurrentRendersKeepTheirLanguage(t *testing.T) {
+	s := newSite(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lang, want := "en", "Continue to payment"
+			if i%2 == 1 {
+				lang, want = "de", "Weiter zur Zahlung"
+			}
+			if p := s.get("/pay/" + s.link.ID + "?lang=" + lang); !strings.Contains(p.body, want) {
+				errs <- lang
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for l := range errs {
+		t.Errorf("a %s page rendered in another language", l)
+	}
+}
+
+// Every message key a template uses exists (New checks that every language
+// has every key of English).
+func TestTemplateKeysExist(t *testing.T) {
+	en, err := web.Messages("en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range web.TemplateSources() {
+		for _, m := range regexp.MustCompile(`\{\{t "([a-zA-Z0-9_.]+)"`).FindAllStringSubmatch(body, -1) {
+			if _, ok := en[m[1]]; !ok {
+				t.Errorf("%s uses unknown message %q", name, m[1])
+			}
+		}
+	}
+}
+
+// Every ISO 3166-1 country can be chosen, named in the page's language.
+func TestEveryCountryOffered(t *testing.T) {
+	s := newSite(t)
+	p := s.get("/pay/" + s.link.ID)
+	if n := strings.Count(p.body, "<option value=\""); n < 240 {
+		t.Fatalf("%d countries offered", n)
+	}
+	if !strings.Contains(p.body, `value="AR" >Argentina`) || !strings.Contains(s.get("/pay/"+s.link.ID+"?lang=de").body, `value="DE" >Deutschland`) {
+		t.Fatal("country names missing")
+	}
+	ok := s.post("/pay/"+s.link.ID, url.Values{"network": {"base_sepolia"}, "email": {"ana@example.com"}, "country": {"AR"},
+		"wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
+	if ok.status != http.StatusSeeOther {
+		t.Fatalf("a customer from Argentina: %d", ok.status)
+	}
+}

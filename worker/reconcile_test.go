@@ -1,0 +1,194 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/temporaldev"
+	"github.com/paygate/paygate/webhook"
+	"github.com/paygate/paygate/workflows"
+)
+
+type quietTemporal struct{}
+
+func (quietTemporal) Debug(string, ...any) {}
+func (quietTemporal) Info(string, ...any)  {}
+func (quietTemporal) Warn(string, ...any)  {}
+func (quietTemporal) Error(string, ...any) {}
+
+// flakyReceiver answers 500 to the first fail requests, then 204, and keeps
+// the webhook-id of every request.
+type flakyReceiver struct {
+	*httptest.Server
+	mu   sync.Mutex
+	fail int
+	ids  []string
+}
+
+func newFlakyReceiver(t *testing.T, fail int) *flakyReceiver {
+	r := &flakyReceiver{fail: fail}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		r.ids = append(r.ids, req.Header.Get(webhook.HeaderID))
+		n := len(r.ids)
+		r.mu.Unlock()
+		if n <= r.fail {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *flakyReceiver) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ids...)
+}
+
+// doneElsewhere stands for a delivery workflow that completed with a verdict
+// the read model never received.
+func doneElsewhere(_ workflow.Context, in workflows.WebhookDeliveryInput) (workflows.WebhookDeliveryResult, error) {
+	return workflows.WebhookDeliveryResult{DeliveryID: in.DeliveryID, State: workflows.WebhookDeliveryStateFailed, Attempts: 8}, nil
+}
+
+func waitStatus(t *testing.T, st *models.Store, id, want string) *models.WebhookDelivery {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := st.WebhookDelivery(context.Background(), id)
+		if err == nil && d.Status == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery %s: %+v (%v), want %s", id, d, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDeliveryReconciler runs the reconciler against a real Temporal dev
+// server and a webhook worker:
+//   - a pending delivery whose workflow was never started (the dispatch was
+//     lost) is started and delivered;
+//   - a delivery whose workflow was terminated while it waited for its next
+//     attempt (closed without an outcome) is resumed with an immediate
+//     attempt under the same webhook-id, numbered after the recorded one;
+//   - a pending delivery whose workflow completed with a verdict the row did
+//     not get is settled from the workflow's result;
+//   - a delivery whose workflow is running is left alone.
+func TestDeliveryReconciler(t *testing.T) {
+	ts := temporaldev.StartForTest(t)
+	c, err := client.Dial(client.Options{HostPort: ts.Address(), Namespace: ts.Namespace(), Logger: quietTemporal{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	st := storetest.Open(t, "sqlite")
+	ctx := context.Background()
+	queue := "webhooks-" + models.NewID()
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	w.RegisterWorkflow(workflows.WebhookDeliveryWorkflow)
+	w.RegisterWorkflowWithOptions(doneElsewhere, workflow.RegisterOptions{Name: "DoneElsewhere"})
+	w.RegisterActivity(&activities.WebhookActivities{Store: deliveryStore{st}, Sender: webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: true})})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	m := &models.Merchant{Email: "rec@example.com", PasswordHash: "x", BusinessName: "Shop"}
+	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	rcv := newFlakyReceiver(t, 1) // the first request fails, every later one is delivered
+	secret, _ := webhook.NewSecret()
+	ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: rcv.URL + "/hook",
+		Events: models.StringList{"checkout.completed"}, Secret: secret}
+	if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	emit := func() string {
+		ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+			Key: "checkout.completed:" + models.NewID(), Data: map[string]any{"livemode": false}})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("emit: %v %v", ids, err)
+		}
+		return ids[0]
+	}
+	rec := &DeliveryReconciler{Client: c, Queue: queue, Store: st, Grace: time.Nanosecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+	// Terminated while waiting: attempt 1 fails (500), the run waits a
+	// minute for attempt 2; meanwhile the reconciler leaves it alone.
+	waiting := emit()
+	if err := (Dispatcher{Client: c, Queue: queue}).Dispatch(ctx, []string{waiting}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for d, _ := st.WebhookDelivery(ctx, waiting); d.Attempts < 1; d, _ = st.WebhookDelivery(ctx, waiting) {
+		if time.Now().After(deadline) {
+			t.Fatal("attempt 1 not recorded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res, err := rec.ReconcileOnce(ctx); err != nil || res.Checked != 1 || res.Started != 0 || res.Settled != 0 {
+		t.Fatalf("a running delivery must be left alone: %+v %v", res, err)
+	}
+	if err := c.TerminateWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(waiting), "", "chaos"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Never dispatched.
+	lost := emit()
+
+	// Completed with a verdict the row never got.
+	settled := emit()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WebhookDeliveryWorkflowID(settled), TaskQueue: queue},
+		"DoneElsewhere", workflows.WebhookDeliveryInput{DeliveryID: settled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := rec.ReconcileOnce(ctx)
+	if err != nil || res.Checked != 3 || res.Started != 2 || res.Settled != 1 {
+		t.Fatalf("reconcile: %+v %v, want 3 checked, 2 started, 1 settled", res, err)
+	}
+	waitStatus(t, st, lost, models.DeliveryDelivered)
+	d := waitStatus(t, st, waiting, models.DeliveryDelivered)
+	if d.Attempts != 2 {
+		t.Errorf("resumed delivery: %d attempts, want 2 (numbering continues)", d.Attempts)
+	}
+	if d, _ := st.WebhookDelivery(ctx, settled); d.Status != models.DeliveryFailed {
+		t.Errorf("settled delivery: %s, want failed", d.Status)
+	}
+	byID := map[string]int{}
+	for _, id := range rcv.seen() {
+		byID[id]++
+	}
+	if byID[waiting] != 2 || byID[lost] != 1 || byID[settled] != 0 {
+		t.Errorf("receiver saw %v: want the resumed delivery twice (one webhook-id), the lost one once, the settled one never", byID)
+	}
+	// Nothing is pending any more: a further pass has nothing to do.
+	if res, err := rec.ReconcileOnce(ctx); err != nil || res.Checked != 0 {
+		t.Errorf("second pass: %+v %v", res, err)
+	}
+}

@@ -1,0 +1,302 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+)
+
+// Names of the refund workflow's handlers.
+const (
+	// RefundSubmitUpdate attaches the refund transfer's hash
+	// (POST /api/refunds/{id}/submit).
+	RefundSubmitUpdate = "submit"
+	// RefundStatusQuery answers the refund's state.
+	RefundStatusQuery = "status"
+)
+
+// Application error types of rejected refund updates, mapped by the API.
+const (
+	ErrTypeRefundExpired = "RefundExpired" // 409: the window passed, the refund failed
+	ErrTypeRefundNotOpen = "RefundNotOpen" // 409: a hash was submitted already, or the refund ended
+)
+
+// Failure reasons the refund workflow decides itself (the chain's are in
+// package chain: INVALID_TRANSFER, TX_REVERTED, TX_NOT_FOUND).
+const (
+	// ReasonRefundExpired: no transfer was submitted within the window.
+	ReasonRefundExpired = "REFUND_EXPIRED"
+)
+
+// RefundWorkflowID is the workflow id of a refund: refund:<refundId>.
+func RefundWorkflowID(refundID string) string { return "refund:" + refundID }
+
+// RefundInput starts (or continues) one refund's workflow.
+type RefundInput struct {
+	RefundID   string
+	MerchantID string
+	Network    string
+	// SourceWallet is the merchant wallet that received the payment: the
+	// refund must come from it.
+	SourceWallet string
+	// DestinationWallet receives the refund.
+	DestinationWallet string
+	// Units is the refund in USDC base units.
+	Units int64
+	// CreatedAt is the refund's creation: older transfers do not pay it.
+	CreatedAt time.Time
+	// ExpiresAt ends the window for submitting the transfer.
+	ExpiresAt time.Time
+	// PollInterval is the pause between chain checks (the network's).
+	PollInterval time.Duration
+	// NotFoundWindow is how long a submitted hash may stay unseen (from the
+	// submit, or its last sighting) before the refund fails TX_NOT_FOUND.
+	NotFoundWindow time.Duration
+	// Carry holds the state of a run that continued as new (or of a refund
+	// resumed from the read model); nil at first.
+	Carry *RefundCarry
+}
+
+// RefundCarry is the state a confirmation loop hands to its next run.
+type RefundCarry struct {
+	Status      string
+	TxHash      string
+	SubmittedAt time.Time
+	LastSeenAt  time.Time
+}
+
+// RefundState answers the status query.
+type RefundState struct {
+	RefundID  string
+	Status    string
+	TxHash    string
+	Reason    string
+	Message   string
+	ExpiresAt time.Time
+	// Verifying is true while a submit is being handled.
+	Verifying bool
+	// FullyRefunded: the transaction's succeeded refunds add up to all of it.
+	FullyRefunded bool
+	// LastCheck is the latest chain observation of the transfer.
+	LastCheck *chain.VerifyResult
+}
+
+// RefundSubmitRequest is the submit update's argument.
+type RefundSubmitRequest struct{ TxHash string }
+
+// RefundSubmitResult is the submit update's answer.
+type RefundSubmitResult struct {
+	RefundID string
+	Status   string
+	TxHash   string
+}
+
+// RefundResult is the workflow's outcome.
+type RefundResult struct {
+	Status        string
+	Reason        string
+	TxHash        string
+	FullyRefunded bool
+}
+
+var refundActivities *activities.RefundActivities
+
+type refund struct {
+	in        RefundInput
+	state     RefundState
+	verifying bool
+	ending    bool
+	submitted workflow.Channel
+	effects   workflow.Context
+	verify    workflow.Context
+	since     time.Time // submit or last sighting: the not-found window runs from it
+}
+
+// RefundWorkflow runs one refund: it waits for the merchant's transfer
+// (the submit update) until the window ends, then verifies it on chain
+// (canonical token, from the merchant wallet that received the payment, to
+// the destination, at least the amount, confirmations, reorg-safe) and only
+// then marks the refund succeeded and emits payment.refunded. A wrong
+// transfer, or none, fails the refund and frees its amount. Activities
+// write the read model before the workflow moves on.
+func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) {
+	if in.RefundID == "" || in.Units <= 0 || in.SourceWallet == "" || in.DestinationWallet == "" {
+		return RefundResult{}, temporal.NewNonRetryableApplicationError("refund id, wallets and a positive amount are required", ErrTypeBadUpdate, nil)
+	}
+	if in.PollInterval <= 0 {
+		in.PollInterval = 5 * time.Second
+	}
+	if in.NotFoundWindow <= 0 {
+		in.NotFoundWindow = time.Hour
+	}
+	r := &refund{in: in, submitted: workflow.NewBufferedChannel(ctx, 1)}
+	r.state = RefundState{RefundID: in.RefundID, Status: models.RefundPending, ExpiresAt: in.ExpiresAt}
+	if in.Carry != nil {
+		r.state.Status, r.state.TxHash = in.Carry.Status, in.Carry.TxHash
+		r.since = in.Carry.SubmittedAt
+		if in.Carry.LastSeenAt.After(r.since) {
+			r.since = in.Carry.LastSeenAt
+		}
+	}
+	r.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrTypeRefundTxClaimed, activities.ErrTypeInvalidInput, activities.ErrTypeRefundOutcomeMismatch}},
+	})
+	r.verify = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	if err := r.registerHandlers(ctx); err != nil {
+		return RefundResult{}, err
+	}
+	if r.state.Status == models.RefundPending {
+		if done, res, err := r.waitForTransfer(ctx); done || err != nil {
+			return res, err
+		}
+	}
+	return r.confirm(ctx)
+}
+
+func (r *refund) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, RefundStatusQuery, func() (RefundState, error) {
+		s := r.state
+		s.Verifying = r.verifying
+		return s, nil
+	}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, RefundSubmitUpdate, r.submit,
+		workflow.UpdateHandlerOptions{Validator: r.validateSubmit})
+}
+
+// validateSubmit refuses, before anything reaches the history, a submit
+// without a hash, one after the window, a second one, or one while another
+// is being handled.
+func (r *refund) validateSubmit(ctx workflow.Context, req RefundSubmitRequest) error {
+	switch {
+	case req.TxHash == "":
+		return temporal.NewApplicationError("txHash is required", ErrTypeBadUpdate)
+	case r.verifying:
+		return temporal.NewApplicationError("a transaction hash is being attached to this refund", ErrTypeSubmitInProgress)
+	case r.state.Status == models.RefundFailed && r.state.Reason == ReasonRefundExpired,
+		r.state.Status == models.RefundPending && !workflow.Now(ctx).Before(r.in.ExpiresAt):
+		return temporal.NewApplicationError("the refund window has passed; the refund failed and its amount is free for a new refund", ErrTypeRefundExpired)
+	case r.ending || r.state.Status != models.RefundPending:
+		if r.state.TxHash != "" {
+			return temporal.NewApplicationError("the refund already has a transaction hash", ErrTypeRefundNotOpen)
+		}
+		return temporal.NewApplicationError("refund is "+r.state.Status, ErrTypeRefundNotOpen)
+	}
+	return nil
+}
+
+// submit records the hash (unique per merchant and network), then the
+// confirmation loop takes over.
+func (r *refund) submit(ctx workflow.Context, req RefundSubmitRequest) (RefundSubmitResult, error) {
+	r.verifying = true
+	defer func() { r.verifying = false }()
+	sub := activities.RefundSubmission{RefundID: r.in.RefundID, TxHash: req.TxHash, At: workflow.Now(ctx)}
+	if err := workflow.ExecuteActivity(r.effects, refundActivities.SubmitRefundTx, sub).Get(ctx, nil); err != nil {
+		return RefundSubmitResult{}, err
+	}
+	r.state.Status, r.state.TxHash, r.since = models.RefundSubmitted, req.TxHash, sub.At
+	r.submitted.SendAsync(true)
+	return RefundSubmitResult{RefundID: r.in.RefundID, Status: models.RefundSubmitted, TxHash: req.TxHash}, nil
+}
+
+// finish ends the refund with an outcome; the store decides its effects
+// (and answers the first outcome if one was stored already).
+func (r *refund) finish(ctx workflow.Context, o activities.RefundOutcome) (RefundResult, error) {
+	r.ending = true
+	o.RefundID, o.At = r.in.RefundID, workflow.Now(ctx)
+	var stored activities.RefundFinish
+	if err := workflow.ExecuteActivity(r.effects, refundActivities.FinishRefund, o).Get(ctx, &stored); err != nil {
+		return RefundResult{}, err
+	}
+	r.state.Status, r.state.Reason, r.state.Message, r.state.FullyRefunded = stored.Status, stored.Reason, stored.Message, stored.FullyRefunded
+	// Updates still running would be cut off by the workflow's end.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return RefundResult{Status: stored.Status, Reason: stored.Reason, TxHash: r.state.TxHash, FullyRefunded: stored.FullyRefunded}, nil
+}
+
+// waitForTransfer waits for a submit or the end of the window. It reports
+// done when the refund failed for want of a transfer.
+func (r *refund) waitForTransfer(ctx workflow.Context) (bool, RefundResult, error) {
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	timer := workflow.NewTimer(timerCtx, r.in.ExpiresAt.Sub(workflow.Now(ctx)))
+	for {
+		expired := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { expired = true })
+		sel.AddReceive(r.submitted, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+		sel.Select(ctx)
+		// A submit in flight decides first: the window waits for it.
+		if err := workflow.Await(ctx, func() bool { return !r.verifying }); err != nil {
+			return true, RefundResult{}, err
+		}
+		if r.state.Status != models.RefundPending {
+			return false, RefundResult{}, nil
+		}
+		if expired {
+			res, err := r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, Reason: ReasonRefundExpired,
+				Message: fmt.Sprintf("no refund transfer was submitted within %s", r.in.ExpiresAt.Sub(r.in.CreatedAt).Round(time.Second))})
+			return true, res, err
+		}
+		// A refused submit (hash taken) leaves the refund pending.
+	}
+}
+
+// confirm watches the submitted transfer until the chain gives a verdict
+// or the hash stays unseen past the not-found window.
+func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
+	t := chain.RefundTransfer{Network: r.in.Network, TxHash: r.state.TxHash, From: r.in.SourceWallet, To: r.in.DestinationWallet,
+		Units: fmt.Sprint(r.in.Units)}
+	if !r.in.CreatedAt.IsZero() {
+		// Slack for the difference between block clocks and ours.
+		t.NotBefore = r.in.CreatedAt.Add(-blockClockSlack)
+	}
+	if r.since.IsZero() {
+		r.since = workflow.Now(ctx)
+	}
+	for checks := 0; ; checks++ {
+		if checks >= maxChecksPerRun {
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			next := r.in
+			next.Carry = &RefundCarry{Status: r.state.Status, TxHash: r.state.TxHash, SubmittedAt: r.since}
+			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
+		}
+		var res chain.VerifyResult
+		err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
+		if err != nil {
+			logVerifyFault(ctx, err, "refund")
+		} else {
+			r.state.LastCheck = &res
+			switch res.Verdict {
+			case chain.VerdictComplete:
+				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundSucceeded, TxHash: r.state.TxHash, Message: res.Message})
+			case chain.VerdictFailed:
+				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash,
+					Reason: res.Reason, Message: res.Message})
+			}
+			// Seen (again, after a reorg) restarts the not-found window.
+			if res.Seen {
+				r.since = workflow.Now(ctx)
+			} else if workflow.Now(ctx).Sub(r.since) >= r.in.NotFoundWindow {
+				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash, Reason: chain.ReasonTxNotFound,
+					Message: fmt.Sprintf("refund transaction not found on %s within %s", r.in.Network, r.in.NotFoundWindow)})
+			}
+		}
+		if err := workflow.Sleep(ctx, r.in.PollInterval); err != nil {
+			return RefundResult{}, err
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/temporaldev"
+)
+
+// refundHistoryFiles are the saved refund histories, recorded on a real dev
+// server by TestRefundRecordHistories.
+var refundHistoryFiles = []string{
+	"testdata/refund_succeeded.json",
+	"testdata/refund_expired.json",
+	"testdata/refund_wrong_sender.json",
+}
+
+// TestRefundReplay replays every saved refund history against the current
+// workflow code: a change that is not deterministic fails here.
+func TestRefundReplay(t *testing.T) {
+	replayHistories(t, refundHistoryFiles, RefundWorkflow)
+}
+
+// refundWaitFirst is RefundWorkflow with one change that breaks
+// determinism: it records a side effect before anything else. (A pause
+// would not do: a timer matches the window's timer, which is the first
+// command of a refund that expires.)
+func refundWaitFirst(ctx workflow.Context, in RefundInput) (RefundResult, error) {
+	var v int
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return 1 }).Get(&v); err != nil {
+		return RefundResult{}, err
+	}
+	return RefundWorkflow(ctx, in)
+}
+
+// TestRefundReplayDetectsNondeterminism proves the replay test has teeth.
+func TestRefundReplayDetectsNondeterminism(t *testing.T) {
+	replayMustDiverge(t, refundHistoryFiles, "RefundWorkflow", refundWaitFirst)
+}
+
+// TestRefundRecordHistories records the histories replayed above on a real
+// Temporal server, with the real activities over the in-memory fakes. It
+// runs only when REFUND_RECORD_TEMPORAL is set: to 1 for a throwaway dev
+// server (temporaldev.StartForTest), or to the host:port of a running one:
+//
+//	REFUND_RECORD_TEMPORAL=1 go test ./workflows/ -run TestRefundRecordHistories -v
+func TestRefundRecordHistories(t *testing.T) {
+	addr := os.Getenv("REFUND_RECORD_TEMPORAL")
+	if addr == "" {
+		t.Skip("set REFUND_RECORD_TEMPORAL=1 (or host:port of a dev server) to re-record the refund replay histories")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	namespace := "default"
+	if addr == "1" {
+		srv := temporaldev.StartForTest(t)
+		addr, namespace = srv.Address(), srv.Namespace()
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: webhookTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := temporaldev.RegisterSearchAttributes(ctx, c, namespace, temporaldev.PaygateSearchAttributes()); err != nil {
+		t.Fatal(err)
+	}
+	store := newRefundFakeStore()
+	fakeChain := newRefundFakeChain(time.Now)
+	queue := "refund-record-" + time.Now().UTC().Format("150405.000")
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(RefundWorkflow)
+	w.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: fakeChain, Dispatcher: &checkoutFakeDispatcher{}})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	updates := 0
+	start := func(id string, window time.Duration) client.WorkflowRun {
+		t.Helper()
+		store.create(t, id, 5_000_000)
+		now := time.Now()
+		in := RefundInput{RefundID: id, MerchantID: "mer_replay", Network: refundNetwork, SourceWallet: refundMerchant,
+			DestinationWallet: refundPayer, Units: 5_000_000, CreatedAt: now, ExpiresAt: now.Add(window),
+			PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour}
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: RefundWorkflowID(id) + "-" + queue, TaskQueue: queue,
+			TypedSearchAttributes: temporal.NewSearchAttributes(MerchantIDAttr.ValueSet(in.MerchantID), NetworkAttr.ValueSet(in.Network)),
+			Memo:                  map[string]any{"amountUnits": fmt.Sprint(in.Units), "network": in.Network}}, RefundWorkflow, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	submit := func(run client.WorkflowRun, hash string) error {
+		updates++
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: fmt.Sprintf("submit-%d", updates), WorkflowID: run.GetID(),
+			RunID: run.GetRunID(), UpdateName: RefundSubmitUpdate, Args: []any{RefundSubmitRequest{TxHash: hash}},
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err != nil {
+			return err
+		}
+		var res RefundSubmitResult
+		return h.Get(ctx, &res)
+	}
+	finish := func(run client.WorkflowRun, status, file string) {
+		t.Helper()
+		var res RefundResult
+		if err := run.Get(ctx, &res); err != nil || res.Status != status {
+			t.Fatalf("%s: result %+v %v, want %s", run.GetID(), res, err, status)
+		}
+		webhookSaveHistory(ctx, t, c, run.GetID(), run.GetRunID(), file)
+	}
+
+	// 1. Succeeded: a hash that backs another refund (the update fails),
+	// the right one, a refused second submit, an RPC error, then unseen,
+	// seen, confirmed.
+	store.claims[refundHash(90)] = "rf_other"
+	run := start("rf_replay_succeeded", time.Hour)
+	if err := submit(run, refundHash(90)); !checkoutIsType(err, activities.ErrTypeRefundTxClaimed) {
+		t.Fatalf("submit of a claimed hash: %v", err)
+	}
+	fakeChain.errs[refundHash(91)] = 1
+	fakeChain.put(refundHash(91), good(5_000_000), 0, 1, 2)
+	if err := submit(run, refundHash(91)); err != nil {
+		t.Fatal(err)
+	}
+	if err := submit(run, refundHash(92)); !checkoutIsType(err, ErrTypeRefundNotOpen) {
+		t.Fatalf("second submit: %v", err)
+	}
+	finish(run, models.RefundSucceeded, refundHistoryFiles[0])
+
+	// 2. Expired: nothing submitted within a 2 s window.
+	run = start("rf_replay_expired", 2*time.Second)
+	finish(run, models.RefundFailed, refundHistoryFiles[1])
+
+	// 3. A transfer from another wallet than the merchant's fails it.
+	run = start("rf_replay_wrong_sender", time.Hour)
+	fakeChain.put(refundHash(93), refundTransfer{from: refundStranger, to: refundPayer, units: 5_000_000}, 1, 2)
+	if err := submit(run, refundHash(93)); err != nil {
+		t.Fatal(err)
+	}
+	finish(run, models.RefundFailed, refundHistoryFiles[2])
+	store.check(t)
+	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
+		t.Fatalf("wrong sender stored %+v", r)
+	}
+}

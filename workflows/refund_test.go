@@ -1,0 +1,706 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+)
+
+// Fixed values of the refund tests: the merchant wallet that received the
+// payment refunds the payer.
+const (
+	refundNetwork  = "base_sepolia"
+	refundMerchant = "0x1111111111111111111111111111111111111111"
+	refundPayer    = "0x2222222222222222222222222222222222222222"
+	refundStranger = "0x3333333333333333333333333333333333333333"
+	refundTxnID    = "tx_0192f3a4-paid"
+	refundTxnUnits = 29_750_000 // the transaction: 29.75 USDC
+)
+
+// refundStart is the test clock's start in every refund test.
+var refundStart = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+
+func refundHash(n int) string { return fmt.Sprintf("0x%064x", 0xbeef0000+n) }
+
+// --- fakes ---
+
+// refundFakeRefund is a refund as the fake store keeps it.
+type refundFakeRefund struct {
+	units   int64
+	status  string
+	hash    string
+	reason  string
+	message string
+	full    bool
+}
+
+// refundFakeStore is an in-memory activities.RefundStore with one
+// transaction's ledger that keeps the store's promises: a hash backs one
+// refund, a refund moves pending → submitted → succeeded|failed once, a
+// success adds to the refunded amount once and emits payment.refunded once,
+// a failure gives the reserved amount back once. Anything else is a
+// violation (checked by every test). failAfter makes the next n calls of a
+// method fail after their write (a crash between commit and ack).
+type refundFakeStore struct {
+	mu         sync.Mutex
+	refunds    map[string]*refundFakeRefund
+	claims     map[string]string // hash -> refund id
+	reserved   int64
+	refunded   int64
+	events     []string
+	calls      map[string]int
+	failAfter  map[string]int
+	violations []string
+}
+
+const (
+	refundSubmitMethod = "SubmitRefundTx"
+	refundFinishMethod = "FinishRefund"
+)
+
+func newRefundFakeStore() *refundFakeStore {
+	return &refundFakeStore{refunds: map[string]*refundFakeRefund{}, claims: map[string]string{}, calls: map[string]int{}, failAfter: map[string]int{}}
+}
+
+// create reserves a refund of units on the transaction, as CreateRefund does.
+func (s *refundFakeStore) create(t *testing.T, id string, units int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reserved+units > refundTxnUnits {
+		t.Fatalf("refund %s of %d exceeds the remainder %d", id, units, refundTxnUnits-s.reserved)
+	}
+	s.reserved += units
+	s.refunds[id] = &refundFakeRefund{units: units, status: models.RefundPending}
+}
+
+func (s *refundFakeStore) violate(format string, args ...any) {
+	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+}
+
+func (s *refundFakeStore) leave(method string) error {
+	if s.failAfter[method] > 0 {
+		s.failAfter[method]--
+		return errCheckoutCrash
+	}
+	return nil
+}
+
+func (s *refundFakeStore) SubmitRefundTx(_ context.Context, id, hash string, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[refundSubmitMethod]++
+	r, ok := s.refunds[id]
+	if !ok {
+		return apperr.NotFound()
+	}
+	if owner, ok := s.claims[hash]; ok && owner != id {
+		return apperr.Conflict("this transaction hash already backs another refund")
+	}
+	switch {
+	case r.status == models.RefundPending:
+		r.status, r.hash = models.RefundSubmitted, hash
+		s.claims[hash] = id
+	case r.hash == hash:
+	default:
+		return apperr.Conflict("refund is " + r.status)
+	}
+	return s.leave(refundSubmitMethod)
+}
+
+func (s *refundFakeStore) FinishRefund(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[refundFinishMethod]++
+	r, ok := s.refunds[o.RefundID]
+	if !ok {
+		return activities.FinishedRefund{}, apperr.NotFound()
+	}
+	if r.status == models.RefundSucceeded || r.status == models.RefundFailed {
+		if r.status != o.Status {
+			s.violate("refund %s finished %s, then asked %s", o.RefundID, r.status, o.Status)
+		}
+		return s.finished(o.RefundID, r), s.leave(refundFinishMethod)
+	}
+	switch o.Status {
+	case models.RefundSucceeded:
+		if r.status != models.RefundSubmitted || o.TxHash != r.hash {
+			return activities.FinishedRefund{}, fmt.Errorf("%w: %s", activities.ErrRefundOutcomeMismatch, o.TxHash)
+		}
+		s.refunded += r.units
+		r.full = s.refunded >= refundTxnUnits
+		s.events = append(s.events, o.RefundID+" payment.refunded")
+	case models.RefundFailed:
+		s.reserved -= r.units
+	default:
+		s.violate("outcome %q", o.Status)
+	}
+	r.status, r.reason, r.message = o.Status, o.Reason, o.Message
+	return s.finished(o.RefundID, r), s.leave(refundFinishMethod)
+}
+
+func (s *refundFakeStore) finished(id string, r *refundFakeRefund) activities.FinishedRefund {
+	f := activities.FinishedRefund{Status: r.status, Reason: r.reason, Message: r.message, FullyRefunded: r.full}
+	if r.status == models.RefundSucceeded {
+		f.Deliveries = []string{"dlv:" + id}
+	}
+	return f
+}
+
+func (s *refundFakeStore) refund(id string) refundFakeRefund {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return *s.refunds[id]
+}
+
+func (s *refundFakeStore) ledger() (reserved, refunded int64, events []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reserved, s.refunded, append([]string(nil), s.events...)
+}
+
+func (s *refundFakeStore) check(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.violations {
+		t.Errorf("store: %s", v)
+	}
+	if s.reserved < s.refunded || s.reserved > refundTxnUnits {
+		t.Errorf("ledger: reserved %d, refunded %d of %d", s.reserved, s.refunded, refundTxnUnits)
+	}
+}
+
+// refundTransfer is a transfer on the fake chain.
+type refundTransfer struct {
+	from, to string
+	units    int64
+	reverted bool
+	minedAt  time.Time
+}
+
+// refundFakeChain is a chain.Verifier that judges transfers as the EVM
+// verifier does (canonical token only: what reached the request's
+// MerchantAddress, from whom, with confirmations counted; 2 required),
+// scripted per hash by the confirmations each call sees (0: not seen, as
+// before mining or after a reorg; the last entry repeats). The refund's own
+// binding (sender, age) is left to chain.VerifyRefund, as in production.
+type refundFakeChain struct {
+	mu        sync.Mutex
+	now       func() time.Time
+	transfers map[string]refundTransfer
+	confs     map[string][]int
+	errs      map[string]int // RPC errors before the first answer
+	reqs      []chain.VerifyRequest
+	at        []time.Time
+}
+
+func newRefundFakeChain(now func() time.Time) *refundFakeChain {
+	return &refundFakeChain{now: now, transfers: map[string]refundTransfer{}, confs: map[string][]int{}, errs: map[string]int{}}
+}
+
+func (c *refundFakeChain) put(hash string, tr refundTransfer, confs ...int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tr.minedAt.IsZero() {
+		tr.minedAt = c.now()
+	}
+	c.transfers[hash], c.confs[hash] = tr, confs
+}
+
+func (c *refundFakeChain) Verify(_ context.Context, req chain.VerifyRequest) (chain.VerifyResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reqs, c.at = append(c.reqs, req), append(c.at, c.now())
+	if c.errs[req.TxHash] > 0 {
+		c.errs[req.TxHash]--
+		return chain.VerifyResult{}, errors.New("dial tcp 127.0.0.1:8545: connection refused")
+	}
+	res := chain.VerifyResult{Verdict: chain.VerdictPending, Required: 2}
+	tr, ok := c.transfers[req.TxHash]
+	script := c.confs[req.TxHash]
+	if !ok || len(script) == 0 {
+		return res, nil
+	}
+	conf := script[0]
+	if len(script) > 1 {
+		c.confs[req.TxHash] = script[1:]
+	}
+	if conf == 0 {
+		return res, nil
+	}
+	received := int64(0)
+	if strings.EqualFold(tr.to, req.MerchantAddress) && !tr.reverted {
+		received = tr.units
+	}
+	res.Seen, res.Confirmations, res.BlockNumber, res.ReceivedUnits, res.Payer = true, uint64(conf), 100, fmt.Sprint(received), tr.from
+	if conf < 2 {
+		return res, nil
+	}
+	if !req.NotBefore.IsZero() {
+		res.BlockTime = tr.minedAt
+	}
+	var expected int64
+	_, _ = fmt.Sscan(req.ExpectedUnits, &expected)
+	switch {
+	case tr.reverted:
+		res.Verdict, res.Reason = chain.VerdictFailed, chain.ReasonTxReverted
+	case received == 0 || received < expected:
+		res.Verdict, res.Reason = chain.VerdictFailed, chain.ReasonInvalidTransfer
+	default:
+		res.Verdict = chain.VerdictComplete
+	}
+	return res, nil
+}
+
+func (c *refundFakeChain) requests() ([]chain.VerifyRequest, []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]chain.VerifyRequest(nil), c.reqs...), append([]time.Time(nil), c.at...)
+}
+
+// --- harness ---
+
+type refundHarness struct {
+	t          *testing.T
+	env        *testsuite.TestWorkflowEnvironment
+	store      *refundFakeStore
+	chain      *refundFakeChain
+	dispatcher *checkoutFakeDispatcher
+	in         RefundInput
+	updates    int
+}
+
+// newRefundHarness sets up a refund of units created at refundStart with
+// a 24 h window, polled every 5 s, with a 1 h not-found window; store is
+// shared when given (refunds of one transaction).
+func newRefundHarness(t *testing.T, store *refundFakeStore, id string, units int64) *refundHarness {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartTime(refundStart)
+	if store == nil {
+		store = newRefundFakeStore()
+	}
+	store.create(t, id, units)
+	h := &refundHarness{t: t, env: env, store: store, chain: newRefundFakeChain(env.Now), dispatcher: &checkoutFakeDispatcher{},
+		in: RefundInput{RefundID: id, MerchantID: "mer_1", Network: refundNetwork, SourceWallet: refundMerchant,
+			DestinationWallet: refundPayer, Units: units, CreatedAt: refundStart, ExpiresAt: refundStart.Add(24 * time.Hour),
+			PollInterval: 5 * time.Second, NotFoundWindow: time.Hour}}
+	env.RegisterWorkflow(RefundWorkflow)
+	env.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: h.chain, Dispatcher: h.dispatcher})
+	return h
+}
+
+// submit sends the submit update after d on the test clock.
+func (h *refundHarness) submit(d time.Duration, hash string) *checkoutUpdate {
+	h.updates++
+	u := &checkoutUpdate{name: fmt.Sprintf("submit-%d", h.updates)}
+	h.env.RegisterDelayedCallback(func() {
+		u.sentAt = h.env.Now()
+		h.env.UpdateWorkflow(RefundSubmitUpdate, u.name, &testsuite.TestUpdateCallback{
+			OnAccept: func() { u.accepted = true },
+			OnReject: func(err error) { u.rejected, u.done, u.doneAt = err, true, h.env.Now() },
+			OnComplete: func(v any, err error) {
+				u.value, u.err, u.done, u.doneAt = v, err, true, h.env.Now()
+			},
+		}, RefundSubmitRequest{TxHash: hash})
+	}, d)
+	return u
+}
+
+// pay puts the merchant's transfer of units to the payer on the fake chain
+// when the test clock reaches d, and submits it then.
+func (h *refundHarness) pay(d time.Duration, hash string, tr refundTransfer, confs ...int) *checkoutUpdate {
+	h.env.RegisterDelayedCallback(func() { h.chain.put(hash, tr, confs...) }, d)
+	return h.submit(d, hash)
+}
+
+// query asks for the status after d.
+func (h *refundHarness) query(d time.Duration) *RefundState {
+	st := &RefundState{}
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(RefundStatusQuery)
+		if err == nil {
+			err = v.Get(st)
+		}
+		if err != nil {
+			h.t.Errorf("status query at +%v: %v", d, err)
+		}
+	}, d)
+	return st
+}
+
+// result runs the workflow to its end and returns its result.
+func (h *refundHarness) result() RefundResult {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		h.t.Fatalf("workflow error: %v", err)
+	}
+	h.store.check(h.t)
+	var res RefundResult
+	if err := h.env.GetWorkflowResult(&res); err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+func (h *refundHarness) elapsed() time.Duration { return h.env.Now().Sub(refundStart) }
+
+// good is the merchant's transfer of units to the payer.
+func good(units int64) refundTransfer {
+	return refundTransfer{from: refundMerchant, to: refundPayer, units: units}
+}
+
+// --- tests ---
+
+// TestRefundFull: the whole transaction refunded; the transfer is seen,
+// confirmed, and only then the refund succeeds, fullyRefunded, with one
+// event and one dispatch. The chain is asked about the refund as a payment
+// to the payer from the merchant's wallet, no older than the refund.
+func TestRefundFull(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_full", refundTxnUnits)
+	u := h.pay(2*time.Minute, refundHash(1), good(refundTxnUnits), 0, 1, 2)
+	mid := h.query(2*time.Minute + 7*time.Second)
+	res := h.result()
+	if res.Status != models.RefundSucceeded || !res.FullyRefunded || res.TxHash != refundHash(1) || res.Reason != "" {
+		t.Fatalf("result %+v", res)
+	}
+	if !u.accepted || u.err != nil {
+		t.Fatalf("submit %s", u)
+	}
+	if v, ok := u.value.(RefundSubmitResult); ok && v.Status != models.RefundSubmitted {
+		t.Fatalf("submit answered %+v", v)
+	}
+	if mid.Status != models.RefundSubmitted || mid.LastCheck == nil || mid.LastCheck.Confirmations != 1 {
+		t.Fatalf("status while confirming %+v", mid)
+	}
+	reqs, at := h.chain.requests()
+	if len(reqs) != 3 || !at[2].Equal(refundStart.Add(2*time.Minute+10*time.Second)) {
+		t.Fatalf("%d checks, last at %v", len(reqs), at)
+	}
+	want := chain.VerifyRequest{Network: refundNetwork, TxHash: refundHash(1), MerchantAddress: refundPayer, ExpectedUnits: fmt.Sprint(refundTxnUnits),
+		PayerAddress: refundMerchant, NotBefore: refundStart.Add(-blockClockSlack)}
+	if reqs[0] != want {
+		t.Fatalf("verify request %+v, want %+v", reqs[0], want)
+	}
+	reserved, refunded, events := h.store.ledger()
+	if reserved != refundTxnUnits || refunded != refundTxnUnits || fmt.Sprint(events) != "[rf_full payment.refunded]" {
+		t.Fatalf("ledger %d/%d, events %v", reserved, refunded, events)
+	}
+	if ids := h.dispatcher.ids(); fmt.Sprint(ids) != "[dlv:rf_full]" || h.dispatcher.started["dlv:rf_full"] != 1 {
+		t.Fatalf("dispatched %v", h.dispatcher.started)
+	}
+}
+
+// TestRefundPartial: half the transaction; fullyRefunded stays false.
+func TestRefundPartial(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_half", refundTxnUnits/2)
+	h.pay(time.Hour, refundHash(1), good(refundTxnUnits/2), 2)
+	res := h.result()
+	if res.Status != models.RefundSucceeded || res.FullyRefunded {
+		t.Fatalf("result %+v", res)
+	}
+	if _, refunded, _ := h.store.ledger(); refunded != refundTxnUnits/2 {
+		t.Fatalf("refunded %d", refunded)
+	}
+}
+
+// TestRefundSeveralPartialsUpToTotal: three refunds of one transaction
+// (10 + 10 + the remaining 9.75): fullyRefunded only on the last event.
+func TestRefundSeveralPartialsUpToTotal(t *testing.T) {
+	store := newRefundFakeStore()
+	parts := []int64{10_000_000, 10_000_000, refundTxnUnits - 20_000_000}
+	var fulls []bool
+	for i, units := range parts {
+		id := fmt.Sprintf("rf_part%d", i+1)
+		h := newRefundHarness(t, store, id, units)
+		h.pay(time.Duration(i+1)*time.Minute, refundHash(10+i), good(units), 1, 2)
+		res := h.result()
+		if res.Status != models.RefundSucceeded {
+			t.Fatalf("%s: %+v", id, res)
+		}
+		fulls = append(fulls, res.FullyRefunded)
+	}
+	reserved, refunded, events := store.ledger()
+	if fmt.Sprint(fulls) != "[false false true]" || refunded != refundTxnUnits || reserved != refundTxnUnits || len(events) != 3 {
+		t.Fatalf("fullyRefunded %v, ledger %d/%d, events %v", fulls, reserved, refunded, events)
+	}
+}
+
+// TestRefundWrongTransfers: a transfer that does not pay the refund fails
+// it once confirmed (never before), frees its amount and emits nothing.
+func TestRefundWrongTransfers(t *testing.T) {
+	cases := []struct {
+		name    string
+		tr      refundTransfer
+		reason  string
+		message string
+	}{
+		{"wrong sender", refundTransfer{from: refundStranger, to: refundPayer, units: 5_000_000}, chain.ReasonInvalidTransfer, "not from the merchant wallet"},
+		{"wrong destination", refundTransfer{from: refundMerchant, to: refundStranger, units: 5_000_000}, chain.ReasonInvalidTransfer, "no USDC reached"},
+		{"short amount", refundTransfer{from: refundMerchant, to: refundPayer, units: 4_999_999}, chain.ReasonInvalidTransfer, "received 4999999 USDC units, the refund is 5000000"},
+		{"reverted", refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}, chain.ReasonTxReverted, "reverted"},
+		{"mined before the refund", refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, minedAt: refundStart.Add(-time.Hour)},
+			chain.ReasonInvalidTransfer, "before the refund was created"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newRefundHarness(t, nil, "rf_wrong", 5_000_000)
+			h.pay(10*time.Minute, refundHash(2), c.tr, 1, 1, 2)
+			res := h.result()
+			if res.Status != models.RefundFailed || res.Reason != c.reason || res.FullyRefunded {
+				t.Fatalf("result %+v", res)
+			}
+			st := RefundState{}
+			v, err := h.env.QueryWorkflow(RefundStatusQuery)
+			if err == nil {
+				err = v.Get(&st)
+			}
+			if err != nil || !strings.Contains(st.Message, c.message) {
+				t.Fatalf("message %q (%v), want it to say %q", st.Message, err, c.message)
+			}
+			if got := h.elapsed(); got != 10*time.Minute+10*time.Second {
+				t.Fatalf("failed at +%v, want once confirmed (+10m10s)", got)
+			}
+			reserved, refunded, events := h.store.ledger()
+			if reserved != 0 || refunded != 0 || len(events) != 0 || len(h.dispatcher.ids()) != 0 {
+				t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+			}
+		})
+	}
+}
+
+// TestRefundReorg: the transfer is seen, its block is dropped by a reorg
+// (pending, not seen again: the refund stays submitted), then it is mined
+// again and confirmed: the refund succeeds. A transfer that never comes
+// back fails TX_NOT_FOUND one window after its last sighting, not after
+// the submit.
+func TestRefundReorg(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_reorg", 5_000_000)
+	h.pay(time.Minute, refundHash(3), good(5_000_000), 1, 0, 0, 0, 1, 2)
+	during := h.query(time.Minute + 12*time.Second)
+	res := h.result()
+	if res.Status != models.RefundSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	if during.Status != models.RefundSubmitted || during.LastCheck == nil || during.LastCheck.Seen {
+		t.Fatalf("after the reorg %+v", during)
+	}
+	if got := h.elapsed(); got != time.Minute+25*time.Second {
+		t.Fatalf("succeeded at +%v", got)
+	}
+
+	lost := newRefundHarness(t, nil, "rf_lost", 5_000_000)
+	lost.in.PollInterval = 30 * time.Second // an hour of checks in one run
+	// Seen at the first two checks (+2m, +2m30s), then gone for good.
+	lost.pay(2*time.Minute, refundHash(4), good(5_000_000), 1, 1, 0)
+	res = lost.result()
+	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
+		t.Fatalf("lost transfer: %+v", res)
+	}
+	if got, want := lost.elapsed(), 2*time.Minute+30*time.Second+time.Hour; got != want {
+		t.Fatalf("failed at +%v, want +%v (a window after the last sighting)", got, want)
+	}
+	if reserved, _, _ := lost.store.ledger(); reserved != 0 {
+		t.Fatalf("reserved %d after the failure", reserved)
+	}
+}
+
+// TestRefundNeverPaid: no transfer within the window: the refund fails
+// REFUND_EXPIRED exactly at its end, frees its amount, and the chain is
+// never asked.
+func TestRefundNeverPaid(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_unpaid", 5_000_000)
+	res := h.result()
+	if res.Status != models.RefundFailed || res.Reason != ReasonRefundExpired {
+		t.Fatalf("result %+v", res)
+	}
+	if h.elapsed() != 24*time.Hour {
+		t.Fatalf("failed at +%v", h.elapsed())
+	}
+	if reqs, _ := h.chain.requests(); len(reqs) != 0 {
+		t.Fatalf("%d chain checks", len(reqs))
+	}
+	if reserved, refunded, events := h.store.ledger(); reserved != 0 || refunded != 0 || len(events) != 0 {
+		t.Fatalf("ledger %d/%d %v", reserved, refunded, events)
+	}
+}
+
+// TestRefundSubmittedJustBeforeTheWindow: a transfer submitted a second
+// before the window ends is verified to the end (the window stops only
+// refunds without a transfer).
+func TestRefundSubmittedJustBeforeTheWindow(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_late", 5_000_000)
+	h.pay(24*time.Hour-time.Second, refundHash(5), good(5_000_000), 0, 0, 1, 2)
+	if res := h.result(); res.Status != models.RefundSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	if h.elapsed() <= 24*time.Hour {
+		t.Fatalf("succeeded at +%v", h.elapsed())
+	}
+}
+
+// TestRefundSubmitRefusals: an empty hash is refused by the validator
+// (nothing reaches the history); a hash that backs another refund fails
+// the update and leaves the refund pending; the right one is accepted; a
+// second submit is refused.
+func TestRefundSubmitRefusals(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_refusals", 5_000_000)
+	h.store.claims[refundHash(9)] = "rf_other"
+	empty := h.submit(time.Minute, "")
+	taken := h.submit(2*time.Minute, refundHash(9))
+	ok := h.pay(3*time.Minute, refundHash(6), good(5_000_000), 1, 1, 2)
+	again := h.submit(3*time.Minute+2*time.Second, refundHash(7))
+	res := h.result()
+	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(6) {
+		t.Fatalf("result %+v", res)
+	}
+	if empty.rejected == nil || empty.errType() != ErrTypeBadUpdate {
+		t.Fatalf("empty hash: %s", empty)
+	}
+	if !taken.accepted || taken.errType() != activities.ErrTypeRefundTxClaimed {
+		t.Fatalf("taken hash: %s", taken)
+	}
+	if !ok.accepted || ok.err != nil {
+		t.Fatalf("good hash: %s", ok)
+	}
+	if again.rejected == nil || again.errType() != ErrTypeRefundNotOpen {
+		t.Fatalf("second submit: %s", again)
+	}
+	if n := h.store.calls[refundSubmitMethod]; n != 2 {
+		t.Fatalf("%d submit activities, want 2 (the validator refused the others)", n)
+	}
+}
+
+// TestRefundEffectsOnceUnderCrashes: the submit and the outcome activities
+// fail after their writes committed (a crash before the ack): retried, the
+// refund is still submitted once, counted once, and emits one event.
+func TestRefundEffectsOnceUnderCrashes(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_crash", refundTxnUnits)
+	h.store.failAfter[refundSubmitMethod] = 1
+	h.store.failAfter[refundFinishMethod] = 2
+	h.chain.errs[refundHash(8)] = 3 // RPC faults are no verdict
+	h.pay(time.Minute, refundHash(8), good(refundTxnUnits), 2)
+	res := h.result()
+	if res.Status != models.RefundSucceeded || !res.FullyRefunded {
+		t.Fatalf("result %+v", res)
+	}
+	reserved, refunded, events := h.store.ledger()
+	if refunded != refundTxnUnits || reserved != refundTxnUnits || len(events) != 1 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+	if h.store.calls[refundFinishMethod] != 3 || h.store.calls[refundSubmitMethod] != 2 {
+		t.Fatalf("calls %v", h.store.calls)
+	}
+	if h.dispatcher.started["dlv:rf_crash"] != 1 {
+		t.Fatalf("dispatched %v", h.dispatcher.started)
+	}
+}
+
+// TestRefundTxNotFound: a hash that never appears fails TX_NOT_FOUND one
+// window after the submit.
+func TestRefundTxNotFound(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_nothing", 5_000_000)
+	h.in.PollInterval = 30 * time.Second // an hour of checks in one run
+	h.submit(30*time.Minute, refundHash(11))
+	res := h.result()
+	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
+		t.Fatalf("result %+v", res)
+	}
+	if got := h.elapsed(); got != 90*time.Minute {
+		t.Fatalf("failed at +%v", got)
+	}
+}
+
+// TestRefundResumed: a refund resumed with a submitted transfer (continue
+// as new, or the read model) goes straight to verification.
+func TestRefundResumed(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_resumed", 5_000_000)
+	h.store.refunds["rf_resumed"].status, h.store.refunds["rf_resumed"].hash = models.RefundSubmitted, refundHash(12)
+	h.in.Carry = &RefundCarry{Status: models.RefundSubmitted, TxHash: refundHash(12), SubmittedAt: refundStart}
+	h.chain.put(refundHash(12), good(5_000_000), 2)
+	if res := h.result(); res.Status != models.RefundSucceeded || res.TxHash != refundHash(12) {
+		t.Fatalf("result %+v", res)
+	}
+	if h.store.calls[refundSubmitMethod] != 0 {
+		t.Fatal("a resumed refund submitted again")
+	}
+}
+
+// TestRefundContinuesAsNew: a long confirmation loop continues as new
+// before its history grows past a few thousand events, carrying the
+// submitted transfer and the start of its not-found window; the next run
+// verifies it to the end.
+func TestRefundContinuesAsNew(t *testing.T) {
+	store := newRefundFakeStore()
+	h := newRefundHarness(t, store, "rf_long", 5_000_000)
+	h.in.PollInterval, h.in.NotFoundWindow = time.Second, 24*time.Hour
+	h.submit(time.Minute, refundHash(13)) // never seen in this run
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next RefundInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	want := RefundCarry{Status: models.RefundSubmitted, TxHash: refundHash(13), SubmittedAt: refundStart.Add(time.Minute)}
+	if next.Carry == nil || *next.Carry != want || next.RefundID != "rf_long" || next.Units != 5_000_000 {
+		t.Fatalf("next run's input %+v carry %+v", next, next.Carry)
+	}
+	if reqs, _ := h.chain.requests(); len(reqs) != maxChecksPerRun {
+		t.Fatalf("%d checks in the run", len(reqs))
+	}
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartTime(h.env.Now())
+	c := newRefundFakeChain(env.Now)
+	c.put(refundHash(13), good(5_000_000), 2)
+	env.RegisterWorkflow(RefundWorkflow)
+	env.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: c, Dispatcher: &checkoutFakeDispatcher{}})
+	env.ExecuteWorkflow(RefundWorkflow, next)
+	var res RefundResult
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.RefundSucceeded {
+		t.Fatalf("next run: %+v %v", res, err)
+	}
+	store.check(t)
+	if n := store.calls[refundSubmitMethod]; n != 1 {
+		t.Fatalf("%d submits", n)
+	}
+}
+
+// TestRefundBadInput: a refund without wallets or amount never starts.
+func TestRefundBadInput(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_bad", 1)
+	h.in.SourceWallet = ""
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	var appErr *temporal.ApplicationError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != ErrTypeBadUpdate {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -1,0 +1,672 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/billing"
+	"github.com/paygate/paygate/models"
+)
+
+// Names of the subscription workflow's handlers.
+const (
+	// SubscriptionActionUpdate runs a PATCH /api/subscriptions action and
+	// answers the subscription as the workflow left it.
+	SubscriptionActionUpdate = "action"
+	// SubscriptionSessionSignal carries an activities.SessionNotice: one of
+	// the subscription's invoice sessions ended (sent by the checkout side).
+	SubscriptionSessionSignal = "session_finished"
+	// SubscriptionStatusQuery answers the workflow's state.
+	SubscriptionStatusQuery = "status"
+)
+
+// Actions of PATCH /api/subscriptions.
+const (
+	// ActionCancel cancels at the end of the current period (SPEC.md's
+	// sample: the status stays, cancelAtPeriodEnd becomes true). While a
+	// renewal is due the period has already ended, so it cancels at once.
+	ActionCancel = "cancel"
+	// ActionCancelNow cancels at once.
+	ActionCancelNow = "cancel_now"
+	// ActionPause stops the billing clock (trialing or active only).
+	ActionPause = "pause"
+	// ActionResume starts it again; the period end moves by the paused time.
+	ActionResume = "resume"
+)
+
+// SubscriptionActions lists the actions in the order the API names them.
+var SubscriptionActions = []string{ActionCancel, ActionCancelNow, ActionPause, ActionResume}
+
+// ErrTypeActionNotAllowed: the action does not apply to the subscription as
+// it is (400). activities.ErrTypePaymentInFlight is the other refusal (409).
+const ErrTypeActionNotAllowed = "ActionNotAllowed"
+
+// Why a subscription ended (Subscription.CancelReason, subscription.canceled).
+const (
+	CancelReasonRequested = "requested"
+	CancelReasonPeriodEnd = "cancel_at_period_end"
+	CancelReasonUnpaid    = "unpaid"
+)
+
+// Search attributes of subscriptions (with MerchantIDAttr and NetworkAttr),
+// registered with the checkout ones (temporaldev.PaygateSearchAttributes).
+var (
+	SubscriptionStatusAttr = temporal.NewSearchAttributeKeyKeyword("SubscriptionStatus")
+	CustomerIDAttr         = temporal.NewSearchAttributeKeyKeyword("CustomerId")
+)
+
+// SubscriptionWorkflowID is the workflow id of a subscription: subscription:<id>.
+func SubscriptionWorkflowID(id string) string { return "subscription:" + id }
+
+// SubscriptionPolicy is the dunning schedule and the billing clock's knobs.
+type SubscriptionPolicy struct {
+	// GracePeriod: an invoice unpaid this long after it is issued makes the
+	// subscription past_due.
+	GracePeriod time.Duration
+	// Reminders are the offsets from past_due at which a reminder goes out
+	// (subscription.renewal_due again, with a fresh session if needed).
+	Reminders []time.Duration
+	// DunningPeriod: still unpaid this long after past_due, it is canceled.
+	DunningPeriod time.Duration
+	// InFlightRecheck is how often a deadline that finds a payment being
+	// confirmed looks again (the signal normally comes first).
+	InFlightRecheck time.Duration
+	// FixedPeriod, when set (tests, demos), makes every period last this
+	// long instead of its calendar interval.
+	FixedPeriod time.Duration
+}
+
+// DefaultSubscriptionPolicy: 3 days of grace, reminders 1, 3 and 5 days
+// into past_due, canceled 7 days after past_due.
+func DefaultSubscriptionPolicy() SubscriptionPolicy {
+	return SubscriptionPolicy{GracePeriod: 72 * time.Hour, Reminders: []time.Duration{24 * time.Hour, 72 * time.Hour, 120 * time.Hour},
+		DunningPeriod: 168 * time.Hour, InFlightRecheck: time.Minute}
+}
+
+// Validate checks the policy: positive durations, reminders ascending and
+// inside the dunning period.
+func (p SubscriptionPolicy) Validate() error {
+	if p.GracePeriod <= 0 || p.DunningPeriod <= 0 {
+		return errors.New("grace and dunning periods must be positive")
+	}
+	prev := time.Duration(0)
+	for _, r := range p.Reminders {
+		if r <= prev || r >= p.DunningPeriod {
+			return fmt.Errorf("reminder offsets must ascend and stay below the dunning period (%s)", p.DunningPeriod)
+		}
+		prev = r
+	}
+	if p.FixedPeriod < 0 || p.InFlightRecheck < 0 {
+		return errors.New("durations must not be negative")
+	}
+	return nil
+}
+
+// Invoice is the payment due for one period, and the checkout sessions
+// opened for it.
+type Invoice struct {
+	// Number counts the subscription's invoices from 1.
+	Number      int
+	PeriodStart time.Time
+	PeriodEnd   time.Time
+	IssuedAt    time.Time
+	// PastDueAt is when the grace period ran out (zero before).
+	PastDueAt time.Time
+	// Reminders counts the reminders sent during past_due.
+	Reminders int
+	// SessionID is the current session; Sessions lists every one opened
+	// for this invoice (any of them paying settles it).
+	SessionID        string
+	SessionExpiresAt time.Time
+	CheckoutURL      string
+	Sessions         []string
+}
+
+// SubscriptionState is the whole state of a subscription's workflow: the
+// input of every run, carried whole by continue-as-new.
+type SubscriptionState struct {
+	SubscriptionID  string
+	MerchantID      string
+	Mode            string
+	CustomerID      string
+	Network         string
+	BillingInterval string
+	IntervalCount   int
+	Policy          SubscriptionPolicy
+
+	Status             string
+	CurrentPeriodStart time.Time
+	CurrentPeriodEnd   time.Time
+	// TrialEnd is the end of the free trial (zero: none).
+	TrialEnd time.Time
+	// Anchor and NextPeriod place the next invoice: it pays
+	// [PeriodEnd(Anchor, NextPeriod), PeriodEnd(Anchor, NextPeriod+1)) and is
+	// issued at its start. A resume re-anchors on the moved period end.
+	Anchor            time.Time
+	NextPeriod        int
+	CancelAtPeriodEnd bool
+	PausedAt          time.Time
+	PausedFrom        string
+	CanceledAt        time.Time
+	CancelReason      string
+	// Invoice is the open invoice (renewal_pending, past_due), else nil.
+	Invoice *Invoice
+	// Invoices counts invoices issued; PaidPeriods those paid.
+	Invoices    int
+	PaidPeriods int
+	// LatestSessionID is the session of the latest invoice.
+	LatestSessionID string
+	// HoldUntil defers a deadline while a payment is being confirmed.
+	HoldUntil time.Time
+	// Seq numbers the changes written to the read model.
+	Seq int64
+	// Created: subscription.created has been emitted.
+	Created bool
+	// Runs counts this workflow's runs (1 on the first).
+	Runs int
+	// Notices are session outcomes received but not yet taken, handed to
+	// the next run by continue-as-new.
+	Notices []activities.SessionNotice
+}
+
+// ActionRequest is the action update's argument.
+type ActionRequest struct{ Action string }
+
+// SubscriptionResult is the workflow's outcome (it ends only canceled).
+type SubscriptionResult struct {
+	Status       string
+	CancelReason string
+	PaidPeriods  int
+}
+
+var subscriptionActivities *activities.SubscriptionActivities
+
+type subscriptionRun struct {
+	st      SubscriptionState
+	mu      workflow.Mutex
+	effects workflow.Context
+	// version changes whenever an action changed the state: the main loop
+	// then recomputes its deadline.
+	version int
+	notices workflow.ReceiveChannel
+	// indexed is the SubscriptionStatus the Web UI has (set at the start,
+	// kept by continue-as-new), so only changes are upserted.
+	indexed string
+}
+
+// SubscriptionWorkflow runs one subscription for one billing period and
+// continues as new for the next: trial, invoices paid through ordinary
+// checkout sessions, renewal, dunning (past_due, reminders, cancellation),
+// and the PATCH actions as updates. Activities write the read model and its
+// events before the workflow moves on.
+func SubscriptionWorkflow(ctx workflow.Context, st SubscriptionState) (SubscriptionResult, error) {
+	if st.SubscriptionID == "" || !billing.Interval(st.BillingInterval).Valid() || st.Anchor.IsZero() {
+		return SubscriptionResult{}, temporal.NewNonRetryableApplicationError("subscription id, interval and anchor are required", ErrTypeBadUpdate, nil)
+	}
+	if st.IntervalCount < 1 {
+		st.IntervalCount = 1
+	}
+	if st.Policy.InFlightRecheck <= 0 {
+		st.Policy.InFlightRecheck = time.Minute
+	}
+	st.Runs++
+	s := &subscriptionRun{st: st, mu: workflow.NewMutex(ctx), notices: workflow.GetSignalChannel(ctx, SubscriptionSessionSignal),
+		indexed: st.Status}
+	s.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrTypePaymentInFlight, activities.ErrTypeInvalidInput}},
+	})
+	if err := s.registerHandlers(ctx); err != nil {
+		return SubscriptionResult{}, err
+	}
+	// Listen for session outcomes; the main loop takes them.
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var n activities.SessionNotice
+			s.notices.Receive(gctx, &n)
+			s.st.Notices = append(s.st.Notices, n)
+		}
+	})
+	if !s.st.Created {
+		s.st.Created = true
+		if err := s.record(ctx, subEvent("subscription.created", nil)); err != nil {
+			return SubscriptionResult{}, err
+		}
+	}
+	return s.run(ctx)
+}
+
+func (s *subscriptionRun) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, SubscriptionStatusQuery, func() (SubscriptionState, error) {
+		return s.st, nil
+	}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, SubscriptionActionUpdate, s.act,
+		workflow.UpdateHandlerOptions{Validator: s.validateAction})
+}
+
+// periodEnd is the end of the n-th period after the anchor.
+func (s *subscriptionRun) periodEnd(n int) time.Time {
+	if s.st.Policy.FixedPeriod > 0 {
+		return s.st.Anchor.Add(time.Duration(n*s.st.IntervalCount) * s.st.Policy.FixedPeriod)
+	}
+	return billing.PeriodEnd(s.st.Anchor, billing.Interval(s.st.BillingInterval), s.st.IntervalCount, n)
+}
+
+// deadline is when the workflow acts next without being told anything
+// (zero: never, while paused or canceled).
+func (s *subscriptionRun) deadline() time.Time {
+	st := &s.st
+	var d time.Time
+	switch {
+	case st.Status == models.SubCanceled || st.Status == models.SubPaused:
+		return time.Time{}
+	case st.Invoice == nil:
+		// Trialing or active (or a first invoice not yet issued): the next
+		// invoice is due when its period starts.
+		d = s.periodEnd(st.NextPeriod)
+	case st.Invoice.PastDueAt.IsZero():
+		d = st.Invoice.IssuedAt.Add(st.Policy.GracePeriod)
+	default:
+		d = s.nextDunningStep()
+	}
+	if st.HoldUntil.After(d) {
+		d = st.HoldUntil
+	}
+	return d
+}
+
+// nextDunningStep is the next reminder of a past_due invoice, or its end.
+func (s *subscriptionRun) nextDunningStep() time.Time {
+	inv, p := s.st.Invoice, s.st.Policy
+	if inv.Reminders < len(p.Reminders) {
+		return inv.PastDueAt.Add(p.Reminders[inv.Reminders])
+	}
+	return inv.PastDueAt.Add(p.DunningPeriod)
+}
+
+// run waits for the next deadline, a session outcome or an action, acts,
+// and repeats until the subscription is canceled or a period was paid
+// (then it continues as new).
+func (s *subscriptionRun) run(ctx workflow.Context) (SubscriptionResult, error) {
+	for {
+		if s.st.Status == models.SubCanceled {
+			return s.end(ctx)
+		}
+		seen := s.version
+		woken := func() bool { return s.version != seen || len(s.st.Notices) > 0 }
+		if d := s.deadline(); d.IsZero() {
+			if err := workflow.Await(ctx, woken); err != nil {
+				return SubscriptionResult{}, err
+			}
+		} else if wait := d.Sub(utcNow(ctx)); wait > 0 {
+			if _, err := workflow.AwaitWithTimeout(ctx, wait, woken); err != nil {
+				return SubscriptionResult{}, err
+			}
+		}
+		if err := s.mu.Lock(ctx); err != nil {
+			return SubscriptionResult{}, err
+		}
+		paid, err := s.step(ctx)
+		s.mu.Unlock()
+		if err != nil {
+			return SubscriptionResult{}, err
+		}
+		if paid || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			if s.st.Status != models.SubCanceled {
+				return SubscriptionResult{}, s.continueAsNew(ctx)
+			}
+		}
+	}
+}
+
+// step takes the session outcomes received, then acts if the deadline has
+// come. It reports whether an invoice was paid (the period's run is over).
+func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
+	if paid, err := s.takeNotices(ctx); paid || err != nil {
+		return paid, err
+	}
+	d := s.deadline()
+	if d.IsZero() || utcNow(ctx).Before(d) {
+		return false, nil
+	}
+	s.st.HoldUntil = time.Time{}
+	switch {
+	case s.st.Invoice == nil && s.st.CancelAtPeriodEnd:
+		return false, s.cancel(ctx, CancelReasonPeriodEnd, false, nil)
+	case s.st.Invoice == nil:
+		return false, s.issueInvoice(ctx)
+	}
+	// A deadline of an open invoice: look at its session first, so that a
+	// lost signal never cancels a customer who paid.
+	status, err := s.sessionStatus(ctx)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case status == models.StatusComplete:
+		return true, s.settle(ctx, s.st.Invoice.SessionID)
+	case status == models.StatusBroadcast || status == models.StatusConfirming:
+		// The customer's transfer is on its way: wait for its verdict.
+		s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.InFlightRecheck)
+		return false, nil
+	case s.st.Invoice.PastDueAt.IsZero():
+		return false, s.pastDue(ctx)
+	case s.st.Invoice.Reminders < len(s.st.Policy.Reminders) && utcNow(ctx).Before(s.st.Invoice.PastDueAt.Add(s.st.Policy.DunningPeriod)):
+		return false, s.remind(ctx)
+	}
+	return false, s.cancel(ctx, CancelReasonUnpaid, false, nil)
+}
+
+// takeNotices applies the session outcomes received: a completed session
+// of the open invoice pays it; anything else is only logged (the next
+// notice opens a new session when the last one ended).
+func (s *subscriptionRun) takeNotices(ctx workflow.Context) (bool, error) {
+	for len(s.st.Notices) > 0 {
+		n := s.st.Notices[0]
+		s.st.Notices = s.st.Notices[1:]
+		inv := s.st.Invoice
+		if inv == nil || !slices.Contains(inv.Sessions, n.SessionID) {
+			workflow.GetLogger(ctx).Info("session outcome of no open invoice", "sessionId", n.SessionID, "status", n.Status)
+			continue
+		}
+		if n.Status == models.StatusComplete {
+			return true, s.settle(ctx, n.SessionID)
+		}
+		workflow.GetLogger(ctx).Info("invoice session ended unpaid", "sessionId", n.SessionID, "status", n.Status)
+	}
+	return false, nil
+}
+
+func (s *subscriptionRun) sessionStatus(ctx workflow.Context) (string, error) {
+	var status string
+	err := workflow.ExecuteActivity(s.effects, subscriptionActivities.InvoiceSessionStatus, s.st.Invoice.SessionID).Get(ctx, &status)
+	return status, err
+}
+
+// openSession opens a new checkout session for the open invoice, valid
+// until expiresAt (the next notice, which brings a new one if needed).
+func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time) error {
+	req := activities.InvoiceSessionRequest{SessionID: newEntryID(ctx), SubscriptionID: s.st.SubscriptionID, ExpiresAt: expiresAt}
+	var got activities.InvoiceSession
+	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.OpenInvoiceSession, req).Get(ctx, &got); err != nil {
+		return err
+	}
+	inv := s.st.Invoice
+	inv.SessionID, inv.SessionExpiresAt, inv.CheckoutURL = got.SessionID, got.ExpiresAt, got.CheckoutURL
+	inv.Sessions = append(inv.Sessions, got.SessionID)
+	s.st.LatestSessionID = got.SessionID
+	return nil
+}
+
+// issueInvoice opens the invoice of the next period at its start, with a
+// session valid until the grace period ends, and says so.
+func (s *subscriptionRun) issueInvoice(ctx workflow.Context) error {
+	now := utcNow(ctx)
+	s.st.Invoices++
+	s.st.Invoice = &Invoice{Number: s.st.Invoices, PeriodStart: s.periodEnd(s.st.NextPeriod),
+		PeriodEnd: s.periodEnd(s.st.NextPeriod + 1), IssuedAt: now}
+	if err := s.openSession(ctx, now.Add(s.st.Policy.GracePeriod)); err != nil {
+		return err
+	}
+	s.st.Status = models.SubRenewalPending
+	return s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(0)))
+}
+
+// pastDue: the grace period ran out unpaid.
+func (s *subscriptionRun) pastDue(ctx workflow.Context) error {
+	inv := s.st.Invoice
+	inv.PastDueAt = utcNow(ctx)
+	if err := s.openSession(ctx, s.nextDunningStep()); err != nil {
+		return err
+	}
+	s.st.Status = models.SubPastDue
+	return s.record(ctx, subEvent("subscription.past_due", s.invoiceData(0)))
+}
+
+// remind sends the next reminder with a session valid until the next step.
+func (s *subscriptionRun) remind(ctx workflow.Context) error {
+	inv := s.st.Invoice
+	inv.Reminders++
+	if err := s.openSession(ctx, s.nextDunningStep()); err != nil {
+		return err
+	}
+	return s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(inv.Reminders)))
+}
+
+// settle takes the open invoice as paid by sessionID: its period becomes
+// the current one (anchored: a late payment does not move the calendar).
+func (s *subscriptionRun) settle(ctx workflow.Context, sessionID string) error {
+	inv := s.st.Invoice
+	data := s.invoiceData(inv.Reminders)
+	data["invoice"].(map[string]any)["sessionId"] = sessionID
+	s.st.CurrentPeriodStart, s.st.CurrentPeriodEnd = inv.PeriodStart, inv.PeriodEnd
+	s.st.NextPeriod++
+	s.st.PaidPeriods++
+	s.st.Status = models.SubActive
+	s.st.Invoice = nil
+	s.st.LatestSessionID = sessionID
+	s.st.HoldUntil = time.Time{}
+	return s.record(ctx, subEvent("subscription.renewed", data))
+}
+
+// cancel ends the subscription, voiding the open invoice's session first
+// (refused while a payment is being confirmed: then nothing has changed). A
+// session found paid settles its invoice before the subscription ends.
+// atPeriodEnd sets cancelAtPeriodEnd; before, when set, is the event of the
+// action that asked for it.
+func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEnd bool, before *activities.SubscriptionEvent) error {
+	if inv := s.st.Invoice; inv != nil {
+		var status string
+		err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, inv.SessionID).Get(ctx, &status)
+		if err != nil {
+			return err
+		}
+		if status == models.StatusComplete {
+			if err := s.settle(ctx, inv.SessionID); err != nil {
+				return err
+			}
+			if atPeriodEnd {
+				// Paid after all: the period it paid for is the one that ends.
+				s.st.CancelAtPeriodEnd = true
+				var events []activities.SubscriptionEvent
+				if before != nil {
+					events = append(events, *before)
+				}
+				return s.record(ctx, events...)
+			}
+		}
+	}
+	if atPeriodEnd {
+		s.st.CancelAtPeriodEnd = true
+	}
+	s.st.Status = models.SubCanceled
+	s.st.CanceledAt = utcNow(ctx)
+	s.st.CancelReason = reason
+	s.st.Invoice = nil
+	s.st.HoldUntil = time.Time{}
+	events := []activities.SubscriptionEvent{}
+	if before != nil {
+		events = append(events, *before)
+	}
+	events = append(events, subEvent("subscription.canceled", map[string]any{"reason": reason}))
+	return s.record(ctx, events...)
+}
+
+// invoiceData describes the open invoice in an event.
+func (s *subscriptionRun) invoiceData(reminder int) map[string]any {
+	inv := s.st.Invoice
+	d := map[string]any{"number": inv.Number, "periodStart": eventTime(inv.PeriodStart), "periodEnd": eventTime(inv.PeriodEnd),
+		"issuedAt": eventTime(inv.IssuedAt), "sessionId": inv.SessionID, "checkoutUrl": inv.CheckoutURL,
+		"sessionExpiresAt": eventTime(inv.SessionExpiresAt), "reminder": reminder,
+		"pastDueAt": nil, "cancelsAt": nil}
+	if !inv.PastDueAt.IsZero() {
+		d["pastDueAt"] = eventTime(inv.PastDueAt)
+		d["cancelsAt"] = eventTime(inv.PastDueAt.Add(s.st.Policy.DunningPeriod))
+	}
+	return map[string]any{"invoice": d}
+}
+
+func eventTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func subEvent(typ string, extra map[string]any) activities.SubscriptionEvent {
+	return activities.SubscriptionEvent{Type: typ, Extra: extra}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// record writes the state to the read model with its events, then keeps
+// the search attribute current when the status changed.
+func (s *subscriptionRun) record(ctx workflow.Context, events ...activities.SubscriptionEvent) error {
+	st := &s.st
+	st.Seq++
+	r := activities.SubscriptionRecord{SubscriptionID: st.SubscriptionID, Seq: st.Seq, Status: st.Status,
+		CurrentPeriodStart: st.CurrentPeriodStart, CurrentPeriodEnd: st.CurrentPeriodEnd, CancelAtPeriodEnd: st.CancelAtPeriodEnd,
+		TrialEnd: timePtr(st.TrialEnd), BillingAnchor: timePtr(st.Anchor), PausedAt: timePtr(st.PausedAt),
+		CanceledAt: timePtr(st.CanceledAt), CancelReason: st.CancelReason, LatestSessionID: st.LatestSessionID,
+		At: utcNow(ctx), Events: events}
+	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.RecordSubscription, r).Get(ctx, nil); err != nil {
+		return err
+	}
+	if st.Status == s.indexed {
+		return nil
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SubscriptionStatusAttr.ValueSet(st.Status)); err != nil {
+		workflow.GetLogger(ctx).Warn("search attribute not updated", "err", err)
+		return nil
+	}
+	s.indexed = st.Status
+	return nil
+}
+
+// actionError says why an action does not apply now (nil: it does).
+func (s *subscriptionRun) actionError(action string) error {
+	st := s.st.Status
+	refuse := func(msg string) error { return temporal.NewApplicationError(msg, ErrTypeActionNotAllowed) }
+	switch {
+	case !slices.Contains(SubscriptionActions, action):
+		return refuse("action must be one of cancel, cancel_now, pause, resume")
+	case st == models.SubCanceled:
+		return refuse("the subscription is already canceled")
+	case action == ActionPause && st != models.SubTrialing && st != models.SubActive:
+		return refuse("cannot pause a subscription that is " + st + "; only trialing or active ones pause")
+	case action == ActionResume && st != models.SubPaused:
+		return refuse("cannot resume a subscription that is " + st)
+	}
+	return nil
+}
+
+func (s *subscriptionRun) validateAction(ctx workflow.Context, req ActionRequest) error {
+	return s.actionError(req.Action)
+}
+
+// act runs an action under the mutex (the main loop may be acting on a
+// deadline), checks it again against the state it then finds, writes the
+// change with subscription.updated, and answers the state.
+func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (SubscriptionState, error) {
+	if err := s.mu.Lock(ctx); err != nil {
+		return SubscriptionState{}, err
+	}
+	defer s.mu.Unlock()
+	if err := s.actionError(req.Action); err != nil {
+		return SubscriptionState{}, err
+	}
+	st := &s.st
+	previous := st.Status
+	updated := func() activities.SubscriptionEvent {
+		return subEvent("subscription.updated", map[string]any{"action": req.Action, "previousStatus": previous})
+	}
+	now := utcNow(ctx)
+	var err error
+	switch req.Action {
+	case ActionCancel:
+		if st.CancelAtPeriodEnd && st.Invoice == nil {
+			return s.st, nil // asked before: nothing changes
+		}
+		if st.Invoice != nil {
+			// The current period has ended and the next is not paid: the
+			// end of the period is now.
+			ev := updated()
+			err = s.cancel(ctx, CancelReasonRequested, true, &ev)
+		} else {
+			st.CancelAtPeriodEnd = true
+			err = s.record(ctx, updated())
+		}
+	case ActionCancelNow:
+		ev := updated()
+		err = s.cancel(ctx, CancelReasonRequested, false, &ev)
+	case ActionPause:
+		st.PausedAt, st.PausedFrom, st.Status = now, st.Status, models.SubPaused
+		err = s.record(ctx, updated())
+	case ActionResume:
+		// The billing clock stopped while paused: the period (and a trial)
+		// ends later by the paused time, and later periods count from there.
+		paused := now.Sub(st.PausedAt)
+		st.CurrentPeriodEnd = st.CurrentPeriodEnd.Add(paused)
+		if !st.TrialEnd.IsZero() && st.PausedFrom == models.SubTrialing {
+			st.TrialEnd = st.TrialEnd.Add(paused)
+		}
+		st.Anchor, st.NextPeriod = st.CurrentPeriodEnd, 0
+		st.Status, st.PausedAt, st.PausedFrom = st.PausedFrom, time.Time{}, ""
+		err = s.record(ctx, updated())
+	}
+	s.version++
+	if err != nil {
+		return SubscriptionState{}, err
+	}
+	return s.st, nil
+}
+
+// drainNotices takes every signal already delivered, so none is lost when
+// the run ends (updates are covered by AllHandlersFinished; signals are not).
+func (s *subscriptionRun) drainNotices() {
+	for {
+		var n activities.SessionNotice
+		if !s.notices.ReceiveAsync(&n) {
+			return
+		}
+		s.st.Notices = append(s.st.Notices, n)
+	}
+}
+
+// continueAsNew hands the whole state to the next run.
+func (s *subscriptionRun) continueAsNew(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	s.drainNotices()
+	return workflow.NewContinueAsNewError(ctx, SubscriptionWorkflow, s.st)
+}
+
+// end closes a canceled subscription once running updates have answered.
+func (s *subscriptionRun) end(ctx workflow.Context) (SubscriptionResult, error) {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return SubscriptionResult{}, err
+	}
+	s.drainNotices()
+	for _, n := range s.st.Notices {
+		workflow.GetLogger(ctx).Info("session outcome after the subscription ended", "sessionId", n.SessionID, "status", n.Status)
+	}
+	return SubscriptionResult{Status: s.st.Status, CancelReason: s.st.CancelReason, PaidPeriods: s.st.PaidPeriods}, nil
+}
+
+// utcNow is the workflow's clock in UTC (the service keeps every time in UTC).
+func utcNow(ctx workflow.Context) time.Time { return workflow.Now(ctx).UTC() }

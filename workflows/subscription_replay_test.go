@@ -1,0 +1,256 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/billing"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/temporaldev"
+)
+
+// subscriptionHistoryFiles are the saved subscription histories, recorded on
+// a real dev server by TestSubscriptionRecordHistories.
+var subscriptionHistoryFiles = []string{
+	"testdata/subscription_renewed.json",      // first invoice paid by signal, continued as new
+	"testdata/subscription_canceled_now.json", // the next run: invoice issued, cancel_now voids its session
+	"testdata/subscription_dunning.json",      // trial, invoice unpaid, past_due, reminders, canceled
+	"testdata/subscription_actions.json",      // pause, resume, cancel at period end, cancel_now
+}
+
+// TestSubscriptionReplay replays every saved history against the current
+// workflow code: a change that is not deterministic fails here.
+func TestSubscriptionReplay(t *testing.T) {
+	replayHistories(t, subscriptionHistoryFiles, SubscriptionWorkflow)
+}
+
+// subscriptionLooksFirst is SubscriptionWorkflow with one change that breaks
+// determinism: it reads the session status before anything else.
+func subscriptionLooksFirst(ctx workflow.Context, st SubscriptionState) (SubscriptionResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Second})
+	_ = workflow.ExecuteActivity(ctx, "InvoiceSessionStatus", "x").Get(ctx, nil)
+	return SubscriptionWorkflow(ctx, st)
+}
+
+// TestSubscriptionReplayDetectsNondeterminism proves the replay test has
+// teeth: a changed workflow fails against every saved history.
+func TestSubscriptionReplayDetectsNondeterminism(t *testing.T) {
+	replayMustDiverge(t, subscriptionHistoryFiles, "SubscriptionWorkflow", subscriptionLooksFirst)
+}
+
+// TestSubscriptionRecordHistories records the histories replayed above on a
+// real Temporal server, with the real activities over the in-memory fakes
+// and periods of seconds. It runs only when SUBSCRIPTION_RECORD_TEMPORAL is
+// set: to 1 for a throwaway dev server (temporaldev.StartForTest), or to the
+// host:port of a running one:
+//
+//	SUBSCRIPTION_RECORD_TEMPORAL=1 go test ./workflows/ -run TestSubscriptionRecordHistories -v
+func TestSubscriptionRecordHistories(t *testing.T) {
+	addr := os.Getenv("SUBSCRIPTION_RECORD_TEMPORAL")
+	if addr == "" {
+		t.Skip("set SUBSCRIPTION_RECORD_TEMPORAL=1 (or host:port of a dev server) to re-record the subscription replay histories")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	namespace := "default"
+	if addr == "1" {
+		srv := temporaldev.StartForTest(t)
+		addr, namespace = srv.Address(), srv.Namespace()
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: webhookTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := temporaldev.RegisterSearchAttributes(ctx, c, namespace, temporaldev.PaygateSearchAttributes()); err != nil {
+		t.Fatal(err)
+	}
+	rec := &subRecorder{t: t, ctx: ctx, c: c, queue: "subscription-record-" + time.Now().UTC().Format("150405.000")}
+	rec.sessions = newSubFakeSessions()
+	rec.sessions.now = time.Now
+	w := worker.New(c, rec.queue, worker.Options{})
+	w.RegisterWorkflow(SubscriptionWorkflow)
+	w.RegisterActivity(&activities.SubscriptionActivities{Store: &subSeqStore{stores: map[string]*subFakeStore{}}, Sessions: rec.sessions,
+		Dispatcher: &checkoutFakeDispatcher{}, PublicBaseURL: "https://pay.example"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	policy := SubscriptionPolicy{GracePeriod: time.Second, Reminders: []time.Duration{time.Second, 2 * time.Second},
+		DunningPeriod: 3 * time.Second, InFlightRecheck: time.Second, FixedPeriod: 3 * time.Second}
+
+	// 1 and 2. No trial: the first invoice at once, paid (the signal), the
+	// run continues as new; the next run issues the second invoice after
+	// the period, and cancel_now voids its session.
+	id := rec.start("sub_replay_renewed", policy, 0)
+	s1 := rec.waitSessions(1)
+	rec.pay(id, s1[0])
+	first := rec.waitContinued(id)
+	webhookSaveHistory(ctx, t, c, id.id, first, subscriptionHistoryFiles[0])
+	rec.waitSessions(2)
+	if st, err := rec.action(id, ActionCancelNow); err != nil || st.Status != models.SubCanceled {
+		t.Fatalf("cancel_now: %+v %v", st, err)
+	}
+	last := rec.finish(id, CancelReasonRequested)
+	webhookSaveHistory(ctx, t, c, id.id, last, subscriptionHistoryFiles[1])
+
+	// 3. A one-second trial, then nothing paid: past_due, two reminders,
+	// canceled.
+	id = rec.start("sub_replay_dunning", policy, time.Second)
+	webhookSaveHistory(ctx, t, c, id.id, rec.finish(id, CancelReasonUnpaid), subscriptionHistoryFiles[2])
+
+	// 4. Actions on a long trial: pause, a refused pause, resume, cancel at
+	// period end, cancel again (no change), cancel_now.
+	long := policy
+	long.FixedPeriod = time.Hour
+	id = rec.start("sub_replay_actions", long, time.Hour)
+	for _, step := range []struct{ action, status string }{{ActionPause, models.SubPaused}, {ActionPause, ""},
+		{ActionResume, models.SubTrialing}, {ActionCancel, models.SubTrialing}, {ActionCancel, models.SubTrialing},
+		{ActionCancelNow, models.SubCanceled}} {
+		st, err := rec.action(id, step.action)
+		if step.status == "" {
+			if !checkoutIsType(err, ErrTypeActionNotAllowed) {
+				t.Fatalf("%s: want a refusal, got %+v %v", step.action, st, err)
+			}
+			continue
+		}
+		if err != nil || st.Status != step.status {
+			t.Fatalf("%s: %+v %v", step.action, st, err)
+		}
+	}
+	webhookSaveHistory(ctx, t, c, id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[3])
+}
+
+// subSeqStore keeps one fake store per subscription (each has its own
+// change sequence).
+type subSeqStore struct {
+	mu     sync.Mutex
+	stores map[string]*subFakeStore
+}
+
+func (s *subSeqStore) RecordSubscription(ctx context.Context, r activities.SubscriptionRecord) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stores[r.SubscriptionID]
+	if !ok {
+		st = newSubFakeStore()
+		s.stores[r.SubscriptionID] = st
+	}
+	return st.RecordSubscription(ctx, r)
+}
+
+// subRecorder drives subscription workflows on a real server.
+type subRecorder struct {
+	t        *testing.T
+	ctx      context.Context
+	c        client.Client
+	queue    string
+	sessions *subFakeSessions
+	updates  atomic.Int32
+}
+
+type subRun struct{ id, runID string }
+
+// start starts a subscription now: trialing for trial, else with its first
+// invoice due at once.
+func (r *subRecorder) start(name string, p SubscriptionPolicy, trial time.Duration) subRun {
+	r.t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	st := SubscriptionState{SubscriptionID: name, MerchantID: "mer_replay", Mode: "test", CustomerID: "cus_replay", Network: checkoutNetwork,
+		BillingInterval: string(billing.Month), IntervalCount: 1, Policy: p, Status: models.SubRenewalPending, Anchor: now,
+		CurrentPeriodStart: now, CurrentPeriodEnd: now.Add(p.FixedPeriod)}
+	if trial > 0 {
+		st.Status, st.TrialEnd = models.SubTrialing, now.Add(trial)
+		st.Anchor, st.CurrentPeriodEnd = st.TrialEnd, st.TrialEnd
+	}
+	id := SubscriptionWorkflowID(name) + "-" + r.queue
+	run, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: r.queue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(SubscriptionStatusAttr.ValueSet(st.Status), MerchantIDAttr.ValueSet(st.MerchantID),
+			CustomerIDAttr.ValueSet(st.CustomerID), NetworkAttr.ValueSet(st.Network)),
+		Memo: map[string]any{"amount": "4.20", "network": st.Network},
+	}, SubscriptionWorkflow, st)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return subRun{id: id, runID: run.GetRunID()}
+}
+
+// waitSessions waits until n invoice sessions were opened in all.
+func (r *subRecorder) waitSessions(n int) []*subFakeSession {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if all := r.sessions.all(); len(all) >= n {
+			return all
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d sessions opened, want %d", len(r.sessions.all()), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pay completes a session and tells the workflow, as FinishSession does.
+func (r *subRecorder) pay(run subRun, s *subFakeSession) {
+	r.t.Helper()
+	r.sessions.mu.Lock()
+	s.Status = models.StatusComplete
+	r.sessions.mu.Unlock()
+	if err := r.c.SignalWorkflow(r.ctx, run.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: s.ID, Status: s.Status}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// waitContinued waits for the run to continue as new and returns its id.
+func (r *subRecorder) waitContinued(run subRun) string {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := r.c.DescribeWorkflowExecution(r.ctx, run.id, run.runID)
+		if err == nil && d.WorkflowExecutionInfo.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			return run.runID
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s did not continue as new: %v %v", run.id, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *subRecorder) action(run subRun, action string) (SubscriptionState, error) {
+	h, err := r.c.UpdateWorkflow(r.ctx, client.UpdateWorkflowOptions{
+		UpdateID: fmt.Sprintf("%s-%d", action, r.updates.Add(1)), WorkflowID: run.id,
+		UpdateName: SubscriptionActionUpdate, Args: []any{ActionRequest{Action: action}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var st SubscriptionState
+	if err == nil {
+		err = h.Get(r.ctx, &st)
+	}
+	return st, err
+}
+
+// finish waits for the subscription's end and returns its last run's id.
+func (r *subRecorder) finish(run subRun, reason string) string {
+	r.t.Helper()
+	wr := r.c.GetWorkflow(r.ctx, run.id, "")
+	var res SubscriptionResult
+	if err := wr.Get(r.ctx, &res); err != nil || res.Status != models.SubCanceled || res.CancelReason != reason {
+		r.t.Fatalf("%s: result %+v %v, want canceled (%s)", run.id, res, err, reason)
+	}
+	d, err := r.c.DescribeWorkflowExecution(r.ctx, run.id, "")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return d.WorkflowExecutionInfo.GetExecution().GetRunId()
+}

@@ -1,0 +1,974 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/billing"
+	"github.com/paygate/paygate/models"
+)
+
+// subStart is the test clock's start: a January 31, for month-end dates.
+var subStart = time.Date(2027, 1, 31, 9, 0, 0, 0, time.UTC)
+
+const subID = "0192f3a4-0000-7000-8000-00000000beef"
+
+// --- fakes ---
+
+// subRecorded is one event as the fake store emitted it.
+type subRecorded struct {
+	Type   string
+	At     time.Time
+	Seq    int64
+	Record activities.SubscriptionRecord
+	Extra  map[string]any
+}
+
+// subFakeStore is an in-memory activities.SubscriptionStore that keeps the
+// store's promises: changes apply in Seq order without gaps, a repeated Seq
+// must carry the same change and emits nothing again. Broken promises are
+// noted in violations. failAfter makes the next n calls fail after their
+// write (a crash between commit and ack).
+type subFakeStore struct {
+	mu         sync.Mutex
+	records    map[int64]string // seq -> JSON of the record
+	last       activities.SubscriptionRecord
+	events     []subRecorded
+	calls      int
+	failAfter  int
+	violations []string
+}
+
+func newSubFakeStore() *subFakeStore { return &subFakeStore{records: map[int64]string{}} }
+
+func (s *subFakeStore) RecordSubscription(_ context.Context, r activities.SubscriptionRecord) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	raw, _ := json.Marshal(r)
+	ids := []string{}
+	for i := range r.Events {
+		ids = append(ids, fmt.Sprintf("dlv:%d:%d", r.Seq, i))
+	}
+	if old, ok := s.records[r.Seq]; ok {
+		if old != string(raw) {
+			s.violations = append(s.violations, fmt.Sprintf("seq %d written twice with different content:\n%s\n%s", r.Seq, old, raw))
+		}
+		return ids, nil
+	}
+	if r.Seq != s.last.Seq+1 {
+		s.violations = append(s.violations, fmt.Sprintf("seq %d after %d", r.Seq, s.last.Seq))
+	}
+	if s.last.Status == models.SubCanceled {
+		s.violations = append(s.violations, fmt.Sprintf("seq %d moves a canceled subscription to %s", r.Seq, r.Status))
+	}
+	s.records[r.Seq] = string(raw)
+	s.last = r
+	for _, ev := range r.Events {
+		s.events = append(s.events, subRecorded{Type: ev.Type, At: r.At, Seq: r.Seq, Record: r, Extra: ev.Extra})
+	}
+	if s.failAfter > 0 {
+		s.failAfter--
+		return nil, errCheckoutCrash
+	}
+	return ids, nil
+}
+
+func (s *subFakeStore) emitted() []subRecorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]subRecorded(nil), s.events...)
+}
+
+func (s *subFakeStore) types() []string {
+	var out []string
+	for _, e := range s.emitted() {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func (s *subFakeStore) ofType(typ string) []subRecorded {
+	var out []subRecorded
+	for _, e := range s.emitted() {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (s *subFakeStore) latest() activities.SubscriptionRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// subFakeSession is one invoice session of the fake checkout side.
+type subFakeSession struct {
+	ID       string
+	Req      activities.InvoiceSessionRequest
+	OpenedAt time.Time
+	Status   string
+	Opens    int // OpenInvoiceSession calls for it (retries find it)
+}
+
+// subFakeSessions is the checkout side: sessions by id, their status as the
+// checkout workflow would keep it (expired at their expiry unless paid).
+type subFakeSessions struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	byID     map[string]*subFakeSession
+	order    []string
+	voided   []string
+	statuses int // InvoiceSessionStatus calls
+}
+
+func newSubFakeSessions() *subFakeSessions {
+	return &subFakeSessions{byID: map[string]*subFakeSession{}}
+}
+
+func subOpen(status string) bool {
+	return status == models.StatusCreated || status == models.StatusWalletConnecting || status == models.StatusWalletReady
+}
+
+// statusLocked is the session's status, expired once past its expiry
+// without a broadcast (what the checkout workflow decides).
+func (f *subFakeSessions) statusLocked(s *subFakeSession) string {
+	if subOpen(s.Status) && !f.now().Before(s.Req.ExpiresAt) {
+		s.Status = models.StatusExpired
+	}
+	return s.Status
+}
+
+func (f *subFakeSessions) OpenInvoiceSession(_ context.Context, req activities.InvoiceSessionRequest) (activities.InvoiceSession, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.byID[req.SessionID]
+	if !ok {
+		s = &subFakeSession{ID: req.SessionID, Req: req, OpenedAt: f.now(), Status: models.StatusCreated}
+		f.byID[req.SessionID] = s
+		f.order = append(f.order, req.SessionID)
+	}
+	s.Opens++
+	return activities.InvoiceSession{SessionID: s.ID, Status: s.Status, ExpiresAt: req.ExpiresAt}, nil
+}
+
+func (f *subFakeSessions) InvoiceSessionStatus(_ context.Context, id string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses++
+	s, ok := f.byID[id]
+	if !ok {
+		return "", apperr.New(apperr.ErrNotFound, "no session "+id)
+	}
+	return f.statusLocked(s), nil
+}
+
+func (f *subFakeSessions) VoidInvoiceSession(_ context.Context, id string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.byID[id]
+	if !ok {
+		return "", apperr.New(apperr.ErrNotFound, "no session "+id)
+	}
+	switch st := f.statusLocked(s); {
+	case st == models.StatusBroadcast || st == models.StatusConfirming:
+		return st, apperr.Conflict("the transaction was already broadcast")
+	case subOpen(st):
+		s.Status = models.StatusCancelled
+		f.voided = append(f.voided, id)
+	}
+	return s.Status, nil
+}
+
+func (f *subFakeSessions) get(id string) *subFakeSession {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byID[id]
+}
+
+func (f *subFakeSessions) all() []*subFakeSession {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*subFakeSession
+	for _, id := range f.order {
+		out = append(out, f.byID[id])
+	}
+	return out
+}
+
+// subPayment is what the customer does with a new session: pay after
+// `after` (nothing when pay is false); a broadcast transfer may take
+// inFlight to be confirmed.
+type subPayment struct {
+	pay      bool
+	after    time.Duration
+	inFlight time.Duration
+}
+
+func payAfter(d time.Duration) subPayment { return subPayment{pay: true, after: d} }
+
+// --- harness ---
+
+// subScheduled is something to do at a time on the test clock, kept across
+// runs: a run that continues as new before its time hands it to the next.
+type subScheduled struct {
+	at    time.Time
+	fn    func()
+	fired bool
+}
+
+// subUpdate is what one action update's callbacks reported.
+type subUpdate struct {
+	action   string
+	accepted bool
+	rejected error
+	err      error
+	state    SubscriptionState
+	done     bool
+	at       time.Time
+}
+
+func (u *subUpdate) errType() string {
+	err := u.rejected
+	if err == nil {
+		err = u.err
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	if err != nil {
+		return "untyped: " + err.Error()
+	}
+	return ""
+}
+
+// subHarness runs a subscription's workflow run after run (continue-as-new
+// after every paid period) on one test clock, with one fake store and one
+// fake checkout side.
+type subHarness struct {
+	t        *testing.T
+	store    *subFakeStore
+	sessions *subFakeSessions
+	st       SubscriptionState // the next run's input
+	now      time.Time         // the next run's start
+	env      *testsuite.TestWorkflowEnvironment
+	// plan decides what the customer does with each new session.
+	plan func(s *subFakeSession) subPayment
+	// dropSignals loses every session signal (the workflow must look).
+	dropSignals bool
+	scheduled   []*subScheduled
+	carried     []SubscriptionState // the state of each continue-as-new
+	result      *SubscriptionResult
+	upserts     []string
+	updates     int
+}
+
+// newSubHarness starts a subscription at subStart: a trial of trialDays
+// (none: the first invoice is due at once), monthly, default policy.
+func newSubHarness(t *testing.T, start time.Time, trialDays int, interval billing.Interval) *subHarness {
+	h := &subHarness{t: t, store: newSubFakeStore(), sessions: newSubFakeSessions(), now: start,
+		plan: func(*subFakeSession) subPayment { return payAfter(2 * time.Hour) }}
+	h.sessions.now = func() time.Time {
+		if h.env != nil {
+			return h.env.Now()
+		}
+		return h.now
+	}
+	h.st = SubscriptionState{SubscriptionID: subID, MerchantID: "mer_1", Mode: "test", CustomerID: "cus_1", Network: checkoutNetwork,
+		BillingInterval: string(interval), IntervalCount: 1, Policy: DefaultSubscriptionPolicy(), Anchor: start,
+		CurrentPeriodStart: start}
+	if trialDays > 0 {
+		h.st.Status = models.SubTrialing
+		h.st.TrialEnd = start.Add(time.Duration(trialDays) * 24 * time.Hour)
+		h.st.Anchor, h.st.CurrentPeriodEnd = h.st.TrialEnd, h.st.TrialEnd
+	} else {
+		h.st.Status = models.SubRenewalPending
+		h.st.CurrentPeriodEnd = billing.PeriodEnd(start, interval, 1, 1)
+	}
+	return h
+}
+
+// at does fn at time t of the test clock (in whichever run is then running).
+func (h *subHarness) at(t time.Time, fn func()) {
+	s := &subScheduled{at: t, fn: fn}
+	h.scheduled = append(h.scheduled, s)
+	if h.env != nil {
+		h.register(s)
+	}
+}
+
+func (h *subHarness) register(s *subScheduled) {
+	env := h.env
+	d := s.at.Sub(env.Now())
+	if d < 0 {
+		d = 0
+	}
+	env.RegisterDelayedCallback(func() {
+		if !s.fired && h.env == env {
+			s.fired = true
+			s.fn()
+		}
+	}, d)
+}
+
+// signal tells the workflow a session ended (unless signals are lost).
+func (h *subHarness) signal(s *subFakeSession) {
+	if h.dropSignals {
+		return
+	}
+	h.env.SignalWorkflow(SubscriptionSessionSignal, activities.SessionNotice{SessionID: s.ID, Status: s.Status})
+}
+
+// opened plays the customer and the checkout workflow for a new session.
+func (h *subHarness) opened(s *subFakeSession) {
+	p := h.plan(s)
+	if p.pay {
+		h.at(s.OpenedAt.Add(p.after), func() {
+			h.sessions.mu.Lock()
+			st := h.sessions.statusLocked(s)
+			if !subOpen(st) {
+				h.sessions.mu.Unlock()
+				return
+			}
+			if p.inFlight > 0 {
+				s.Status = models.StatusBroadcast
+				h.sessions.mu.Unlock()
+				h.at(h.env.Now().Add(p.inFlight), func() {
+					h.sessions.mu.Lock()
+					s.Status = models.StatusComplete
+					h.sessions.mu.Unlock()
+					h.signal(s)
+				})
+				return
+			}
+			s.Status = models.StatusComplete
+			h.sessions.mu.Unlock()
+			h.signal(s)
+		})
+	}
+	h.at(s.Req.ExpiresAt, func() {
+		h.sessions.mu.Lock()
+		st := s.Status
+		expired := subOpen(st)
+		if expired {
+			s.Status = models.StatusExpired
+		}
+		h.sessions.mu.Unlock()
+		if expired {
+			h.signal(s)
+		}
+	})
+}
+
+// action sends an action update at time t.
+func (h *subHarness) action(t time.Time, action string) *subUpdate {
+	h.updates++
+	u := &subUpdate{action: action}
+	id := fmt.Sprintf("%s-%d", action, h.updates)
+	h.at(t, func() {
+		env := h.env
+		env.UpdateWorkflow(SubscriptionActionUpdate, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() { u.accepted = true },
+			OnReject: func(err error) { u.rejected, u.done, u.at = err, true, env.Now() },
+			OnComplete: func(v any, err error) {
+				u.err, u.done, u.at = err, true, env.Now()
+				if st, ok := v.(SubscriptionState); ok {
+					u.state = st
+				}
+			},
+		}, ActionRequest{Action: action})
+	})
+	return u
+}
+
+// runOnce runs one workflow run from h.st at h.now. It reports whether the
+// workflow continued as new (h.st is then the next run's input).
+func (h *subHarness) runOnce() bool {
+	h.t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartTime(h.now)
+	h.env = env
+	env.RegisterWorkflow(SubscriptionWorkflow)
+	env.RegisterActivity(&activities.SubscriptionActivities{Store: h.store, Sessions: h.sessions,
+		Dispatcher: &checkoutFakeDispatcher{}, PublicBaseURL: "https://pay.example"})
+	env.SetOnActivityCompletedListener(func(info *activity.Info, result converter.EncodedValue, err error) {
+		if info.ActivityType.Name != "OpenInvoiceSession" || err != nil {
+			return
+		}
+		var got activities.InvoiceSession
+		if err := result.Get(&got); err != nil {
+			h.t.Errorf("session result: %v", err)
+			return
+		}
+		if s := h.sessions.get(got.SessionID); s != nil && s.Opens == 1 && !s.planned() {
+			h.opened(s)
+		}
+	})
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		if v, ok := sa.GetKeyword(SubscriptionStatusAttr); ok {
+			h.upserts = append(h.upserts, v)
+		} else {
+			h.t.Errorf("upsert without SubscriptionStatus: %v", sa.GetUntypedValues())
+		}
+	}).Return().Maybe()
+	for _, s := range h.scheduled {
+		if !s.fired {
+			h.register(s)
+		}
+	}
+	env.ExecuteWorkflow(SubscriptionWorkflow, h.st)
+	if !env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow run did not complete")
+	}
+	h.now = env.Now()
+	err := env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if errors.As(err, &can) {
+		if can.WorkflowType == nil || can.WorkflowType.Name != "SubscriptionWorkflow" {
+			h.t.Fatalf("continues as %+v", can.WorkflowType)
+		}
+		var next SubscriptionState
+		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+			h.t.Fatal(err)
+		}
+		h.carried = append(h.carried, next)
+		h.st = next
+		return true
+	}
+	if err != nil {
+		h.t.Fatalf("workflow error: %v", err)
+	}
+	var res SubscriptionResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		h.t.Fatal(err)
+	}
+	h.result = &res
+	return false
+}
+
+// planned marks a session whose customer was already played (a retried
+// OpenInvoiceSession reports the same session again).
+func (s *subFakeSession) planned() bool { return s.Opens > 1 }
+
+// runUntil runs until the workflow ends or stop says so after a run.
+func (h *subHarness) runUntil(maxRuns int, stop func() bool) {
+	h.t.Helper()
+	for i := 0; i < maxRuns; i++ {
+		if !h.runOnce() || (stop != nil && stop()) {
+			h.check()
+			return
+		}
+	}
+	h.t.Fatalf("still running after %d runs", maxRuns)
+}
+
+// check fails the test on the store's broken promises.
+func (h *subHarness) check() {
+	h.t.Helper()
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	for _, v := range h.store.violations {
+		h.t.Errorf("store: %s", v)
+	}
+}
+
+func invoiceOf(t *testing.T, e subRecorded) map[string]any {
+	t.Helper()
+	inv, ok := e.Extra["invoice"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s without invoice: %+v", e.Type, e.Extra)
+	}
+	return inv
+}
+
+func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// --- tests ---
+
+// A 14-day trial, then a year of monthly renewals, each paid two hours
+// after its invoice; one run per paid period (continue-as-new), state
+// carried whole; cancel_now in the twelfth paid period ends it.
+func TestSubscriptionTrialThenAYearOfRenewals(t *testing.T) {
+	h := newSubHarness(t, subStart, 14, billing.Month)
+	trialEnd := subStart.Add(14 * 24 * time.Hour) // Feb 14
+	end := billing.PeriodEnd(trialEnd, billing.Month, 1, 12)
+	cancel := h.action(end.Add(-24*time.Hour), ActionCancelNow)
+	h.runUntil(20, nil)
+
+	if h.result == nil || h.result.Status != models.SubCanceled || h.result.PaidPeriods != 12 || h.result.CancelReason != CancelReasonRequested {
+		t.Fatalf("result %+v", h.result)
+	}
+	want := []string{"subscription.created"}
+	for i := 0; i < 12; i++ {
+		want = append(want, "subscription.renewal_due", "subscription.renewed")
+	}
+	want = append(want, "subscription.updated", "subscription.canceled")
+	if got := h.store.types(); !slices.Equal(got, want) {
+		t.Fatalf("events\n%v\nwant\n%v", got, want)
+	}
+	if len(h.carried) != 12 {
+		t.Fatalf("%d continue-as-new, want one per paid period", len(h.carried))
+	}
+	for k, due := range h.store.ofType("subscription.renewal_due") {
+		start := billing.PeriodEnd(trialEnd, billing.Month, 1, k)
+		inv := invoiceOf(t, due)
+		if !due.At.Equal(start) || inv["periodStart"] != ts(start) || inv["periodEnd"] != ts(billing.PeriodEnd(trialEnd, billing.Month, 1, k+1)) ||
+			num(inv["number"]) != k+1 || inv["checkoutUrl"] != "https://pay.example/checkout/"+inv["sessionId"].(string) {
+			t.Fatalf("invoice %d at %s: %+v", k+1, due.At, inv)
+		}
+		if due.Record.Status != models.SubRenewalPending {
+			t.Fatalf("invoice %d recorded %s", k+1, due.Record.Status)
+		}
+	}
+	for k, r := range h.store.ofType("subscription.renewed") {
+		start, stop := billing.PeriodEnd(trialEnd, billing.Month, 1, k), billing.PeriodEnd(trialEnd, billing.Month, 1, k+1)
+		if !r.At.Equal(start.Add(2*time.Hour)) || r.Record.Status != models.SubActive || !r.Record.CurrentPeriodStart.Equal(start) ||
+			!r.Record.CurrentPeriodEnd.Equal(stop) {
+			t.Fatalf("renewal %d: %+v", k+1, r.Record)
+		}
+		c := h.carried[k]
+		if c.PaidPeriods != k+1 || c.NextPeriod != k+1 || c.Invoice != nil || !c.Created || c.Runs != k+1 || c.Seq != r.Seq ||
+			c.Status != models.SubActive || !c.Anchor.Equal(trialEnd) || c.Invoices != k+1 || !c.CurrentPeriodEnd.Equal(stop) {
+			t.Fatalf("carried state %d: %+v", k+1, c)
+		}
+	}
+	if !cancel.accepted || cancel.err != nil || cancel.state.Status != models.SubCanceled {
+		t.Fatalf("cancel_now: %+v", cancel)
+	}
+	if got := h.store.latest(); got.Status != models.SubCanceled || got.CancelReason != CancelReasonRequested || got.CanceledAt == nil {
+		t.Fatalf("read model %+v", got)
+	}
+	if n := len(h.sessions.all()); n != 12 {
+		t.Fatalf("%d sessions, want one per invoice", n)
+	}
+	// The Web UI filter follows every status change.
+	if len(h.upserts) == 0 || h.upserts[len(h.upserts)-1] != models.SubCanceled || !slices.Contains(h.upserts, models.SubRenewalPending) {
+		t.Fatalf("upserts %v", h.upserts)
+	}
+}
+
+// Month-end anchoring: a subscription started on January 31 without a trial
+// renews on the 28th (29th in a leap year), then the 31st, 30th, 31st...
+func TestSubscriptionMonthEndDates(t *testing.T) {
+	for _, tc := range []struct {
+		start time.Time
+		ends  []string
+	}{
+		{subStart, []string{"2027-01-31", "2027-02-28", "2027-03-31", "2027-04-30", "2027-05-31", "2027-06-30", "2027-07-31"}},
+		{time.Date(2028, 1, 31, 9, 0, 0, 0, time.UTC), []string{"2028-01-31", "2028-02-29", "2028-03-31", "2028-04-30", "2028-05-31", "2028-06-30", "2028-07-31"}},
+	} {
+		t.Run(tc.start.Format(time.DateOnly), func(t *testing.T) {
+			h := newSubHarness(t, tc.start, 0, billing.Month)
+			h.runUntil(6, func() bool { return len(h.carried) == 6 })
+			dues := h.store.ofType("subscription.renewal_due")
+			if len(dues) != 6 {
+				t.Fatalf("%d invoices", len(dues))
+			}
+			for i, d := range dues {
+				inv := invoiceOf(t, d)
+				if inv["periodStart"] != tc.ends[i]+"T09:00:00.000Z" || inv["periodEnd"] != tc.ends[i+1]+"T09:00:00.000Z" {
+					t.Fatalf("invoice %d: %v to %v", i+1, inv["periodStart"], inv["periodEnd"])
+				}
+			}
+			// Without a trial the first invoice is due at once.
+			if !dues[0].At.Equal(tc.start) {
+				t.Fatalf("first invoice at %s", dues[0].At)
+			}
+		})
+	}
+}
+
+// A renewal never paid: past_due after the grace period, reminders at the
+// policy's offsets each with a fresh session (the previous one expired),
+// canceled at the end of dunning.
+func TestSubscriptionDunningToCanceled(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+	h.runUntil(3, nil)
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	pastDue := trialEnd.Add(72 * time.Hour)
+	want := []struct {
+		typ string
+		at  time.Time
+	}{
+		{"subscription.created", subStart},
+		{"subscription.renewal_due", trialEnd},
+		{"subscription.past_due", pastDue},
+		{"subscription.renewal_due", pastDue.Add(24 * time.Hour)},
+		{"subscription.renewal_due", pastDue.Add(72 * time.Hour)},
+		{"subscription.renewal_due", pastDue.Add(120 * time.Hour)},
+		{"subscription.canceled", pastDue.Add(168 * time.Hour)},
+	}
+	got := h.store.emitted()
+	if len(got) != len(want) {
+		t.Fatalf("events %v", h.store.types())
+	}
+	for i, w := range want {
+		if got[i].Type != w.typ || !got[i].At.Equal(w.at) {
+			t.Fatalf("event %d: %s at %s, want %s at %s", i, got[i].Type, got[i].At, w.typ, w.at)
+		}
+	}
+	if h.result == nil || h.result.CancelReason != CancelReasonUnpaid || len(h.carried) != 0 {
+		t.Fatalf("result %+v, %d runs continued", h.result, len(h.carried))
+	}
+	if got[6].Extra["reason"] != CancelReasonUnpaid || got[6].Record.Status != models.SubCanceled {
+		t.Fatalf("canceled %+v", got[6])
+	}
+	statuses := []string{}
+	for _, e := range got {
+		statuses = append(statuses, e.Record.Status)
+	}
+	if !slices.Equal(statuses, []string{"trialing", "renewal_pending", "past_due", "past_due", "past_due", "past_due", "canceled"}) {
+		t.Fatalf("statuses %v", statuses)
+	}
+	// One session per notice, each valid until the next step.
+	sessions := h.sessions.all()
+	if len(sessions) != 5 {
+		t.Fatalf("%d sessions", len(sessions))
+	}
+	expiries := []time.Time{pastDue, pastDue.Add(24 * time.Hour), pastDue.Add(72 * time.Hour), pastDue.Add(120 * time.Hour), pastDue.Add(168 * time.Hour)}
+	for i, s := range sessions {
+		if !s.Req.ExpiresAt.Equal(expiries[i]) {
+			t.Fatalf("session %d expires %s, want %s", i, s.Req.ExpiresAt, expiries[i])
+		}
+	}
+	pd := invoiceOf(t, got[2])
+	if pd["pastDueAt"] != ts(pastDue) || pd["cancelsAt"] != ts(pastDue.Add(168*time.Hour)) || pd["sessionId"] != sessions[1].ID {
+		t.Fatalf("past_due invoice %+v", pd)
+	}
+	for i, e := range got[3:6] {
+		if inv := invoiceOf(t, e); num(inv["reminder"]) != i+1 || inv["sessionId"] != sessions[i+2].ID {
+			t.Fatalf("reminder %d: %+v", i+1, inv)
+		}
+	}
+}
+
+// A late payment during past_due reactivates: the paid period is the one
+// invoiced (the calendar does not move), and the next invoice follows it.
+func TestSubscriptionLatePaymentReactivates(t *testing.T) {
+	h := newSubHarness(t, subStart, 0, billing.Month)
+	n := 0
+	h.plan = func(s *subFakeSession) subPayment {
+		n++
+		switch n {
+		case 1:
+			return payAfter(time.Hour) // the first period
+		case 2, 3:
+			return subPayment{} // renewal: ignored, then past_due ignored
+		}
+		return payAfter(6 * time.Hour) // the first reminder's session
+	}
+	h.runUntil(5, func() bool { return len(h.carried) == 3 })
+	feb28 := billing.PeriodEnd(subStart, billing.Month, 1, 1)
+	pastDue := feb28.Add(72 * time.Hour)
+	types := h.store.types()
+	want := []string{"subscription.created", "subscription.renewal_due", "subscription.renewed", "subscription.renewal_due",
+		"subscription.past_due", "subscription.renewal_due", "subscription.renewed", "subscription.renewal_due", "subscription.renewed"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %v", types)
+	}
+	late := h.store.ofType("subscription.renewed")[1]
+	if !late.At.Equal(pastDue.Add(30*time.Hour)) || late.Record.Status != models.SubActive || !late.Record.CurrentPeriodStart.Equal(feb28) ||
+		!late.Record.CurrentPeriodEnd.Equal(billing.PeriodEnd(subStart, billing.Month, 1, 2)) {
+		t.Fatalf("late renewal %+v at %s", late.Record, late.At)
+	}
+	if inv := invoiceOf(t, late); num(inv["reminder"]) != 1 || inv["sessionId"] != h.sessions.all()[3].ID {
+		t.Fatalf("paid by %+v", inv)
+	}
+	// The next invoice on the anchored date, March 31.
+	if next := h.store.ofType("subscription.renewal_due")[3]; !next.At.Equal(time.Date(2027, 3, 31, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("next invoice at %s", next.At)
+	}
+}
+
+// Pause stops the billing clock across the period's end: no invoice while
+// paused, and on resume the period ends later by the paused time; later
+// periods count from the new end.
+func TestSubscriptionPauseResumeAcrossPeriodEnd(t *testing.T) {
+	h := newSubHarness(t, subStart, 0, billing.Month)
+	feb20, feb28, mar10 := time.Date(2027, 2, 20, 9, 0, 0, 0, time.UTC), time.Date(2027, 2, 28, 9, 0, 0, 0, time.UTC), time.Date(2027, 3, 10, 9, 0, 0, 0, time.UTC)
+	pause := h.action(feb20, ActionPause)
+	again := h.action(feb20.Add(time.Hour), ActionPause)
+	early := h.action(feb20.Add(-time.Hour), ActionResume)
+	resume := h.action(mar10, ActionResume)
+	h.runUntil(5, func() bool { return len(h.carried) == 3 })
+	if !pause.accepted || pause.err != nil || pause.state.Status != models.SubPaused || !pause.state.PausedAt.Equal(feb20) {
+		t.Fatalf("pause %+v", pause)
+	}
+	if again.accepted || again.errType() != ErrTypeActionNotAllowed || early.accepted || early.errType() != ErrTypeActionNotAllowed {
+		t.Fatalf("refusals: pause twice %+v, resume when active %+v", again, early)
+	}
+	paused := mar10.Sub(feb20) // 18 days
+	newEnd := feb28.Add(paused)
+	if !resume.accepted || resume.err != nil || resume.state.Status != models.SubActive || !resume.state.CurrentPeriodEnd.Equal(newEnd) ||
+		!resume.state.Anchor.Equal(newEnd) || !resume.state.PausedAt.IsZero() {
+		t.Fatalf("resume %+v", resume.state)
+	}
+	types := h.store.types()
+	want := []string{"subscription.created", "subscription.renewal_due", "subscription.renewed", "subscription.updated",
+		"subscription.updated", "subscription.renewal_due", "subscription.renewed", "subscription.renewal_due", "subscription.renewed"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %v", types)
+	}
+	upd := h.store.ofType("subscription.updated")
+	if upd[0].Extra["action"] != ActionPause || upd[0].Extra["previousStatus"] != models.SubActive || upd[0].Record.PausedAt == nil ||
+		upd[1].Extra["action"] != ActionResume || upd[1].Record.Status != models.SubActive || !upd[1].Record.CurrentPeriodEnd.Equal(newEnd) {
+		t.Fatalf("updated events %+v", upd)
+	}
+	dues := h.store.ofType("subscription.renewal_due")
+	if !dues[1].At.Equal(newEnd) || invoiceOf(t, dues[1])["periodEnd"] != ts(time.Date(2027, 4, 18, 9, 0, 0, 0, time.UTC)) ||
+		!dues[2].At.Equal(time.Date(2027, 4, 18, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("invoices after the resume at %s and %s: %+v", dues[1].At, dues[2].At, invoiceOf(t, dues[1]))
+	}
+}
+
+// A trial paused and resumed ends later by the paused time.
+func TestSubscriptionPausedTrial(t *testing.T) {
+	h := newSubHarness(t, subStart, 14, billing.Month)
+	h.action(subStart.Add(24*time.Hour), ActionPause)
+	resume := h.action(subStart.Add(4*24*time.Hour), ActionResume)
+	h.runUntil(2, func() bool { return len(h.carried) == 1 })
+	want := subStart.Add(17 * 24 * time.Hour)
+	if resume.state.Status != models.SubTrialing || !resume.state.TrialEnd.Equal(want) || !resume.state.CurrentPeriodEnd.Equal(want) {
+		t.Fatalf("resumed trial %+v", resume.state)
+	}
+	if due := h.store.ofType("subscription.renewal_due")[0]; !due.At.Equal(want) || due.Record.TrialEnd == nil || !due.Record.TrialEnd.Equal(want) {
+		t.Fatalf("first invoice at %s", due.At)
+	}
+}
+
+// cancel keeps the status (SPEC.md's sample) and sets cancelAtPeriodEnd;
+// at the period's end the subscription is canceled without an invoice.
+func TestSubscriptionCancelAtPeriodEnd(t *testing.T) {
+	h := newSubHarness(t, subStart, 14, billing.Month)
+	cancel := h.action(subStart.Add(24*time.Hour), ActionCancel)
+	twice := h.action(subStart.Add(25*time.Hour), ActionCancel)
+	h.runUntil(2, nil)
+	if !cancel.accepted || cancel.err != nil || cancel.state.Status != models.SubTrialing || !cancel.state.CancelAtPeriodEnd {
+		t.Fatalf("cancel %+v", cancel)
+	}
+	if !twice.accepted || twice.err != nil || !twice.state.CancelAtPeriodEnd {
+		t.Fatalf("cancel again %+v", twice)
+	}
+	if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.updated", "subscription.canceled"}) {
+		t.Fatalf("events %v", got)
+	}
+	c := h.store.ofType("subscription.canceled")[0]
+	if !c.At.Equal(subStart.Add(14*24*time.Hour)) || c.Extra["reason"] != CancelReasonPeriodEnd || !c.Record.CancelAtPeriodEnd {
+		t.Fatalf("canceled %+v at %s", c.Extra, c.At)
+	}
+	if len(h.sessions.all()) != 0 || h.result.CancelReason != CancelReasonPeriodEnd {
+		t.Fatalf("sessions %d, result %+v", len(h.sessions.all()), h.result)
+	}
+	if up := h.store.ofType("subscription.updated")[0]; up.Record.Status != models.SubTrialing || !up.Record.CancelAtPeriodEnd {
+		t.Fatalf("read model after cancel %+v", up.Record)
+	}
+	// The status query answers the ended workflow's state.
+	v, err := h.env.QueryWorkflow(SubscriptionStatusQuery)
+	var st SubscriptionState
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil || st.Status != models.SubCanceled || st.CancelReason != CancelReasonPeriodEnd || st.SubscriptionID != subID {
+		t.Fatalf("status query %+v %v", st, err)
+	}
+}
+
+// cancel_now voids the open invoice's session and ends at once; a cancel
+// while a renewal is due does the same (the period has ended); a payment
+// being confirmed cannot be voided (refused, nothing changes) and settles.
+func TestSubscriptionCancelNow(t *testing.T) {
+	t.Run("open invoice", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		u := h.action(subStart.Add(8*24*time.Hour), ActionCancelNow)
+		h.runUntil(2, nil)
+		if u.err != nil || u.state.Status != models.SubCanceled || u.state.CancelAtPeriodEnd {
+			t.Fatalf("cancel_now %+v", u)
+		}
+		s := h.sessions.all()
+		if len(s) != 1 || len(h.sessions.voided) != 1 || h.sessions.voided[0] != s[0].ID {
+			t.Fatalf("sessions %d voided %v", len(s), h.sessions.voided)
+		}
+		if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.renewal_due", "subscription.updated", "subscription.canceled"}) {
+			t.Fatalf("events %v", got)
+		}
+		if up := h.store.ofType("subscription.updated")[0]; up.Extra["previousStatus"] != models.SubRenewalPending || up.Extra["action"] != ActionCancelNow {
+			t.Fatalf("updated %+v", up.Extra)
+		}
+	})
+	t.Run("cancel while renewal pending", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		u := h.action(subStart.Add(8*24*time.Hour), ActionCancel)
+		h.runUntil(2, nil)
+		if u.err != nil || u.state.Status != models.SubCanceled || !u.state.CancelAtPeriodEnd || h.result.CancelReason != CancelReasonRequested {
+			t.Fatalf("cancel %+v result %+v", u, h.result)
+		}
+	})
+	t.Run("payment in flight", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{pay: true, after: time.Hour, inFlight: time.Hour} }
+		trialEnd := subStart.Add(7 * 24 * time.Hour)
+		refused := h.action(trialEnd.Add(90*time.Minute), ActionCancelNow)
+		later := h.action(trialEnd.Add(3*time.Hour), ActionCancelNow)
+		h.runUntil(3, nil)
+		if !refused.accepted || refused.errType() != activities.ErrTypePaymentInFlight {
+			t.Fatalf("cancel during confirmation: %+v", refused)
+		}
+		if later.err != nil || later.state.Status != models.SubCanceled {
+			t.Fatalf("cancel after: %+v", later)
+		}
+		want := []string{"subscription.created", "subscription.renewal_due", "subscription.renewed", "subscription.updated", "subscription.canceled"}
+		if got := h.store.types(); !slices.Equal(got, want) {
+			t.Fatalf("events %v", got)
+		}
+		if len(h.sessions.voided) != 0 {
+			t.Fatalf("voided %v", h.sessions.voided)
+		}
+	})
+}
+
+// A lost signal costs nothing: the grace deadline looks at the session,
+// finds it paid and renews instead of going past_due.
+func TestSubscriptionLostSignal(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	h.dropSignals = true
+	h.runUntil(2, func() bool { return len(h.carried) == 1 })
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	r := h.store.ofType("subscription.renewed")
+	if len(r) != 1 || !r[0].At.Equal(trialEnd.Add(72*time.Hour)) || len(h.store.ofType("subscription.past_due")) != 0 {
+		t.Fatalf("events %v, renewed at %v", h.store.types(), r)
+	}
+}
+
+// A transfer being confirmed when dunning ends holds the cancellation
+// until its verdict: paid, the subscription renews.
+func TestSubscriptionPaymentInFlightAtDunningEnd(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	end := trialEnd.Add(72*time.Hour + 168*time.Hour)
+	n := 0
+	h.plan = func(s *subFakeSession) subPayment {
+		n++
+		if n < 5 {
+			return subPayment{}
+		}
+		// The last reminder's session: broadcast a minute before the end,
+		// confirmed four minutes after it.
+		return subPayment{pay: true, after: end.Add(-time.Minute).Sub(s.OpenedAt), inFlight: 5 * time.Minute}
+	}
+	h.runUntil(3, func() bool { return len(h.carried) == 1 })
+	r := h.store.ofType("subscription.renewed")
+	if len(r) != 1 || !r[0].At.Equal(end.Add(4*time.Minute)) || len(h.store.ofType("subscription.canceled")) != 0 {
+		t.Fatalf("events %v, renewed %v", h.store.types(), r)
+	}
+}
+
+// A record whose write committed but whose answer was lost is retried with
+// the same sequence number: nothing is written or emitted twice.
+func TestSubscriptionRecordRetried(t *testing.T) {
+	h := newSubHarness(t, subStart, 0, billing.Month)
+	h.store.failAfter = 3
+	h.runUntil(3, func() bool { return len(h.carried) == 2 })
+	if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.renewal_due", "subscription.renewed",
+		"subscription.renewal_due", "subscription.renewed"}) {
+		t.Fatalf("events %v", got)
+	}
+	if h.store.calls != 5+3 {
+		t.Fatalf("%d store calls", h.store.calls)
+	}
+}
+
+// The validator refuses actions that do not apply, before they reach the
+// history; refused actions change nothing.
+func TestSubscriptionActionValidation(t *testing.T) {
+	h := newSubHarness(t, subStart, 0, billing.Month)
+	h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+	due := subStart.Add(time.Hour) // renewal_pending: the first invoice is unpaid
+	cases := map[string]*subUpdate{
+		"pause":   h.action(due, ActionPause),
+		"resume":  h.action(due, ActionResume),
+		"refund":  h.action(due, "refund"),
+		"cancel1": h.action(due.Add(time.Hour), ActionCancelNow),
+	}
+	h.runUntil(2, nil)
+	for _, name := range []string{"pause", "resume", "refund"} {
+		u := cases[name]
+		if u.accepted || u.rejected == nil || u.errType() != ErrTypeActionNotAllowed {
+			t.Errorf("%s: %+v", name, u)
+		}
+	}
+	if u := cases["cancel1"]; u.err != nil || u.state.Status != models.SubCanceled {
+		t.Errorf("cancel_now %+v", u)
+	}
+	if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.renewal_due", "subscription.updated", "subscription.canceled"}) {
+		t.Fatalf("events %v", got)
+	}
+	// A canceled subscription's workflow has ended; had it not, every action
+	// would be refused.
+	ended := &subscriptionRun{st: SubscriptionState{Status: models.SubCanceled}}
+	for _, a := range SubscriptionActions {
+		var appErr *temporal.ApplicationError
+		if err := ended.actionError(a); !errors.As(err, &appErr) || appErr.Type() != ErrTypeActionNotAllowed {
+			t.Errorf("%s on a canceled subscription: %v", a, err)
+		}
+	}
+}
+
+// num reads a JSON number (an event field after the activity round trip).
+func num(v any) int {
+	switch n := v.(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	}
+	return -1
+}
+
+// Weekly, yearly and daily intervals and interval counts place invoices
+// where billing says.
+func TestSubscriptionIntervals(t *testing.T) {
+	for _, tc := range []struct {
+		interval billing.Interval
+		count    int
+	}{{billing.Week, 2}, {billing.Year, 1}, {billing.Day, 3}, {billing.Month, 3}} {
+		t.Run(fmt.Sprintf("%d %s", tc.count, tc.interval), func(t *testing.T) {
+			h := newSubHarness(t, subStart, 0, tc.interval)
+			h.st.IntervalCount = tc.count
+			h.st.CurrentPeriodEnd = billing.PeriodEnd(subStart, tc.interval, tc.count, 1)
+			h.runUntil(3, func() bool { return len(h.carried) == 3 })
+			var got []time.Time
+			for _, d := range h.store.ofType("subscription.renewal_due") {
+				got = append(got, d.At)
+			}
+			for i := range got {
+				if want := billing.PeriodEnd(subStart, tc.interval, tc.count, i); !got[i].Equal(want) {
+					t.Fatalf("invoice %d at %s, want %s", i+1, got[i], want)
+				}
+			}
+		})
+	}
+}
