@@ -300,7 +300,7 @@ func (s *Service) start(ctx context.Context, cs *models.CheckoutSession, carry *
 	in := workflows.CheckoutInput{SessionID: cs.ID, MerchantID: cs.MerchantID, PaymentLinkID: cs.PaymentLinkID, Network: cs.Network,
 		MerchantWallet: cs.MerchantWalletAddress, PayerWallet: cs.WalletAddress, CreatedAt: cs.CreatedAt,
 		ExpectedUnits: cs.ExpectedAmount.Units(), ExpiresAt: cs.ExpiresAt,
-		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow, Carry: carry}
+		PollInterval: net.PollInterval, NotFoundWindow: s.NotFoundWindow, Carry: carry, Shape: workflows.ShapeCurrent}
 	if cs.PaymentReference != nil {
 		in.PaymentReference = *cs.PaymentReference
 	}

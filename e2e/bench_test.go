@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -26,6 +28,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/workflows"
 )
 
 // TestServiceBench is `make bench`'s service-level benchmark: the embedded
@@ -159,6 +162,19 @@ func TestServiceBench(t *testing.T) {
 		Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
 		Values: map[string]float64{"expiredP50ms": ms(pct(expLag, 50)), "expiredP99ms": ms(pct(expLag, 99)), "deliveredP99ms": ms(pct(delivLag, 99)),
 			"lifecyclesPerSec": lifecycles, "refLifecyclesPerSec": bareRate}})
+
+	// The Temporal work behind each outcome: history events, workflow tasks
+	// and activity tasks of expired sessions' workflows and of their
+	// checkout.expired deliveries (a sample of each).
+	cc := historyCosts(t, storm.temporal, sampleIDs(ids, 20, workflows.CheckoutWorkflowID))
+	dc := historyCosts(t, storm.temporal, listWorkflowIDs(t, storm.temporal, "WebhookDeliveryWorkflow", 20))
+	add(benchRow{What: "Temporal work per expired session (checkout workflow + its delivery)",
+		Paygate: fmt.Sprintf("checkout: %s; delivery: %s", cc, dc),
+		Reference: fmt.Sprintf("bare same-shape workflow: %s; its second workflow: %s",
+			historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareWorkflow", 20)),
+			historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareDelivery", 20))),
+		Values: map[string]float64{"checkoutEvents": cc.events, "checkoutWorkflowTasks": cc.workflowTasks, "checkoutActivityTasks": cc.activityTasks,
+			"deliveryEvents": dc.events, "deliveryWorkflowTasks": dc.workflowTasks, "deliveryActivityTasks": dc.activityTasks}})
 
 	// Webhook deliveries to a local receiver.
 	rc2 := newReceiver(t, nil)
@@ -413,4 +429,65 @@ func findRoot() (string, error) {
 		}
 		dir = up
 	}
+}
+
+// historyCost is the mean Temporal work of a set of workflow executions.
+type historyCost struct{ events, workflowTasks, activityTasks, timedOut float64 }
+
+func (h historyCost) String() string {
+	s := fmt.Sprintf("%.1f events, %.1f workflow tasks, %.1f activity tasks", h.events, h.workflowTasks, h.activityTasks)
+	if h.timedOut > 0 {
+		s += fmt.Sprintf(", %.2f workflow task timeouts", h.timedOut)
+	}
+	return s
+}
+
+// historyCosts reads each workflow's history (its latest run) and averages
+// its events, workflow tasks and activity tasks.
+func historyCosts(t *testing.T, c client.Client, workflowIDs []string) historyCost {
+	var sum historyCost
+	for _, id := range workflowIDs {
+		it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatalf("history of %s: %v", id, err)
+			}
+			sum.events++
+			switch e.GetEventType() {
+			case enums.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+				sum.workflowTasks++
+			case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				sum.activityTasks++
+			case enums.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+				sum.timedOut++
+			}
+		}
+	}
+	if n := float64(len(workflowIDs)); n > 0 {
+		sum = historyCost{sum.events / n, sum.workflowTasks / n, sum.activityTasks / n, sum.timedOut / n}
+	}
+	return sum
+}
+
+func sampleIDs(ids []string, n int, id func(string) string) []string {
+	var out []string
+	for i := 0; i < len(ids) && len(out) < n; i += max(1, len(ids)/n) {
+		out = append(out, id(ids[i]))
+	}
+	return out
+}
+
+// listWorkflowIDs lists up to n closed executions of a workflow type.
+func listWorkflowIDs(t *testing.T, c client.Client, workflowType string, n int) []string {
+	res, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		PageSize: int32(n), Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Completed'", workflowType)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range res.GetExecutions() {
+		out = append(out, e.GetExecution().GetWorkflowId())
+	}
+	return out
 }

@@ -27,7 +27,7 @@ func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models
 	run, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(d.ID), workflows.WebhookRetrySignal, nil,
 		client.StartWorkflowOptions{TaskQueue: queue},
 		workflows.WebhookDeliveryWorkflow,
-		workflows.WebhookDeliveryInput{DeliveryID: d.ID, ManualRetry: true, PreviousAttempts: d.Attempts})
+		workflows.WebhookDeliveryInput{DeliveryID: d.ID, ManualRetry: true, PreviousAttempts: d.Attempts, Shape: workflows.ShapeCurrent})
 	if err != nil {
 		return nil, fmt.Errorf("signal-with-start %s: %w", workflows.WebhookDeliveryWorkflowID(d.ID), err)
 	}

@@ -64,7 +64,7 @@ func (d Dispatcher) Dispatch(ctx context.Context, ids []string) error {
 			ID:                    workflows.WebhookDeliveryWorkflowID(id),
 			TaskQueue:             d.Queue,
 			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		}, workflows.WebhookDeliveryWorkflow, workflows.WebhookDeliveryInput{DeliveryID: id})
+		}, workflows.WebhookDeliveryWorkflow, workflows.WebhookDeliveryInput{DeliveryID: id, Shape: workflows.ShapeCurrent})
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		if err != nil && !errors.As(err, &already) {
 			return fmt.Errorf("start delivery %s: %w", id, err)

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -86,7 +87,29 @@ type CheckoutInput struct {
 	NotFoundWindow time.Duration
 	// Carry holds the state of a run that continued as new; nil at first.
 	Carry *CheckoutCarry
+	// Shape is the command shape the session's workflow was started with,
+	// fixed for its life (continue-as-new keeps it): 0 for the histories
+	// written before it existed (every effect a remote activity, history
+	// entry ids from side effects), ShapeLocalEffects for new starts.
+	// Starters set ShapeCurrent. See the README's design notes on versioning.
+	Shape int
 }
+
+// Command shapes of the checkout and webhook delivery workflows, carried
+// in their input so an execution keeps the shape it started with and old
+// histories replay unchanged.
+const (
+	// ShapeRemoteEffects: every store write and chain check is a remote
+	// activity (three history events and a round trip through the matching
+	// service each), and history entry ids are side-effect markers.
+	ShapeRemoteEffects = 0
+	// ShapeLocalEffects: store writes, chain checks and delivery attempts
+	// are local activities (one marker each, run in the workflow task that
+	// asks for them), and history entry ids are derived from the run.
+	ShapeLocalEffects = 1
+	// ShapeCurrent is the shape new executions start with.
+	ShapeCurrent = ShapeLocalEffects
+)
 
 // CheckoutCarry is the state a confirmation loop hands to its next run.
 type CheckoutCarry struct {
@@ -186,6 +209,21 @@ type checkout struct {
 	verify    workflow.Context
 	broadcast time.Time
 	lastSeen  time.Time
+	// entrySeq counts the history entry ids this run allocated.
+	entrySeq int
+}
+
+// exec runs a store write or chain check: a local activity in the local
+// shape, a remote one in the shape old histories recorded.
+func (c *checkout) exec(ctx workflow.Context, verify bool, fn, arg any) workflow.Future {
+	actx := c.effects
+	if verify {
+		actx = c.verify
+	}
+	if c.in.Shape >= ShapeLocalEffects {
+		return workflow.ExecuteLocalActivity(actx, fn, arg)
+	}
+	return workflow.ExecuteActivity(actx, fn, arg)
 }
 
 // CheckoutSessionWorkflow runs one checkout session from creation to its
@@ -208,16 +246,22 @@ func CheckoutSessionWorkflow(ctx workflow.Context, in CheckoutInput) (CheckoutRe
 		c.state.Status, c.state.TxHash, c.broadcast, c.lastSeen = in.Carry.Status, in.Carry.TxHash, in.Carry.BroadcastAt, in.Carry.LastSeenAt
 		c.state.History = in.Carry.History
 	}
-	c.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTxHashClaimed, activities.ErrTypeInvalidInput}},
-	})
-	c.verify = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	effectsRetry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+		NonRetryableErrorTypes: []string{activities.ErrTypeTxHashClaimed, activities.ErrTypeInvalidInput}}
+	verifyRetry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second}
+	if in.Shape >= ShapeLocalEffects {
+		// The same budgets as the remote activities below: a store write is
+		// retried until the store answers, a chain check for 5 minutes.
+		c.effects = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, RetryPolicy: effectsRetry})
+		c.verify = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: verifyRetry})
+	} else {
+		c.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, RetryPolicy: effectsRetry})
+		c.verify = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: verifyRetry})
+	}
 	if err := c.registerHandlers(ctx); err != nil {
 		return CheckoutResult{}, err
 	}
@@ -281,7 +325,7 @@ func (c *checkout) submit(ctx workflow.Context, req SubmitRequest) (SubmitResult
 		return SubmitResult{}, err
 	}
 	claim := activities.ClaimTxHashInput{SessionID: c.in.SessionID, Network: c.in.Network, TxHash: req.TxHash}
-	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.ClaimTxHash, claim).Get(ctx, nil); err != nil {
+	if err := c.exec(ctx, false, checkoutActivities.ClaimTxHash, claim).Get(ctx, nil); err != nil {
 		return SubmitResult{}, err
 	}
 	c.state.TxHash = req.TxHash
@@ -315,23 +359,56 @@ func (c *checkout) wallet(ctx workflow.Context, req WalletRequest) (CheckoutStat
 	return c.state, nil
 }
 
-// newEntryID makes a history entry id (UUIDv7, so entries sort in time
-// order) recorded in the workflow history, so replays reuse it.
+// nextEntryID makes a history entry id: a UUIDv7, so entries sort in time
+// order. In the local shape it is derived from the run (workflow time, the
+// run id and the entry's position), so a replay makes the same id without a
+// marker in the history; before, a side effect recorded it.
+func (c *checkout) nextEntryID(ctx workflow.Context) string {
+	if c.in.Shape >= ShapeLocalEffects {
+		// Numbered when allocated, not when recorded: two wallet reports in
+		// one workflow task must not share a number.
+		c.entrySeq++
+		return entryID(workflow.Now(ctx), workflow.GetInfo(ctx).WorkflowExecution.RunID, c.entrySeq)
+	}
+	return newEntryID(ctx)
+}
+
+// newEntryID makes a UUIDv7 recorded in the workflow history as a side
+// effect, so replays reuse it.
 func newEntryID(ctx workflow.Context) string {
 	var id string
 	_ = workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.Must(uuid.NewV7()).String() }).Get(&id)
 	return id
 }
 
+// entryID is the UUIDv7 of the seq-th history entry of a run at time at:
+// the millisecond timestamp, then seq in the 12 bits version 7 leaves for
+// ordering within a millisecond (so entries written in the same workflow
+// task keep their order), then 62 bits of SHA-256 over the run id and seq.
+// Run ids are unique, so ids never repeat across sessions or runs.
+func entryID(at time.Time, runID string, seq int) string {
+	var u uuid.UUID
+	msec := uint64(at.UnixMilli())
+	for i := 0; i < 6; i++ {
+		u[i] = byte(msec >> (40 - 8*i))
+	}
+	u[6] = 0x70 | byte(seq>>8)&0x0f
+	u[7] = byte(seq)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", runID, seq))
+	copy(u[8:], sum[:8])
+	u[8] = u[8]&0x3f | 0x80
+	return u.String()
+}
+
 // transition writes a status change, then reflects it in the workflow's
 // state and search attributes.
 func (c *checkout) transition(ctx workflow.Context, status, source, network string) error {
-	e := HistoryEntry{ID: newEntryID(ctx), Status: status, Source: source, Chain: network, At: workflow.Now(ctx)}
+	e := HistoryEntry{ID: c.nextEntryID(ctx), Status: status, Source: source, Chain: network, At: workflow.Now(ctx)}
 	t := activities.SessionTransition{SessionID: c.in.SessionID, EntryID: e.ID, Status: status, Source: source, Chain: network, At: e.At}
 	if status == models.StatusBroadcast {
 		t.TxHash = c.state.TxHash
 	}
-	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.RecordTransition, t).Get(ctx, nil); err != nil {
+	if err := c.exec(ctx, false, checkoutActivities.RecordTransition, t).Get(ctx, nil); err != nil {
 		return err
 	}
 	c.record(ctx, e)
@@ -349,9 +426,9 @@ func (c *checkout) record(ctx workflow.Context, e HistoryEntry) {
 // finish ends the session with an outcome and its events.
 func (c *checkout) finish(ctx workflow.Context, o activities.SessionOutcome) (CheckoutResult, error) {
 	c.ending = true
-	o.SessionID, o.EntryID, o.At = c.in.SessionID, newEntryID(ctx), workflow.Now(ctx)
+	o.SessionID, o.EntryID, o.At = c.in.SessionID, c.nextEntryID(ctx), workflow.Now(ctx)
 	var stored activities.SessionFinish
-	if err := workflow.ExecuteActivity(c.effects, checkoutActivities.FinishSession, o).Get(ctx, &stored); err != nil {
+	if err := c.exec(ctx, false, checkoutActivities.FinishSession, o).Get(ctx, &stored); err != nil {
 		return CheckoutResult{}, err
 	}
 	if stored.Status != "" {
@@ -446,7 +523,7 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 			return CheckoutResult{}, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
 		}
 		var res chain.VerifyResult
-		err := workflow.ExecuteActivity(c.verify, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
+		err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
 		if err != nil {
 			// No verdict from a fault: log it and look again after a pause.
 			logVerifyFault(ctx, err, "session")

@@ -39,10 +39,20 @@ var checkoutHistoryFiles = []string{
 	"testdata/checkout_bound_by_chain.json",
 }
 
+// checkoutLocalHistoryFiles are the same five sessions recorded in the
+// local shape (ShapeLocalEffects: local activities, derived entry ids).
+var checkoutLocalHistoryFiles = []string{
+	"testdata/checkout_local_completed.json",
+	"testdata/checkout_local_expired.json",
+	"testdata/checkout_local_cancelled.json",
+	"testdata/checkout_local_link_deleted.json",
+	"testdata/checkout_local_bound_by_chain.json",
+}
+
 // TestCheckoutReplay replays every saved history against the current
 // workflow code: a change that is not deterministic fails here.
 func TestCheckoutReplay(t *testing.T) {
-	replayHistories(t, checkoutHistoryFiles, CheckoutSessionWorkflow)
+	replayHistories(t, append(append([]string(nil), checkoutHistoryFiles...), checkoutLocalHistoryFiles...), CheckoutSessionWorkflow)
 }
 
 // checkoutWaitFirst is CheckoutSessionWorkflow with one change that breaks
@@ -57,7 +67,7 @@ func checkoutWaitFirst(ctx workflow.Context, in CheckoutInput) (CheckoutResult, 
 // TestCheckoutReplayDetectsNondeterminism proves the replay test has teeth:
 // a changed workflow fails against every saved history.
 func TestCheckoutReplayDetectsNondeterminism(t *testing.T) {
-	replayMustDiverge(t, checkoutHistoryFiles, "CheckoutSessionWorkflow", checkoutWaitFirst)
+	replayMustDiverge(t, append(append([]string(nil), checkoutHistoryFiles...), checkoutLocalHistoryFiles...), "CheckoutSessionWorkflow", checkoutWaitFirst)
 }
 
 // TestCheckoutRecordHistories records the histories replayed above on a real
@@ -89,9 +99,21 @@ func TestCheckoutRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	for _, set := range []struct {
+		shape int
+		files []string
+	}{{ShapeRemoteEffects, checkoutHistoryFiles}, {ShapeLocalEffects, checkoutLocalHistoryFiles}} {
+		recordCheckoutHistories(t, ctx, c, set.shape, set.files)
+	}
+}
+
+// recordCheckoutHistories runs the five recorded sessions in one shape and
+// saves their histories to files (keeping those that exist).
+func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client, shape int, files []string) {
+	checkoutHistoryFiles := files
 	store := newCheckoutFakeStore(time.Now)
-	rec := &checkoutRecorder{t: t, ctx: ctx, c: c, store: store,
-		queue: "checkout-record-" + time.Now().UTC().Format("150405.000")}
+	rec := &checkoutRecorder{t: t, ctx: ctx, c: c, store: store, shape: shape,
+		queue: fmt.Sprintf("checkout-record-%d-%s", shape, time.Now().UTC().Format("150405.000"))}
 	verifier := &checkoutFakeVerifier{now: time.Now, answer: rec.answer}
 	w := worker.New(c, rec.queue, worker.Options{})
 	w.RegisterWorkflow(CheckoutSessionWorkflow)
@@ -156,6 +178,7 @@ type checkoutRecorder struct {
 	c       client.Client
 	store   *checkoutFakeStore
 	queue   string
+	shape   int
 	release atomic.Bool  // the chain may confirm the completed session's transfer
 	seen    atomic.Int32 // checks answered since the release
 	updates atomic.Int32
@@ -188,7 +211,7 @@ func (r *checkoutRecorder) start(sessionID string, ttl time.Duration) client.Wor
 	r.t.Helper()
 	return r.startInput(CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
 		MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits, ExpiresAt: time.Now().Add(ttl),
-		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour})
+		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour, Shape: r.shape})
 }
 
 // startBound starts a session of an hour bound to a payment reference.
@@ -196,7 +219,7 @@ func (r *checkoutRecorder) startBound(sessionID, reference string) client.Workfl
 	r.t.Helper()
 	return r.startInput(CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
 		MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits, ExpiresAt: time.Now().Add(time.Hour),
-		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour, PaymentReference: reference})
+		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour, PaymentReference: reference, Shape: r.shape})
 }
 
 func (r *checkoutRecorder) startInput(in CheckoutInput) client.WorkflowRun {

@@ -36,7 +36,7 @@ const (
 )
 
 // checkoutStart is the test clock's start in every checkout test.
-var checkoutStart = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+var checkoutStart = testClockStart
 
 // --- fakes ---
 
@@ -428,7 +428,7 @@ func newCheckoutHarnessAt(t *testing.T, start time.Time, store *checkoutFakeStor
 		dispatcher: &checkoutFakeDispatcher{},
 		in: CheckoutInput{SessionID: checkoutSessionID, MerchantID: "mer_1", PaymentLinkID: checkoutLinkID,
 			Network: checkoutNetwork, MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits,
-			ExpiresAt: checkoutStart.Add(30 * time.Minute), PollInterval: 5 * time.Second, NotFoundWindow: time.Hour},
+			ExpiresAt: checkoutStart.Add(30 * time.Minute), PollInterval: 5 * time.Second, NotFoundWindow: time.Hour, Shape: checkoutTestShape},
 	}
 	env.RegisterWorkflow(CheckoutSessionWorkflow)
 	env.RegisterActivity(&activities.CheckoutActivities{Store: store, Verifier: h.verifier, Dispatcher: h.dispatcher})

@@ -3,6 +3,7 @@ package workflows
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -40,3 +41,10 @@ func replayMustDiverge(t *testing.T, files []string, name string, changed any) {
 		}
 	}
 }
+
+// testClockStart is where the test environments' clocks start. It lies in
+// the future on purpose: the SDK's test environment checks a local
+// activity's deadline (its start on the test clock plus the timeout)
+// against the wall clock, so a clock started in the past would time every
+// local activity out at once.
+var testClockStart = time.Date(2099, 11, 22, 3, 0, 0, 0, time.UTC)

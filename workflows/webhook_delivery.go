@@ -88,6 +88,10 @@ type WebhookDeliveryInput struct {
 	// scheduled attempts count as made, the next one is made at once and
 	// the schedule continues from there. At most WebhookDeliveryMaxAttempts-1.
 	ResumeSlot int
+	// Shape is the command shape (see CheckoutInput.Shape): 0 for histories
+	// before it existed (each attempt a remote activity), ShapeLocalEffects
+	// for new starts (each attempt a local activity). Starters set ShapeCurrent.
+	Shape int
 }
 
 // WebhookDeliveryStatus is what the status query answers.
@@ -132,6 +136,7 @@ type WebhookDeliveryResult struct {
 type webhookDelivery struct {
 	status WebhookDeliveryStatus
 	actx   workflow.Context
+	local  bool
 }
 
 // WebhookDeliveryWorkflow delivers one webhook: attempt 1 at once, then after
@@ -158,18 +163,23 @@ func WebhookDeliveryWorkflow(ctx workflow.Context, in WebhookDeliveryInput) (Web
 	}
 	retry := workflow.GetSignalChannel(ctx, WebhookRetrySignal)
 
-	d.actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// The sender gives up after 15 s; the rest is store time.
-		StartToCloseTimeout: 30 * time.Second,
-		// A store outage is retried for up to an hour per attempt.
-		ScheduleToCloseTimeout: time.Hour,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        2 * time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.DeliveryGoneErrorType},
-		},
-	})
+	retryPolicy := &temporal.RetryPolicy{
+		InitialInterval:        2 * time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		NonRetryableErrorTypes: []string{activities.DeliveryGoneErrorType},
+	}
+	// The sender gives up after 15 s; the rest is store time. A store
+	// outage is retried for up to an hour per attempt.
+	if d.local = in.Shape >= ShapeLocalEffects; d.local {
+		// An attempt runs inside the workflow task that asks for it: no
+		// activity task to schedule, match and report, one marker event.
+		d.actx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: time.Hour, RetryPolicy: retryPolicy})
+	} else {
+		d.actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second, ScheduleToCloseTimeout: time.Hour, RetryPolicy: retryPolicy})
+	}
 
 	if in.ManualRetry {
 		// SignalWithStart delivered the retry signal that started this run:
@@ -248,7 +258,11 @@ func (d *webhookDelivery) attempt(ctx workflow.Context, final bool) (done bool, 
 		Final:      final,
 	}
 	var res activities.DeliveryAttemptResult
-	err = workflow.ExecuteActivity(d.actx, webhookActivities.AttemptDelivery, in).Get(ctx, &res)
+	f := workflow.ExecuteActivity
+	if d.local {
+		f = workflow.ExecuteLocalActivity
+	}
+	err = f(d.actx, webhookActivities.AttemptDelivery, in).Get(ctx, &res)
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.DeliveryGoneErrorType {
