@@ -14,7 +14,9 @@ import (
 // (benchmarks measure the service, not the test's checks).
 func benchRequest(b *testing.B, h *harness, method, path, token string, body []byte, want int) {
 	req, _ := http.NewRequest(method, h.http.URL+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := h.http.Client().Do(req)
 	if err != nil {
 		b.Fatal(err)
@@ -51,4 +53,18 @@ func BenchmarkListCustomers(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		benchRequest(b, h, "GET", "/api/customers?limit=100", m.TestKey, nil, 200)
 	}
+}
+
+// BenchmarkPollSession: GET /api/checkout/session/{id}, the status poll of
+// the hosted page and of integrations, end to end over HTTP on SQLite.
+func BenchmarkPollSession(b *testing.B) {
+	h := newHarness(b, storetest.Open(b, "sqlite"))
+	m := h.signup()
+	cs := h.session(m, h.link(m.TestKey, nil), "poll@example.com", evmB)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			benchRequest(b, h, "GET", "/api/checkout/session/"+cs.ID, "", nil, 200)
+		}
+	})
 }

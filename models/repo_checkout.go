@@ -60,7 +60,7 @@ func (s *Store) SessionsWithoutWorkflow(ctx context.Context, before time.Time, l
 // CheckoutSession loads a session by id (customer-facing: no owner scope).
 func (s *Store) CheckoutSession(ctx context.Context, id string) (*CheckoutSession, error) {
 	var cs CheckoutSession
-	err := s.ctx(ctx).Where("id = ?", id).Take(&cs).Error
+	err := s.reader(ctx).Where("id = ?", id).Take(&cs).Error
 	return &cs, notFound(err)
 }
 
@@ -74,7 +74,7 @@ func (s *Store) CheckoutSessionOfMerchant(ctx context.Context, sc Scope, id stri
 // SessionHistory lists a session's history in time order.
 func (s *Store) SessionHistory(ctx context.Context, sessionID string) ([]CheckoutSessionEvent, error) {
 	var rows []CheckoutSessionEvent
-	err := s.ctx(ctx).Where("session_id = ?", sessionID).Order("created_at asc, id asc").Find(&rows).Error
+	err := s.reader(ctx).Where("session_id = ?", sessionID).Order("created_at asc, id asc").Find(&rows).Error
 	return rows, err
 }
 
