@@ -23,8 +23,8 @@ import (
 type Store struct {
 	db *gorm.DB
 	// reads serves the hot public reads (the status poll) on SQLite: a
-	// pool of read-only connections beside the single writer, with cached
-	// prepared statements. nil on PostgreSQL, whose pool serves both.
+	// pool of read-only connections beside the single writer. nil on
+	// PostgreSQL, whose pool serves both.
 	reads *gorm.DB
 	now   func() time.Time
 	// secrets seals webhook signing secrets at rest (nil: endpoints cannot
@@ -126,10 +126,11 @@ func Open(opts Options) (*Store, error) {
 		}
 		// SQLite has one writer, but in WAL mode readers run beside it:
 		// the status poll reads on its own read-only connections instead of
-		// queueing behind writes on the single one, and keeps its
-		// statements prepared (parsing SQL was a quarter of a poll's CPU).
+		// queueing behind writes on the single one. (Prepared statements
+		// would not help: the pure-Go driver compiles the SQL at every
+		// execution, a quarter of a poll's CPU.)
 		reads, rerr := gorm.Open(sqlite.Open("file:"+sqliteURIPath(path)+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)"),
-			&gorm.Config{Logger: logger.Discard, NowFunc: cfg.NowFunc, PrepareStmt: true, PrepareStmtMaxSize: 64})
+			&gorm.Config{Logger: logger.Discard, NowFunc: cfg.NowFunc})
 		if rerr != nil {
 			_ = closeDB(db)
 			return nil, fmt.Errorf("models: open readers: %w", rerr)
