@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
@@ -102,66 +105,12 @@ func TestServiceBench(t *testing.T) {
 	// same shape (timer, activity, search attribute, second workflow with
 	// one activity).
 	storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
-	skey, ssess := storm.merchant()
-	rc := newReceiver(t, nil)
-	storm.webhookEndpoint(ssess, rc, "checkout.expired")
-	_, slink := storm.openSession(skey, "", "1.00")
-	ids := make([]string, n)
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				ids[i] = openQuiet(storm, slink)
-			}
-		}()
-	}
-	wg.Wait()
-	due := map[string]time.Time{}
-	var first, lastDue time.Time
-	for _, sid := range ids {
-		cs, err := storm.store.CheckoutSession(context.Background(), sid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		due[sid] = cs.ExpiresAt
-		if first.IsZero() || cs.ExpiresAt.Before(first) {
-			first = cs.ExpiresAt
-		}
-		if cs.ExpiresAt.After(lastDue) {
-			lastDue = cs.ExpiresAt
-		}
-	}
-	got := rc.waitFor("every checkout.expired", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
-	var expLag, delivLag []time.Duration
-	var last time.Time
-	for _, sid := range ids {
-		h, _ := storm.store.SessionHistory(context.Background(), sid)
-		for _, e := range h {
-			if e.Status == models.StatusExpired {
-				expLag = append(expLag, e.CreatedAt.Sub(due[sid]))
-			}
-		}
-	}
-	for _, r := range got {
-		sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string)
-		if d, ok := due[sid]; ok && r.Status < 300 {
-			delivLag = append(delivLag, r.At.Sub(d))
-			if r.At.After(last) {
-				last = r.At
-			}
-		}
-	}
-	lifecycles := float64(n) / last.Sub(first).Seconds()
+	_, ssess, ids, st := expiryStorm(t, storm, n)
 	bareRate, bareLag := bareStorm(t, s.temporal, bareQueue, n)
-	add(benchRow{What: fmt.Sprintf("expiry storm, %d sessions due within %s", n, lastDue.Sub(first).Round(100*time.Millisecond)),
-		Paygate: fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s",
-			pct(expLag, 50), pct(expLag, 99), pct(delivLag, 50), pct(delivLag, 99), lifecycles),
-		Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
-		Values: map[string]float64{"expiredP50ms": ms(pct(expLag, 50)), "expiredP99ms": ms(pct(expLag, 99)), "deliveredP99ms": ms(pct(delivLag, 99)),
-			"lifecyclesPerSec": lifecycles, "refLifecyclesPerSec": bareRate}})
+	add(benchRow{What: fmt.Sprintf("expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
+		Paygate: st.String(), Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
+		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
+			"lifecyclesPerSec": st.rate, "refLifecyclesPerSec": bareRate}})
 
 	// The Temporal work behind each outcome: history events, workflow tasks
 	// and activity tasks of expired sessions' workflows and of their
@@ -190,6 +139,14 @@ func TestServiceBench(t *testing.T) {
 		Values: map[string]float64{"deliveriesPerSec": rate}})
 	_ = key
 	_ = session
+
+	// The production profile's store: the same scenarios on the local
+	// PostgreSQL, beside pgbench on the same server.
+	if pgRows, ok := postgresBench(t, n); ok {
+		for _, r := range pgRows {
+			add(r)
+		}
+	}
 
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -490,4 +447,178 @@ func listWorkflowIDs(t *testing.T, c client.Client, workflowType string, n int) 
 		out = append(out, e.GetExecution().GetWorkflowId())
 	}
 	return out
+}
+
+// stormResult is what an expiry storm measured.
+type stormResult struct {
+	spread                             time.Duration // first to last due time
+	expP50, expP99, delivP50, delivP99 time.Duration
+	rate                               float64 // lifecycles (due to delivered) per second
+}
+
+func (r stormResult) String() string {
+	return fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s",
+		r.expP50, r.expP99, r.delivP50, r.delivP99, r.rate)
+}
+
+// expiryStorm opens n sessions on s (its lifetime makes them due together)
+// with a receiver of checkout.expired, and measures how late each expired
+// and its event arrived. It answers the merchant's key and session, the
+// session ids and the figures.
+func expiryStorm(t *testing.T, storm *stack, n int) (string, string, []string, stormResult) {
+	skey, ssess := storm.merchant()
+	rc := newReceiver(t, nil)
+	storm.webhookEndpoint(ssess, rc, "checkout.expired")
+	_, slink := storm.openSession(skey, "", "1.00")
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				ids[i] = openQuiet(storm, slink)
+			}
+		}()
+	}
+	wg.Wait()
+	due := map[string]time.Time{}
+	var first, lastDue time.Time
+	for _, sid := range ids {
+		cs, err := storm.store.CheckoutSession(context.Background(), sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[sid] = cs.ExpiresAt
+		if first.IsZero() || cs.ExpiresAt.Before(first) {
+			first = cs.ExpiresAt
+		}
+		if cs.ExpiresAt.After(lastDue) {
+			lastDue = cs.ExpiresAt
+		}
+	}
+	got := rc.waitFor("every checkout.expired", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
+	var expLag, delivLag []time.Duration
+	var last time.Time
+	for _, sid := range ids {
+		h, _ := storm.store.SessionHistory(context.Background(), sid)
+		for _, e := range h {
+			if e.Status == models.StatusExpired {
+				expLag = append(expLag, e.CreatedAt.Sub(due[sid]))
+			}
+		}
+	}
+	for _, r := range got {
+		sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string)
+		if d, ok := due[sid]; ok && r.Status < 300 {
+			delivLag = append(delivLag, r.At.Sub(d))
+			if r.At.After(last) {
+				last = r.At
+			}
+		}
+	}
+	return skey, ssess, ids, stormResult{spread: lastDue.Sub(first), expP50: pct(expLag, 50), expP99: pct(expLag, 99),
+		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds()}
+}
+
+// postgresBench runs poll, create and the expiry storm on a stack whose
+// store is the local PostgreSQL, beside pgbench's select-only and
+// single-row insert TPS on the same server, and counts the database
+// sessions the service opened while polling. It reports false when
+// PostgreSQL or pgbench is not there.
+func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
+	base := os.Getenv("DATABASE_URL")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		t.Logf("postgres bench skipped: no pgbench")
+		return nil, false
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Logf("postgres bench skipped: %v", err)
+		return nil, false
+	}
+	defer admin.Close(ctx)
+	sessions := func() float64 {
+		var v int64
+		if err := admin.QueryRow(ctx, "SELECT sessions FROM pg_stat_database WHERE datname = current_database()").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return float64(v)
+	}
+
+	var rows []benchRow
+	s := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 30 * time.Minute, dialect: "postgres"})
+	key, _ := s.merchant()
+	_, link := s.openSession(key, "", "12.50")
+	id, _ := s.openSession(key, link, "")
+	url := s.http.URL + "/api/checkout/session/" + id
+	for _, clients := range []int{1, 8, 32} {
+		before := sessions()
+		p := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, url) })
+		time.Sleep(1500 * time.Millisecond) // backends flush their statistics about once a second
+		opened := sessions() - before
+		rows = append(rows, benchRow{What: fmt.Sprintf("PostgreSQL: poll, %d clients", clients),
+			Paygate: fmt.Sprintf("%s; %.0f new database sessions", p, max(opened, 0)), Reference: "-",
+			Values: map[string]float64{"rps": p.rps, "p99ms": p.p99ms, "newSessions": max(opened, 0)}})
+	}
+	quoteBody := map[string]any{"linkId": link, "network": "base_sepolia", "customer": map[string]any{"country": "DE"}}
+	cr := hammer(16, 5*time.Second, func(c *http.Client) error {
+		var q map[string]any
+		if err := post(c, s.http.URL+"/api/checkout/quote", quoteBody, &q); err != nil {
+			return err
+		}
+		return post(c, s.http.URL+"/api/checkout/session", map[string]any{"linkId": link, "quoteToken": q["quoteToken"],
+			"walletAddress": s.wallet, "walletType": "evm", "network": "base_sepolia",
+			"customer": map[string]any{"email": "bench@example.com", "country": "DE"},
+			"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"], "totalCents": q["totalCents"],
+				"calculationId": q["calculationId"]}}, nil)
+	})
+
+	// pgbench on a throwaway database of the same server.
+	db := "paygate_bench_" + strings.ReplaceAll(models.NewID(), "-", "")[:12]
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") }()
+	pg := func(args ...string) float64 {
+		cmd := exec.Command("pgbench", append([]string{"-h", "127.0.0.1", "-U", "postgres"}, append(args, db)...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pgbench %v: %v\n%s", args, err, out)
+		}
+		m := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(out)
+		if m == nil {
+			return 0
+		}
+		var v float64
+		fmt.Sscan(string(m[1]), &v)
+		return v
+	}
+	pg("-i", "-q", "-s", "1")
+	selectTPS := pg("-S", "-c", "32", "-j", "2", "-T", "5", "-n")
+	script := filepath.Join(t.TempDir(), "insert.sql")
+	if err := os.WriteFile(script, []byte("INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 1, CURRENT_TIMESTAMP);\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	insertTPS := pg("-f", script, "-c", "16", "-j", "2", "-T", "5", "-n")
+	for i := range rows {
+		rows[i].Reference = fmt.Sprintf("pgbench -S, 32 clients: %.0f TPS", selectTPS)
+		rows[i].Values["refTPS"] = selectTPS
+	}
+	rows = append(rows, benchRow{What: "PostgreSQL: create (quote + session), 16 clients", Paygate: cr.String(),
+		Reference: fmt.Sprintf("pgbench single-row insert, 16 clients: %.0f TPS", insertTPS),
+		Values:    map[string]float64{"rps": cr.rps, "refTPS": insertTPS}})
+
+	storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second, dialect: "postgres"})
+	_, _, _, st := expiryStorm(t, storm, n)
+	rows = append(rows, benchRow{What: fmt.Sprintf("PostgreSQL: expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
+		Paygate: st.String(), Reference: "the SQLite row above",
+		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
+			"lifecyclesPerSec": st.rate}})
+	return rows, true
 }

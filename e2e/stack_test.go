@@ -105,6 +105,8 @@ type stackOptions struct {
 	// subscriptionPeriod, when set, makes every billing period of the
 	// stack's subscriptions last this long (seconds instead of months).
 	subscriptionPeriod time.Duration
+	// dialect is the store's database: "sqlite" (the default) or "postgres".
+	dialect string
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -115,7 +117,10 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	st := storetest.Open(t, "sqlite")
+	if o.dialect == "" {
+		o.dialect = "sqlite"
+	}
+	st := storetest.Open(t, o.dialect)
 	if o.networks == nil {
 		o.networks = chain.DefaultRegistry()
 		for _, name := range []string{"base_sepolia", "eth_sepolia"} {

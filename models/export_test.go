@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -41,4 +42,52 @@ func (s *Store) DB() *gorm.DB { return s.db }
 // started with other PAYGATE_SECRET_KEY settings would see it.
 func (s *Store) WithSecrets(r *keyring.Ring) *Store {
 	return &Store{db: s.db, now: s.now, secrets: r}
+}
+
+// CapturedQuery is one SQL statement a store method ran, with its values.
+type CapturedQuery struct {
+	SQL  string
+	Vars []any
+}
+
+// CaptureQueries runs fn and returns the SELECT statements it sent through
+// the store's pools.
+func (s *Store) CaptureQueries(fn func()) []CapturedQuery {
+	var got []CapturedQuery
+	name := "capture_" + NewID()
+	for _, db := range []*gorm.DB{s.db, s.reads} {
+		if db == nil {
+			continue
+		}
+		_ = db.Callback().Query().After("gorm:query").Register(name, func(d *gorm.DB) {
+			got = append(got, CapturedQuery{SQL: d.Statement.SQL.String(), Vars: append([]any(nil), d.Statement.Vars...)})
+		})
+		defer func(db *gorm.DB) { _ = db.Callback().Query().Remove(name) }(db)
+	}
+	fn()
+	return got
+}
+
+// Explain runs a captured query under EXPLAIN (ANALYZE, FORMAT JSON) on
+// PostgreSQL and answers the plan with what each node actually read.
+func (s *Store) Explain(q CapturedQuery) (string, error) {
+	var plan string
+	err := s.db.Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+q.SQL, q.Vars...).Row().Scan(&plan)
+	return plan, err
+}
+
+// CloneRows copies the first row of table n times on PostgreSQL, with the
+// columns in set replaced by SQL expressions of g (1..n), then analyzes the
+// table, so a plan is made over statistics of a table with rows.
+func (s *Store) CloneRows(table string, n int, set map[string]string) error {
+	var pairs []string
+	for col, expr := range set {
+		pairs = append(pairs, fmt.Sprintf("'%s', %s", col, expr))
+	}
+	q := fmt.Sprintf(`INSERT INTO %[1]s SELECT (jsonb_populate_record(NULL::%[1]s, to_jsonb(t) || jsonb_build_object(%[2]s))).*
+		FROM (SELECT * FROM %[1]s LIMIT 1) t, generate_series(1, %[3]d) g`, table, strings.Join(pairs, ", "), n)
+	if err := s.db.Exec(q).Error; err != nil {
+		return fmt.Errorf("clone %s: %w", table, err)
+	}
+	return s.db.Exec("ANALYZE " + table).Error
 }

@@ -210,6 +210,17 @@ func migrations() []*gormigrate.Migration {
 				return backfillDeliverySessions(tx)
 			},
 		},
+		{
+			// The delivery reconciler pages through pending deliveries by
+			// id: a partial index holds only those, so a pass reads the
+			// few open ones instead of every delivery ever made (found by
+			// TestHotQueriesUseIndexes).
+			ID: "20261123_0008_pending_deliveries_index",
+			Migrate: func(tx *gorm.DB) error {
+				return tx.Exec(`CREATE INDEX IF NOT EXISTS idx_webhook_deliveries_pending
+					ON webhook_deliveries (id) WHERE status = 'pending'`).Error
+			},
+		},
 	}
 }
 
