@@ -576,9 +576,11 @@ func (s *Service) submit(ctx context.Context, sessionID, txHash, source string) 
 	if perr != nil {
 		return workflows.SubmitResult{}, apperr.Invalid("txHash", perr.Error())
 	}
-	// The same hash again (a page retrying after a timeout) is answered as
-	// the first time, so the customer is never told to pay twice.
-	if cs.TxHash != nil && *cs.TxHash == h && !models.TerminalStatus(cs.Status) {
+	// The same hash again (a page retrying after a timeout, or after a 503
+	// whose update the workflow applied later) is answered as the first
+	// time, also once the session has its outcome (the poll shows it), so
+	// the customer is never told to pay twice.
+	if cs.TxHash != nil && *cs.TxHash == h {
 		return workflows.SubmitResult{Status: models.StatusBroadcast, TxHash: h, SessionID: cs.ID, NextAction: "poll_status"}, nil
 	}
 	if err := precheck(cs, s.now()); err != nil {

@@ -50,6 +50,13 @@ func TestCheckoutCompletes(t *testing.T) {
 	s.call("POST", "/api/checkout/session/"+id+"/cancel", "", nil, 409)
 
 	d := s.waitStatus(id, "complete", 20*time.Second)
+	// A retry that arrives after the outcome (its first try got a 503 while
+	// the workers were down, and the workflow applied it later) is answered
+	// as the first time, not refused; the poll shows the outcome.
+	late := s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": h}, 200)
+	if late["status"] != "txn_broadcast" || late["txHash"] != h {
+		t.Fatalf("resubmit after the outcome answered %v", late)
+	}
 	// Once it paid a session, the hash is the merchant's: another session
 	// of the merchant cannot take it (while the first was still verifying
 	// the claim was provisional: the chain decides between sessions).
