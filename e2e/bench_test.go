@@ -119,9 +119,8 @@ func TestServiceBench(t *testing.T) {
 	dc := historyCosts(t, storm.temporal, listWorkflowIDs(t, storm.temporal, "WebhookDeliveryWorkflow", 20))
 	add(benchRow{What: "Temporal work per expired session (checkout workflow + its delivery)",
 		Paygate: fmt.Sprintf("checkout: %s; delivery: %s", cc, dc),
-		Reference: fmt.Sprintf("bare same-shape workflow: %s; its second workflow: %s",
-			historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareWorkflow", 20)),
-			historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareDelivery", 20))),
+		Reference: fmt.Sprintf("bare same-shape workflow (without its second workflow): %s",
+			historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareWorkflow", 20))),
 		Values: map[string]float64{"checkoutEvents": cc.events, "checkoutWorkflowTasks": cc.workflowTasks, "checkoutActivityTasks": cc.activityTasks,
 			"deliveryEvents": dc.events, "deliveryWorkflowTasks": dc.workflowTasks, "deliveryActivityTasks": dc.activityTasks}})
 
@@ -557,6 +556,9 @@ func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
 	_, link := s.openSession(key, "", "12.50")
 	id, _ := s.openSession(key, link, "")
 	url := s.http.URL + "/api/checkout/session/" + id
+	// A first pass grows the pool to its working size; the figures are of
+	// the second, in steady state.
+	hammer(32, 2*time.Second, func(c *http.Client) error { return get(c, url) })
 	for _, clients := range []int{1, 8, 32} {
 		before := sessions()
 		p := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, url) })
