@@ -69,17 +69,9 @@ func TestServiceBench(t *testing.T) {
 	}
 
 	// Create: quote + session at 16 clients, beside a bare StartWorkflow.
-	quoteBody := map[string]any{"linkId": link, "network": "base_sepolia", "customer": map[string]any{"country": "DE"}}
 	create := func(c *http.Client) error {
-		var q map[string]any
-		if err := post(c, s.http.URL+"/api/checkout/quote", quoteBody, &q); err != nil {
-			return err
-		}
-		return post(c, s.http.URL+"/api/checkout/session", map[string]any{"linkId": link, "quoteToken": q["quoteToken"],
-			"walletAddress": s.wallet, "walletType": "evm", "network": "base_sepolia",
-			"customer": map[string]any{"email": "bench@example.com", "country": "DE"},
-			"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"], "totalCents": q["totalCents"],
-				"calculationId": q["calculationId"]}}, nil)
+		_, err := createSession(c, s, link, "bench@example.com")
+		return err
 	}
 	bareQueue := "bench-bare-" + models.NewID()
 	bw := sdkworker.New(s.temporal, bareQueue, sdkworker.Options{})
@@ -282,22 +274,32 @@ func bareGin(body []byte) *httptest.Server {
 	return httptest.NewServer(e)
 }
 
-// openQuiet opens a session without failing the test from a goroutine.
-func openQuiet(s *stack, link string) string {
-	c := http.DefaultClient
+// createSession opens a session of link as the hosted page does: a tax
+// quote, then the session with its totals.
+func createSession(c *http.Client, s *stack, link, email string) (string, error) {
 	var q, d map[string]any
 	if err := post(c, s.http.URL+"/api/checkout/quote", map[string]any{"linkId": link, "network": "base_sepolia",
 		"customer": map[string]any{"country": "DE"}}, &q); err != nil {
-		panic(err)
+		return "", err
 	}
 	if err := post(c, s.http.URL+"/api/checkout/session", map[string]any{"linkId": link, "quoteToken": q["quoteToken"],
 		"walletAddress": s.wallet, "walletType": "evm", "network": "base_sepolia",
-		"customer": map[string]any{"email": "storm@example.com", "country": "DE"},
+		"customer": map[string]any{"email": email, "country": "DE"},
 		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"], "totalCents": q["totalCents"],
 			"calculationId": q["calculationId"]}}, &d); err != nil {
+		return "", err
+	}
+	id, _ := d["id"].(string)
+	return id, nil
+}
+
+// openQuiet opens a session without failing the test from a goroutine.
+func openQuiet(s *stack, link string) string {
+	id, err := createSession(http.DefaultClient, s, link, "storm@example.com")
+	if err != nil {
 		panic(err)
 	}
-	return d["id"].(string)
+	return id
 }
 
 // benchBareWorkflow has a checkout expiry's shape without paygate: a timer
@@ -568,17 +570,9 @@ func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
 			Paygate: fmt.Sprintf("%s; %.0f new database sessions", p, max(opened, 0)), Reference: "-",
 			Values: map[string]float64{"rps": p.rps, "p99ms": p.p99ms, "newSessions": max(opened, 0)}})
 	}
-	quoteBody := map[string]any{"linkId": link, "network": "base_sepolia", "customer": map[string]any{"country": "DE"}}
 	cr := hammer(16, 5*time.Second, func(c *http.Client) error {
-		var q map[string]any
-		if err := post(c, s.http.URL+"/api/checkout/quote", quoteBody, &q); err != nil {
-			return err
-		}
-		return post(c, s.http.URL+"/api/checkout/session", map[string]any{"linkId": link, "quoteToken": q["quoteToken"],
-			"walletAddress": s.wallet, "walletType": "evm", "network": "base_sepolia",
-			"customer": map[string]any{"email": "bench@example.com", "country": "DE"},
-			"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"], "totalCents": q["totalCents"],
-				"calculationId": q["calculationId"]}}, nil)
+		_, err := createSession(c, s, link, "bench@example.com")
+		return err
 	})
 
 	// pgbench on a throwaway database of the same server.
