@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
@@ -30,6 +33,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/workflows"
 )
@@ -97,12 +102,32 @@ func TestServiceBench(t *testing.T) {
 	// same shape (timer, activity, search attribute, second workflow with
 	// one activity).
 	storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
-	_, ssess, ids, st := expiryStorm(t, storm, n)
+	_, ssess, ids, st := expiryRun(t, storm, n, 0)
 	bareRate, bareLag := bareStorm(t, s.temporal, bareQueue, n)
 	add(benchRow{What: fmt.Sprintf("expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
 		Paygate: st.String(), Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
 		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
 			"lifecyclesPerSec": st.rate, "refLifecyclesPerSec": bareRate}})
+
+	// A storm of 1,000 (the issue's second size).
+	if n < 1000 {
+		big := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
+		_, _, _, bst := expiryRun(t, big, 1000, 0)
+		add(benchRow{What: fmt.Sprintf("expiry storm, 1000 sessions due within %s", bst.spread.Round(100*time.Millisecond)),
+			Paygate: bst.String(), Reference: "-",
+			Values: map[string]float64{"expiredP50ms": ms(bst.expP50), "expiredP99ms": ms(bst.expP99), "deliveredP99ms": ms(bst.delivP99),
+				"lifecyclesPerSec": bst.rate}})
+	}
+
+	// Steady expiry: sessions opened (and so due) at 70% of the capacity
+	// the storm measured, for a minute.
+	steadyRate := 0.7 * st.rate
+	steady := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
+	_, _, _, sst := expiryRun(t, steady, int(steadyRate*60), steadyRate)
+	add(benchRow{What: fmt.Sprintf("steady expiry, %.0f sessions/s for a minute (70%% of the storm's capacity)", steadyRate),
+		Paygate: sst.String(), Reference: "-",
+		Values: map[string]float64{"ratePerSec": steadyRate, "expiredP50ms": ms(sst.expP50), "expiredP99ms": ms(sst.expP99),
+			"deliveredP50ms": ms(sst.delivP50), "deliveredP99ms": ms(sst.delivP99)}})
 
 	// The Temporal work behind each outcome: history events, workflow tasks
 	// and activity tasks of expired sessions' workflows and of their
@@ -130,6 +155,16 @@ func TestServiceBench(t *testing.T) {
 		Values: map[string]float64{"deliveriesPerSec": rate}})
 	_ = key
 	_ = session
+
+	// A paid session on the dev chain: from the block that reaches the
+	// confirmation threshold to complete, and to the receiver's 2xx.
+	add(paidBench(t, 10))
+
+	// Open sessions held by one worker: memory with them open, then every
+	// one expires.
+	if open := envInt("PAYGATE_BENCH_OPEN", 10000); open > 0 {
+		add(openSessionsBench(t, open))
+	}
 
 	// The production profile's store: the same scenarios on the local
 	// PostgreSQL, beside pgbench on the same server.
@@ -455,33 +490,52 @@ type stormResult struct {
 	spread                             time.Duration // first to last due time
 	expP50, expP99, delivP50, delivP99 time.Duration
 	rate                               float64 // lifecycles (due to delivered) per second
+	// CPU seconds from the first create to the last delivery: the bench
+	// process (API, workers, load generator) and the Temporal dev server.
+	cpuPaygate, cpuTemporal float64
 }
 
 func (r stormResult) String() string {
-	return fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s",
-		r.expP50, r.expP99, r.delivP50, r.delivP99, r.rate)
+	return fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s; CPU %.1f s (bench process) + %.1f s (Temporal)",
+		r.expP50, r.expP99, r.delivP50, r.delivP99, r.rate, r.cpuPaygate, r.cpuTemporal)
 }
 
-// expiryStorm opens n sessions on s (its lifetime makes them due together)
-// with a receiver of checkout.expired, and measures how late each expired
-// and its event arrived. It answers the merchant's key and session, the
-// session ids and the figures.
-func expiryStorm(t *testing.T, storm *stack, n int) (string, string, []string, stormResult) {
+// expiryRun opens n sessions on s with a receiver of checkout.expired, and
+// measures how late each expired and its event arrived. With rate 0 they
+// are opened as fast as 16 clients can (a storm: the stack's lifetime makes
+// them due together); with a rate, at that many per second (steady
+// expiry). It answers the merchant's key and session, the session ids and
+// the figures.
+func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string, []string, stormResult) {
 	skey, ssess := storm.merchant()
 	rc := newReceiver(t, nil)
 	storm.webhookEndpoint(ssess, rc, "checkout.expired")
 	_, slink := storm.openSession(skey, "", "1.00")
+	cpu0, tcpu0 := processCPU(os.Getpid()), processCPU(storm.server.PID())
 	ids := make([]string, n)
 	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+	if rate > 0 {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		for i := range n {
+			<-tick.C
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				ids[i] = openQuiet(storm, slink)
-			}
-		}()
+			}()
+		}
+		tick.Stop()
+	} else {
+		var next atomic.Int64
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					ids[i] = openQuiet(storm, slink)
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	due := map[string]time.Time{}
@@ -500,6 +554,7 @@ func expiryStorm(t *testing.T, storm *stack, n int) (string, string, []string, s
 		}
 	}
 	got := rc.waitFor("every checkout.expired", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
+	cpu, tcpu := processCPU(os.Getpid())-cpu0, processCPU(storm.server.PID())-tcpu0
 	var expLag, delivLag []time.Duration
 	var last time.Time
 	for _, sid := range ids {
@@ -520,7 +575,8 @@ func expiryStorm(t *testing.T, storm *stack, n int) (string, string, []string, s
 		}
 	}
 	return skey, ssess, ids, stormResult{spread: lastDue.Sub(first), expP50: pct(expLag, 50), expP99: pct(expLag, 99),
-		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds()}
+		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds(),
+		cpuPaygate: cpu, cpuTemporal: tcpu}
 }
 
 // postgresBench runs poll, create and the expiry storm on a stack whose
@@ -611,10 +667,166 @@ func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
 		Values:    map[string]float64{"rps": cr.rps, "refTPS": insertTPS}})
 
 	storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second, dialect: "postgres"})
-	_, _, _, st := expiryStorm(t, storm, n)
+	_, _, _, st := expiryRun(t, storm, n, 0)
 	rows = append(rows, benchRow{What: fmt.Sprintf("PostgreSQL: expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
 		Paygate: st.String(), Reference: "the SQLite row above",
 		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
 			"lifecyclesPerSec": st.rate}})
 	return rows, true
+}
+
+// openSessionsBench opens n sessions on one worker (no webhook endpoint),
+// states the memory of the bench process (API, worker and load generator in
+// one) and of the Temporal dev server with them open, and waits until every
+// one has expired.
+func openSessionsBench(t *testing.T, n int) benchRow {
+	// Long enough to open them all before the first is due.
+	life := time.Duration(float64(n)/100*float64(time.Second)) + 30*time.Second
+	s := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: life})
+	key, _ := s.merchant()
+	_, link := s.openSession(key, "", "1.00")
+	heap0, rss0 := heapInUse(), processRSS(s.server.PID())
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				ids[i] = openQuiet(s, link)
+			}
+		}()
+	}
+	wg.Wait()
+	opened := time.Now()
+	heap1, rss1 := heapInUse(), processRSS(s.server.PID())
+	// Every one expires: poll the sessions not yet seen expired.
+	left := ids
+	deadline := opened.Add(life + 10*time.Minute)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Second)
+		var still []string
+		for _, id := range left {
+			cs, err := s.store.CheckoutSession(context.Background(), id)
+			if err != nil || cs.Status != models.StatusExpired {
+				still = append(still, id)
+			}
+		}
+		left = still
+	}
+	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }
+	return benchRow{What: fmt.Sprintf("%d open sessions on one worker", n),
+		Paygate: fmt.Sprintf("bench process heap in use %.0f MB (+%.0f MB with them open); Temporal dev server RSS %.0f MB (+%.0f MB); %d of %d expired",
+			mb(heap1), mb(heap1-min(heap0, heap1)), mb(rss1), mb(rss1-min(rss0, rss1)), n-len(left), n),
+		Reference: "-",
+		Values: map[string]float64{"heapMB": mb(heap1), "heapDeltaMB": mb(heap1 - min(heap0, heap1)), "temporalRSSMB": mb(rss1),
+			"temporalRSSDeltaMB": mb(rss1 - min(rss0, rss1)), "expired": float64(n - len(left))}}
+}
+
+// heapInUse is the Go heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// processRSS reads a process's resident set from /proc (0 where there is none).
+func processRSS(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb uint64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// paidBench pays n sessions one after another on a dev chain of its own
+// (a block a second, polled every second, as `make run`), each the way
+// `paygate dev pay` does, and measures from the block that reaches the
+// confirmation threshold to the session's complete and to its
+// checkout.completed answered 2xx by a local receiver.
+func paidBench(t *testing.T, n int) benchRow {
+	ctx := context.Background()
+	s, dc := devChainStack(t, time.Second, stackOptions{})
+	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eth.Close()
+	conf, _ := s.networks.Lookup(chain.NetworkBaseSepolia)
+	key, sess := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(sess, rc, "checkout.completed")
+	s.wallet = dc.Customer().Hex()
+	var toComplete, toReceiver []time.Duration
+	var link string
+	for i := 0; i < n; i++ {
+		var id string
+		id, link = s.openSession(key, link, "12.50")
+		p, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var included uint64
+		for {
+			r, err := eth.TransactionReceipt(ctx, common.HexToHash(p.TxHash))
+			if err == nil {
+				included = r.BlockNumber.Uint64()
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		var reached time.Time
+		for threshold := included + conf.Confirmations - 1; ; time.Sleep(10 * time.Millisecond) {
+			if head, err := eth.BlockNumber(ctx); err == nil && head >= threshold {
+				reached = time.Now()
+				break
+			}
+		}
+		s.waitStatus(id, "complete", time.Minute)
+		h, _ := s.store.SessionHistory(ctx, id)
+		for _, e := range h {
+			if e.Status == models.StatusComplete {
+				toComplete = append(toComplete, e.CreatedAt.Sub(reached))
+			}
+		}
+		got := rc.waitFor("checkout.completed", time.Minute, func(r []received) bool { return len(delivered2xx(r)) > i })
+		for _, r := range got {
+			if sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string); sid == id && r.Status < 300 {
+				toReceiver = append(toReceiver, r.At.Sub(reached))
+			}
+		}
+	}
+	return benchRow{What: fmt.Sprintf("paid session on the dev chain (%d, block and poll every %s, %d confirmations)", n, conf.PollInterval, conf.Confirmations),
+		Paygate: fmt.Sprintf("threshold block to complete p50 %s / max %s; to checkout.completed at the receiver p50 %s / max %s",
+			pct(toComplete, 50), pct(toComplete, 100), pct(toReceiver, 50), pct(toReceiver, 100)),
+		Reference: fmt.Sprintf("a poll every %s waits %s on average", conf.PollInterval, conf.PollInterval/2),
+		Values: map[string]float64{"completeP50ms": ms(pct(toComplete, 50)), "completeMaxMs": ms(pct(toComplete, 100)),
+			"receiverP50ms": ms(pct(toReceiver, 50)), "receiverMaxMs": ms(pct(toReceiver, 100))}}
+}
+
+// processCPU is the user and system CPU seconds a process has used, from
+// /proc (0 where there is none). Clock ticks are 100 a second on Linux.
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime float64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return (utime + stime) / 100
 }

@@ -70,6 +70,8 @@ func (v *scriptedVerifier) Verify(_ context.Context, req chain.VerifyRequest) (c
 type stack struct {
 	t        *testing.T
 	temporal client.Client
+	// server is the stack's Temporal dev server.
+	server   *temporaldev.Server
 	store    *models.Store
 	checkout *checkout.Service
 	refunds  *refund.Service
@@ -183,7 +185,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &stack{t: t, temporal: c, store: st, checkout: svc, refunds: refunds, subscriptions: subs, http: hs, networks: o.networks,
+	return &stack{t: t, temporal: c, server: ts, store: st, checkout: svc, refunds: refunds, subscriptions: subs, http: hs, networks: o.networks,
 		workers: ws, checkoutQueue: queue, webhookQueue: webhookQueue, verifier: o.verifier, sender: o.sender,
 		wallet: "0x8617E340B3D01FA5F11F306F4090FD50E238070D"}
 }

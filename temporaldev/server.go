@@ -343,6 +343,14 @@ func (s *Server) Address() string {
 }
 
 // Namespace is the namespace Start created and configured.
+// PID is the dev server's process id (0 before it started).
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 func (s *Server) Namespace() string { return s.opts.Namespace }
 
 // UIURL is the Web UI's base URL, or "" when the server runs headless.
