@@ -84,6 +84,9 @@ type TemporalConfig struct {
 	ServerName        string // TEMPORAL_TLS_SERVER_NAME
 	TaskQueueCheckout string // TEMPORAL_TASK_QUEUE_CHECKOUT (paygate-checkout)
 	TaskQueueWebhooks string // TEMPORAL_TASK_QUEUE_WEBHOOKS (paygate-webhooks)
+	// StickyTimeout is the workers' sticky schedule-to-start timeout
+	// (TEMPORAL_STICKY_TIMEOUT, 30s).
+	StickyTimeout time.Duration
 }
 
 // TLSEnabled reports whether any TLS setting was given.
@@ -138,6 +141,7 @@ func Defaults() Config {
 			Namespace:         "default",
 			TaskQueueCheckout: "paygate-checkout",
 			TaskQueueWebhooks: "paygate-webhooks",
+			StickyTimeout:     30 * time.Second,
 		},
 		RateLimit: RateLimitConfig{Enabled: true, ExemptLoopback: true, IPv6PrefixBits: 64},
 		SMTP:      SMTPConfig{Port: 587},
@@ -213,6 +217,7 @@ func Load(getenv func(string) string) (Config, error) {
 	str("TEMPORAL_TLS_SERVER_NAME", &c.Temporal.ServerName)
 	str("TEMPORAL_TASK_QUEUE_CHECKOUT", &c.Temporal.TaskQueueCheckout)
 	str("TEMPORAL_TASK_QUEUE_WEBHOOKS", &c.Temporal.TaskQueueWebhooks)
+	duration("TEMPORAL_STICKY_TIMEOUT", &c.Temporal.StickyTimeout)
 	boolean("RATE_LIMIT_ENABLED", &c.RateLimit.Enabled)
 	if c.Profile == ProfileProduction {
 		// Behind a reverse proxy on the same host every client would look

@@ -169,7 +169,8 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 	// are always held to the strict policy at dial time.
 	sender := webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback})
 	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: a.cfg.Temporal.TaskQueueCheckout, WebhookQueue: a.cfg.Temporal.TaskQueueWebhooks,
-		Store: a.store, Verifier: verifier, Sender: sender, Sessions: svc, PublicBaseURL: a.cfg.PublicBaseURL})
+		Store: a.store, Verifier: verifier, Sender: sender, Sessions: svc, PublicBaseURL: a.cfg.PublicBaseURL,
+		StickyTimeout: a.cfg.Temporal.StickyTimeout})
 	if err != nil {
 		return err
 	}
