@@ -109,14 +109,17 @@ func TestServiceBench(t *testing.T) {
 		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
 			"lifecyclesPerSec": st.rate, "refLifecyclesPerSec": bareRate}})
 
-	// A storm of 1,000 (the second size).
+	// A storm of 1,000 (the second size), beside the same storm on
+	// workers with the SDK's default sticky timeout (5 s).
 	if n < 1000 {
 		big := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
 		_, _, _, bst := expiryRun(t, big, 1000, 0)
+		sdk := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second, stickyTimeout: 5 * time.Second})
+		_, _, _, sst := expiryRun(t, sdk, 1000, 0)
 		add(benchRow{What: fmt.Sprintf("expiry storm, 1000 sessions due within %s", bst.spread.Round(100*time.Millisecond)),
-			Paygate: bst.String(), Reference: "-",
+			Paygate: bst.String(), Reference: "the same with the SDK's 5 s sticky timeout: " + sst.String(),
 			Values: map[string]float64{"expiredP50ms": ms(bst.expP50), "expiredP99ms": ms(bst.expP99), "deliveredP99ms": ms(bst.delivP99),
-				"lifecyclesPerSec": bst.rate}})
+				"lifecyclesPerSec": bst.rate, "refExpiredP99ms": ms(sst.expP99), "refLifecyclesPerSec": sst.rate}})
 	}
 
 	// Steady expiry: sessions opened (and so due) at 70% of capacity, for a

@@ -109,6 +109,8 @@ type stackOptions struct {
 	subscriptionPeriod time.Duration
 	// dialect is the store's database: "sqlite" (the default) or "postgres".
 	dialect string
+	// stickyTimeout is the workers' sticky timeout (0: their default).
+	stickyTimeout time.Duration
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -144,7 +146,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		TaskQueue: queue, Lifetime: o.lifetime, NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Relayer: o.relayer}
 	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: queue, WebhookQueue: webhookQueue, Store: st,
-		Verifier: o.verifier, Sender: o.sender, Sessions: svc, PublicBaseURL: "http://paygate.test"})
+		Verifier: o.verifier, Sender: o.sender, Sessions: svc, PublicBaseURL: "http://paygate.test", StickyTimeout: o.stickyTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
