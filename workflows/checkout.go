@@ -361,8 +361,8 @@ func (c *checkout) wallet(ctx workflow.Context, req WalletRequest) (CheckoutStat
 
 // nextEntryID makes a history entry id: a UUIDv7, so entries sort in time
 // order. In the local shape it is derived from the run (workflow time, the
-// run id and the entry's position), so a replay makes the same id without a
-// marker in the history; before, a side effect recorded it.
+// run id and a count of the ids the run allocated), so a replay makes the
+// same id without a marker in the history; before, a side effect recorded it.
 func (c *checkout) nextEntryID(ctx workflow.Context) string {
 	if c.in.Shape >= ShapeLocalEffects {
 		// Numbered when allocated, not when recorded: two wallet reports in
