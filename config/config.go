@@ -85,7 +85,7 @@ type TemporalConfig struct {
 	TaskQueueCheckout string // TEMPORAL_TASK_QUEUE_CHECKOUT (paygate-checkout)
 	TaskQueueWebhooks string // TEMPORAL_TASK_QUEUE_WEBHOOKS (paygate-webhooks)
 	// StickyTimeout is the workers' sticky schedule-to-start timeout
-	// (TEMPORAL_STICKY_TIMEOUT, 30s).
+	// (TEMPORAL_STICKY_TIMEOUT, 15s).
 	StickyTimeout time.Duration
 }
 
@@ -141,7 +141,7 @@ func Defaults() Config {
 			Namespace:         "default",
 			TaskQueueCheckout: "paygate-checkout",
 			TaskQueueWebhooks: "paygate-webhooks",
-			StickyTimeout:     30 * time.Second,
+			StickyTimeout:     15 * time.Second,
 		},
 		RateLimit: RateLimitConfig{Enabled: true, ExemptLoopback: true, IPv6PrefixBits: 64},
 		SMTP:      SMTPConfig{Port: 587},

@@ -50,7 +50,7 @@ type Config struct {
 // this long before another worker takes it (a worker that stops cleanly
 // hands its sessions over at once, and the server stops queueing on a
 // sticky queue nobody polled for 10 s).
-const DefaultStickyTimeout = 30 * time.Second
+const DefaultStickyTimeout = 15 * time.Second
 
 func workerOptions(cfg Config) sdkworker.Options {
 	sticky := cfg.StickyTimeout
