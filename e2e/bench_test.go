@@ -55,130 +55,148 @@ func TestServiceBench(t *testing.T) {
 		t.Logf("%s: %s (reference: %s)", r.What, r.Paygate, r.Reference)
 	}
 
-	s := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 30 * time.Minute})
-	key, session := s.merchant()
-	_, link := s.openSession(key, "", "12.50")
-	id, _ := s.openSession(key, link, "")
+	// Each part runs in a subtest, so its stacks (a Temporal dev server each,
+	// workers, the API) stop before the next part measures.
+	var st stormResult
+	var cr load
+	t.Run("embedded", func(t *testing.T) {
+		s := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 30 * time.Minute})
+		key, session := s.merchant()
+		_, link := s.openSession(key, "", "12.50")
+		id, _ := s.openSession(key, link, "")
 
-	// Poll: GET /api/checkout/session/{id} at 32 clients, beside a bare Gin
-	// handler answering the same bytes.
-	url := s.http.URL + "/api/checkout/session/" + id
-	body := mustGet(t, url)
-	bare := bareGin(body)
-	defer bare.Close()
-	for _, clients := range []int{1, 32} {
-		p := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, url) })
-		r := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, bare.URL+"/x") })
-		add(benchRow{What: fmt.Sprintf("poll, %d clients", clients), Paygate: p.String(), Reference: "bare Gin handler: " + r.String(),
-			Values: map[string]float64{"rps": p.rps, "p99ms": p.p99ms, "refRps": r.rps, "refP99ms": r.p99ms}})
-	}
-
-	// Create: quote + session at 16 clients, beside a bare StartWorkflow.
-	create := func(c *http.Client) error {
-		_, err := createSession(c, s, link, "bench@example.com")
-		return err
-	}
-	bareQueue := "bench-bare-" + models.NewID()
-	bw := sdkworker.New(s.temporal, bareQueue, sdkworker.Options{})
-	bw.RegisterWorkflow(benchBareWorkflow)
-	bw.RegisterWorkflow(benchBareDelivery)
-	bw.RegisterActivity(benchNoop)
-	if err := bw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer bw.Stop()
-	cr := hammer(16, 5*time.Second, create)
-	far := time.Now().Add(time.Hour)
-	sr := hammer(16, 5*time.Second, func(*http.Client) error {
-		_, err := s.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: bareQueue, ID: "bench-" + models.NewID()},
-			benchBareWorkflow, far)
-		return err
-	})
-	add(benchRow{What: "create (quote + session), 16 clients", Paygate: cr.String(), Reference: "bare StartWorkflow: " + sr.String(),
-		Values: map[string]float64{"rps": cr.rps, "refRps": sr.rps}})
-
-	// Expiry storm: n sessions due within about a second, each emitting
-	// checkout.expired to a local receiver; beside a bare workflow of the
-	// same shape (timer, activity, search attribute, second workflow with
-	// one activity).
-	storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
-	_, ssess, ids, st := expiryRun(t, storm, n, 0)
-	bareRate, bareLag := bareStorm(t, s.temporal, bareQueue, n)
-	add(benchRow{What: fmt.Sprintf("expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
-		Paygate: st.String(), Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
-		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
-			"lifecyclesPerSec": st.rate, "refLifecyclesPerSec": bareRate}})
-
-	// A storm of 1,000 (the second size), beside the same storm on
-	// workers with the SDK's default sticky timeout (5 s).
-	if n < 1000 {
-		big := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
-		_, _, _, bst := expiryRun(t, big, 1000, 0)
-		sdk := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second, stickyTimeout: 5 * time.Second})
-		_, _, _, sst := expiryRun(t, sdk, 1000, 0)
-		add(benchRow{What: fmt.Sprintf("expiry storm, 1000 sessions due within %s", bst.spread.Round(100*time.Millisecond)),
-			Paygate: bst.String(), Reference: "the same with the SDK's 5 s sticky timeout: " + sst.String(),
-			Values: map[string]float64{"expiredP50ms": ms(bst.expP50), "expiredP99ms": ms(bst.expP99), "deliveredP99ms": ms(bst.delivP99),
-				"lifecyclesPerSec": bst.rate, "refExpiredP99ms": ms(sst.expP99), "refLifecyclesPerSec": sst.rate}})
-	}
-
-	// Steady expiry: sessions opened (and so due) at 70% of capacity, for a
-	// minute. In steady state every session is created and expires in the
-	// same window, so capacity is the create rate and the storm's lifecycle
-	// rate together: 1 / (1/create + 1/lifecycles).
-	capacity := 1 / (1/cr.rps + 1/st.rate)
-	steadyRate := 0.7 * capacity
-	steady := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
-	_, _, _, sst := expiryRun(t, steady, int(steadyRate*60), steadyRate)
-	add(benchRow{What: fmt.Sprintf("steady expiry, %.0f sessions/s for a minute (70%% of a capacity of %.0f/s: create and lifecycle together)", steadyRate, capacity),
-		Paygate: sst.String(), Reference: "-",
-		Values: map[string]float64{"ratePerSec": steadyRate, "expiredP50ms": ms(sst.expP50), "expiredP99ms": ms(sst.expP99),
-			"deliveredP50ms": ms(sst.delivP50), "deliveredP99ms": ms(sst.delivP99)}})
-
-	// The Temporal work behind each outcome: history events, workflow tasks
-	// and activity tasks of expired sessions' workflows and of their
-	// checkout.expired deliveries (a sample of each).
-	cc := historyCosts(t, storm.temporal, sampleIDs(ids, 20, workflows.CheckoutWorkflowID))
-	dc := historyCosts(t, storm.temporal, listWorkflowIDs(t, storm.temporal, "WebhookDeliveryWorkflow", 20))
-	add(benchRow{What: "Temporal work per expired session (checkout workflow + its delivery)",
-		Paygate: fmt.Sprintf("checkout: %s; delivery: %s", cc, dc),
-		Reference: fmt.Sprintf("bare same-shape workflow (without its second workflow): %s",
-			historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareWorkflow", 20))),
-		Values: map[string]float64{"checkoutEvents": cc.events, "checkoutWorkflowTasks": cc.workflowTasks, "checkoutActivityTasks": cc.activityTasks,
-			"deliveryEvents": dc.events, "deliveryWorkflowTasks": dc.workflowTasks, "deliveryActivityTasks": dc.activityTasks}})
-
-	// Webhook deliveries to a local receiver.
-	rc2 := newReceiver(t, nil)
-	storm.webhookEndpoint(ssess, rc2, "payment.completed")
-	mid := storm.merchantID(ssess)
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		storm.emit(mid, "payment.completed")
-	}
-	rc2.waitFor("deliveries", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
-	rate := float64(n) / time.Since(start).Seconds()
-	add(benchRow{What: fmt.Sprintf("webhook deliveries (%d)", n), Paygate: fmt.Sprintf("%.0f deliveries/s", rate), Reference: "-",
-		Values: map[string]float64{"deliveriesPerSec": rate}})
-	_ = key
-	_ = session
-
-	// A paid session on the dev chain: from the block that reaches the
-	// confirmation threshold to complete, and to the receiver's 2xx.
-	add(paidBench(t, 10))
-
-	// Open sessions held by one worker: memory with them open, then every
-	// one expires.
-	if open := envInt("PAYGATE_BENCH_OPEN", 10000); open > 0 {
-		add(openSessionsBench(t, open))
-	}
-
-	// The production profile's store: the same scenarios on the local
-	// PostgreSQL, beside pgbench on the same server.
-	if pgRows, ok := postgresBench(t, n); ok {
-		for _, r := range pgRows {
-			add(r)
+		// Poll: GET /api/checkout/session/{id} at 32 clients, beside a bare Gin
+		// handler answering the same bytes.
+		url := s.http.URL + "/api/checkout/session/" + id
+		body := mustGet(t, url)
+		bare := bareGin(body)
+		defer bare.Close()
+		for _, clients := range []int{1, 32} {
+			p := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, url) })
+			r := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, bare.URL+"/x") })
+			add(benchRow{What: fmt.Sprintf("poll, %d clients", clients), Paygate: p.String(), Reference: "bare Gin handler: " + r.String(),
+				Values: map[string]float64{"rps": p.rps, "p99ms": p.p99ms, "refRps": r.rps, "refP99ms": r.p99ms}})
 		}
-	}
+
+		// Create: quote + session at 16 clients, beside a bare StartWorkflow.
+		create := func(c *http.Client) error {
+			_, err := createSession(c, s, link, "bench@example.com")
+			return err
+		}
+		bareQueue := "bench-bare-" + models.NewID()
+		bw := sdkworker.New(s.temporal, bareQueue, sdkworker.Options{})
+		bw.RegisterWorkflow(benchBareWorkflow)
+		bw.RegisterWorkflow(benchBareDelivery)
+		bw.RegisterActivity(benchNoop)
+		if err := bw.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer bw.Stop()
+		cr = hammer(16, 5*time.Second, create)
+		far := time.Now().Add(time.Hour)
+		sr := hammer(16, 5*time.Second, func(*http.Client) error {
+			_, err := s.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: bareQueue, ID: "bench-" + models.NewID()},
+				benchBareWorkflow, far)
+			return err
+		})
+		add(benchRow{What: "create (quote + session), 16 clients", Paygate: cr.String(), Reference: "bare StartWorkflow: " + sr.String(),
+			Values: map[string]float64{"rps": cr.rps, "refRps": sr.rps}})
+
+		// Expiry storm: n sessions due within about a second, each emitting
+		// checkout.expired to a local receiver; beside a bare workflow of the
+		// same shape (timer, activity, search attribute, second workflow with
+		// one activity).
+		storm := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
+		_, ssess, ids, stormRes := expiryRun(t, storm, n, 0)
+		st = stormRes
+		bareRate, bareLag := bareStorm(t, s.temporal, bareQueue, n)
+		add(benchRow{What: fmt.Sprintf("expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
+			Paygate: st.String(), Reference: fmt.Sprintf("bare same-shape workflow: %.0f lifecycles/s, lag p99 %s", bareRate, pct(bareLag, 99)),
+			Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
+				"lifecyclesPerSec": st.rate, "refLifecyclesPerSec": bareRate}})
+
+		// The Temporal work behind each outcome: history events, workflow tasks
+		// and activity tasks of expired sessions' workflows and of their
+		// checkout.expired deliveries (a sample of each).
+		cc := historyCosts(t, storm.temporal, sampleIDs(ids, 20, workflows.CheckoutWorkflowID))
+		dc := historyCosts(t, storm.temporal, listWorkflowIDs(t, storm.temporal, "WebhookDeliveryWorkflow", 20))
+		add(benchRow{What: "Temporal work per expired session (checkout workflow + its delivery)",
+			Paygate: fmt.Sprintf("checkout: %s; delivery: %s", cc, dc),
+			Reference: fmt.Sprintf("bare same-shape workflow (without its second workflow): %s",
+				historyCosts(t, s.temporal, listWorkflowIDs(t, s.temporal, "benchBareWorkflow", 20))),
+			Values: map[string]float64{"checkoutEvents": cc.events, "checkoutWorkflowTasks": cc.workflowTasks, "checkoutActivityTasks": cc.activityTasks,
+				"deliveryEvents": dc.events, "deliveryWorkflowTasks": dc.workflowTasks, "deliveryActivityTasks": dc.activityTasks}})
+
+		// Webhook deliveries to a local receiver.
+		rc2 := newReceiver(t, nil)
+		storm.webhookEndpoint(ssess, rc2, "payment.completed")
+		mid := storm.merchantID(ssess)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			storm.emit(mid, "payment.completed")
+		}
+		rc2.waitFor("deliveries", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
+		rate := float64(n) / time.Since(start).Seconds()
+		add(benchRow{What: fmt.Sprintf("webhook deliveries (%d)", n), Paygate: fmt.Sprintf("%.0f deliveries/s", rate), Reference: "-",
+			Values: map[string]float64{"deliveriesPerSec": rate}})
+		_ = key
+		_ = session
+
+	})
+	t.Run("storm1000", func(t *testing.T) {
+		// A storm of 1,000 (the second size), beside the same storm on
+		// workers with the SDK's default sticky timeout (5 s).
+		if n < 1000 {
+			big := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
+			_, _, _, bst := expiryRun(t, big, 1000, 0)
+			sdk := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second, stickyTimeout: 5 * time.Second})
+			_, _, _, sst := expiryRun(t, sdk, 1000, 0)
+			add(benchRow{What: fmt.Sprintf("expiry storm, 1000 sessions due within %s", bst.spread.Round(100*time.Millisecond)),
+				Paygate: bst.String(), Reference: "the same with the SDK's 5 s sticky timeout: " + sst.String(),
+				Values: map[string]float64{"expiredP50ms": ms(bst.expP50), "expiredP99ms": ms(bst.expP99), "deliveredP99ms": ms(bst.delivP99),
+					"lifecyclesPerSec": bst.rate, "refExpiredP99ms": ms(sst.expP99), "refLifecyclesPerSec": sst.rate}})
+		}
+
+	})
+	t.Run("steady", func(t *testing.T) {
+		// Steady expiry: sessions opened (and so due) at 70% of capacity, for a
+		// minute. In steady state every session is created and expires in the
+		// same window, so capacity is the create rate and the storm's lifecycle
+		// rate together: 1 / (1/create + 1/lifecycles).
+		capacity := 1 / (1/cr.rps + 1/st.rate)
+		steadyRate := 0.7 * capacity
+		steady := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
+		_, _, _, sst := expiryRun(t, steady, int(steadyRate*60), steadyRate)
+		add(benchRow{What: fmt.Sprintf("steady expiry, %.0f sessions/s for a minute (70%% of a capacity of %.0f/s: create and lifecycle together)", steadyRate, capacity),
+			Paygate: sst.String(), Reference: "-",
+			Values: map[string]float64{"ratePerSec": steadyRate, "expiredP50ms": ms(sst.expP50), "expiredP99ms": ms(sst.expP99),
+				"deliveredP50ms": ms(sst.delivP50), "deliveredP99ms": ms(sst.delivP99)}})
+
+	})
+	t.Run("paid", func(t *testing.T) {
+		// A paid session on the dev chain: from the block that reaches the
+		// confirmation threshold to complete, and to the receiver's 2xx.
+		add(paidBench(t, 10))
+
+	})
+	t.Run("open", func(t *testing.T) {
+		// Open sessions held by one worker: memory with them open, then every
+		// one expires.
+		if open := envInt("PAYGATE_BENCH_OPEN", 10000); open > 0 {
+			add(openSessionsBench(t, open))
+		}
+
+	})
+	t.Run("postgres", func(t *testing.T) {
+		// The production profile's store: the same scenarios on the local
+		// PostgreSQL, beside pgbench on the same server.
+		if pgRows, ok := postgresBench(t, n); ok {
+			for _, r := range pgRows {
+				add(r)
+			}
+		}
+
+	})
 
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

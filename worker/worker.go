@@ -45,11 +45,12 @@ type Config struct {
 // worker's sticky queue behind the others; after 5 s the server moved it to
 // the shared queue, where the SDK's pollers do not look while the sticky
 // queue has a backlog, so it waited there for a minute or more (make bench:
-// 1,000 sessions due together, expired p99 70 s with 5 s, about 10 s with
-// 30 s). The price: a task queued on a worker that was killed waits up to
-// this long before another worker takes it (a worker that stops cleanly
-// hands its sessions over at once, and the server stops queueing on a
-// sticky queue nobody polled for 10 s).
+// 1,000 sessions due together, expired p99 70 s with 5 s, 73 s with 10 s,
+// 12.6 s with 15 s). The price: a task queued on a worker that was killed,
+// or on a Temporal server that restarted, waits up to this long before a
+// worker takes it; 30 s made the chaos suite's restart lane see cancels
+// only after expiry. A worker that stops cleanly hands its sessions over
+// at once.
 const DefaultStickyTimeout = 15 * time.Second
 
 func workerOptions(cfg Config) sdkworker.Options {
