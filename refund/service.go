@@ -266,16 +266,8 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for i := range rows {
-		if err := s.StartWorkflow(ctx, &rows[i]); err != nil {
-			s.log().Warn("repair: refund workflow still not started", "refundId", rows[i].ID, "err", err)
-			continue
-		}
-		s.log().Info("repair: started the workflow of a refund left without one", "refundId", rows[i].ID)
-		n++
-	}
-	return n, nil
+	return periodic.StartMissing(ctx, s.log(), "refund", "refundId", rows,
+		func(r *models.Refund) string { return r.ID }, s.StartWorkflow), nil
 }
 
 // RunRepairer repairs every interval until ctx ends.

@@ -298,16 +298,8 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for i := range rows {
-		if err := s.StartWorkflow(ctx, &rows[i]); err != nil {
-			s.log().Warn("repair: subscription workflow still not started", "subscriptionId", rows[i].ID, "err", err)
-			continue
-		}
-		s.log().Info("repair: started the workflow of a subscription left without one", "subscriptionId", rows[i].ID)
-		n++
-	}
-	return n, nil
+	return periodic.StartMissing(ctx, s.log(), "subscription", "subscriptionId", rows,
+		func(r *models.Subscription) string { return r.ID }, s.StartWorkflow), nil
 }
 
 // RunRepairer repairs every interval until ctx ends.
