@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -261,11 +262,16 @@ func (s *Server) respondSession(c *gin.Context, cs *models.CheckoutSession, with
 		fail(c, err)
 		return
 	}
+	respond(c, http.StatusOK, s.sessionWithHistory(cs, h, withCustomer))
+}
+
+// sessionWithHistory is the poll's data: the session and its history.
+func (s *Server) sessionWithHistory(cs *models.CheckoutSession, h []models.CheckoutSessionEvent, withCustomer bool) gin.H {
 	events := make([]historyJSON, 0, len(h))
 	for _, e := range h {
 		events = append(events, historyJSON{ID: e.ID, SessionID: e.SessionID, Status: e.Status, Source: e.Source, Chain: e.Chain, CreatedAt: ts(e.CreatedAt)})
 	}
-	respond(c, http.StatusOK, gin.H{"session": s.sessionOut(cs, withCustomer), "events": events})
+	return gin.H{"session": s.sessionOut(cs, withCustomer), "events": events}
 }
 
 // getCheckoutSession is the status poll. It is public, so it does not show
@@ -276,12 +282,36 @@ func (s *Server) getCheckoutSession(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	var start uint64
+	if s.polls != nil {
+		var body []byte
+		var ok bool
+		if body, start, ok = s.polls.get(id); ok {
+			c.Data(http.StatusOK, "application/json; charset=utf-8", body)
+			return
+		}
+	}
 	cs, err := s.Store.CheckoutSession(c.Request.Context(), id)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	s.respondSession(c, cs, false)
+	if s.polls == nil {
+		s.respondSession(c, cs, false)
+		return
+	}
+	h, err := s.Store.SessionHistory(c.Request.Context(), cs.ID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	body, err := json.Marshal(itemBody{Status: "success", Data: s.sessionWithHistory(cs, h, false)})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.polls.put(id, body, start)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
 }
 
 type walletRequest struct {
@@ -294,6 +324,7 @@ func (s *Server) checkoutWallet(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	defer s.sessionMoved(id)
 	var req walletRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
@@ -328,6 +359,7 @@ func (s *Server) cancelSession(c *gin.Context, sc *models.Scope, source string) 
 		fail(c, err)
 		return
 	}
+	defer s.sessionMoved(id)
 	var cs *models.CheckoutSession
 	if sc != nil {
 		cs, err = s.Store.CheckoutSessionOfMerchant(c.Request.Context(), *sc, id)
@@ -383,6 +415,7 @@ func (s *Server) checkoutSubmit(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	defer s.sessionMoved(id)
 	res, err := s.Checkout.Submit(c.Request.Context(), id, hash)
 	if err != nil {
 		fail(c, err)
@@ -408,6 +441,7 @@ func (s *Server) checkoutAuthorization(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	defer s.sessionMoved(id)
 	var req authorizationRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)

@@ -47,6 +47,13 @@ func newHarness(t testing.TB, st *models.Store, mutate ...func(*api.Deps)) *harn
 	// Likewise subscriptions: creation and every refusal that comes before
 	// the workflow (TestSubscriptionsOnTemporal runs the workflows).
 	d.Subscriptions = &subscription.Service{Store: st, Networks: chain.DefaultRegistry(), Log: d.Logger}
+	// The status poll's cache runs in every API test: it is dropped by the
+	// store's change feed, which the harness runs.
+	d.SessionChanges = st.SessionChanges()
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	feedDone := make(chan struct{})
+	go func() { defer close(feedDone); d.SessionChanges.Run(feedCtx) }()
+	t.Cleanup(func() { stopFeed(); <-feedDone })
 	for _, m := range mutate {
 		m(&d)
 	}

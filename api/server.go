@@ -123,6 +123,10 @@ type Deps struct {
 	// API's handler: the process serves it with OpsHandler on its own
 	// listener (PAYGATE_METRICS_ADDR).
 	Metrics *metrics.Metrics
+	// SessionChanges, when set, lets the status poll answer from memory
+	// while its session does not change (pollcache.go); the caller runs
+	// the feed (SessionChanges.Run). Without it every poll reads the store.
+	SessionChanges *models.SessionChanges
 }
 
 // Server holds the API's dependencies and its route table.
@@ -134,6 +138,8 @@ type Server struct {
 	handler http.Handler
 	// hub shares session readers among event streams (h_stream.go).
 	hub *checkout.StatusHub
+	// polls keeps the status poll's answers (nil without SessionChanges).
+	polls *pollCache
 }
 
 // New builds the router.
@@ -165,6 +171,9 @@ func New(d Deps) (*Server, error) {
 		return nil, fmt.Errorf("api: trusted proxies: %w", err)
 	}
 	s := &Server{Deps: d, engine: e}
+	if d.SessionChanges != nil {
+		s.polls = newPollCache(d.SessionChanges)
+	}
 	e.Use(s.requestID, s.observe, s.recovery, s.accessLog)
 	s.handler = s.withOps(e)
 	e.NoRoute(func(c *gin.Context) {

@@ -111,6 +111,9 @@ type stackOptions struct {
 	dialect string
 	// stickyTimeout is the workers' sticky timeout (0: their default).
 	stickyTimeout time.Duration
+	// noPollCache makes every status poll read the store (the bench's
+	// reference); by default the poll answers from memory, as deployed.
+	noPollCache bool
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -178,7 +181,16 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		}
 		root = append(root, pages.Register)
 	}
+	var changes *models.SessionChanges
+	if !o.noPollCache {
+		changes = st.SessionChanges()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); changes.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc, Refunds: refunds, Subscriptions: subs, Root: root,
+		SessionChanges: changes,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
 		Deliveries:    pworker.Retrier{Client: c, Queue: webhookQueue}})

@@ -91,3 +91,14 @@ func (s *Store) CloneRows(table string, n int, set map[string]string) error {
 	}
 	return s.db.Exec("ANALYZE " + table).Error
 }
+
+// ExecRaw runs a statement on the store's database outside its repository
+// methods, as another process would write (nothing is told in process).
+func (s *Store) ExecRaw(q string, args ...any) error { return s.db.Exec(q, args...).Error }
+
+// ListenerPID is the backend of the change feed's LISTEN connection.
+func (f *SessionChanges) ListenerPID() uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listenerPID
+}

@@ -221,7 +221,68 @@ func migrations() []*gormigrate.Migration {
 					ON webhook_deliveries (id) WHERE status = 'pending'`).Error
 			},
 		},
+		{
+			// The session change feed (SessionChanges): every write of a
+			// session or of its history is told by the database itself, so
+			// a process may keep what it shows of a session in memory and
+			// drop it when any process writes. PostgreSQL notifies at
+			// commit; SQLite, which has no notifications, appends to a
+			// change table its readers follow.
+			ID: "20261123_0009_session_change_feed",
+			Migrate: func(tx *gorm.DB) error {
+				var stmts []string
+				if tx.Dialector.Name() == "postgres" {
+					stmts = postgresChangeFeed
+				} else {
+					stmts = sqliteChangeFeed
+				}
+				for _, q := range stmts {
+					if err := tx.Exec(q).Error; err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
 	}
+}
+
+// postgresChangeFeed is migration 20261123_0009 on PostgreSQL: a trigger
+// function notifying the changed session's id (delivered at commit, once
+// per id and transaction).
+var postgresChangeFeed = []string{
+	`CREATE OR REPLACE FUNCTION paygate_session_changed() RETURNS trigger AS $$
+	BEGIN
+		IF TG_TABLE_NAME = 'checkout_session_events' THEN
+			PERFORM pg_notify('` + sessionChangesChannel + `', NEW.session_id);
+		ELSIF TG_OP = 'DELETE' THEN
+			PERFORM pg_notify('` + sessionChangesChannel + `', OLD.id);
+		ELSE
+			PERFORM pg_notify('` + sessionChangesChannel + `', NEW.id);
+		END IF;
+		RETURN NULL;
+	END $$ LANGUAGE plpgsql`,
+	`DROP TRIGGER IF EXISTS trg_checkout_sessions_changed ON checkout_sessions`,
+	`CREATE TRIGGER trg_checkout_sessions_changed AFTER INSERT OR UPDATE OR DELETE ON checkout_sessions
+		FOR EACH ROW EXECUTE FUNCTION paygate_session_changed()`,
+	`DROP TRIGGER IF EXISTS trg_checkout_session_events_changed ON checkout_session_events`,
+	`CREATE TRIGGER trg_checkout_session_events_changed AFTER INSERT ON checkout_session_events
+		FOR EACH ROW EXECUTE FUNCTION paygate_session_changed()`,
+}
+
+// sqliteChangeFeed is migration 20261123_0009 on SQLite: triggers append
+// the changed session's id to session_changes (AUTOINCREMENT: its seq only
+// grows, and with one writer at a time it grows in commit order).
+var sqliteChangeFeed = []string{
+	`CREATE TABLE IF NOT EXISTS session_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL)`,
+	`CREATE TRIGGER IF NOT EXISTS trg_checkout_sessions_inserted AFTER INSERT ON checkout_sessions
+		BEGIN INSERT INTO session_changes (session_id) VALUES (NEW.id); END`,
+	`CREATE TRIGGER IF NOT EXISTS trg_checkout_sessions_updated AFTER UPDATE ON checkout_sessions
+		BEGIN INSERT INTO session_changes (session_id) VALUES (NEW.id); END`,
+	`CREATE TRIGGER IF NOT EXISTS trg_checkout_sessions_deleted AFTER DELETE ON checkout_sessions
+		BEGIN INSERT INTO session_changes (session_id) VALUES (OLD.id); END`,
+	`CREATE TRIGGER IF NOT EXISTS trg_checkout_session_events_inserted AFTER INSERT ON checkout_session_events
+		BEGIN INSERT INTO session_changes (session_id) VALUES (NEW.session_id); END`,
 }
 
 // subscriptionColumns are the columns migration 20261123_0004 adds.

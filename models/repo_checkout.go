@@ -36,12 +36,16 @@ func (s *Store) CreateCheckoutSession(ctx context.Context, cs *CheckoutSession) 
 	now := s.Now()
 	cs.ID, cs.CreatedAt, cs.UpdatedAt, cs.Status = NewID(), now, now, StatusCreated
 	entry := CheckoutSessionEvent{ID: NewID(), SessionID: cs.ID, Status: StatusCreated, Source: "server", CreatedAt: now}
-	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(cs).Error; err != nil {
 			return err
 		}
 		return tx.Create(&entry).Error
 	})
+	if err == nil {
+		s.sessionsChanged(cs.ID)
+	}
+	return err
 }
 
 // MarkWorkflowStarted records that a session's workflow exists.
@@ -146,7 +150,7 @@ type Transition struct {
 // RecordSessionTransition stores a status change and its entry (once per
 // entry id). A terminal session is never moved again.
 func (s *Store) RecordSessionTransition(ctx context.Context, t Transition) error {
-	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		e := CheckoutSessionEvent{ID: t.EntryID, SessionID: t.SessionID, Status: t.Status, Source: t.Source, Chain: t.Chain, CreatedAt: t.At.UTC()}
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
 		if res.Error != nil || res.RowsAffected == 0 {
@@ -159,6 +163,10 @@ func (s *Store) RecordSessionTransition(ctx context.Context, t Transition) error
 		terminal := []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}
 		return tx.Model(&CheckoutSession{}).Where("id = ? AND status NOT IN ?", t.SessionID, terminal).Updates(fields).Error
 	})
+	if err == nil {
+		s.sessionsChanged(t.SessionID)
+	}
+	return err
 }
 
 // Outcome ends a session.
@@ -305,6 +313,9 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 		}
 		return nil
 	})
+	if err == nil {
+		s.sessionsChanged(o.SessionID)
+	}
 	return out, err
 }
 

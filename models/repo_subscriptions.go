@@ -302,5 +302,6 @@ func (s *Store) CreateInvoiceSession(ctx context.Context, cs *CheckoutSession) (
 	if err != nil {
 		return nil, false, err
 	}
+	s.sessionsChanged(cs.ID)
 	return cs, true, nil
 }

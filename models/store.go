@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -31,6 +32,10 @@ type Store struct {
 	// be created or delivered to, and migration 0005 refuses to run over
 	// secrets in clear).
 	secrets *keyring.Ring
+	// dsn is PostgreSQL's URL (the change feed's LISTEN connection).
+	dsn string
+	// feed is the session change feed, once asked for.
+	feed atomic.Pointer[SessionChanges]
 }
 
 // Options for Open.
@@ -144,7 +149,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("models: open: %w", err)
 	}
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, secrets: opts.Secrets}, nil
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, secrets: opts.Secrets, dsn: opts.DatabaseURL}, nil
 }
 
 // sqliteReaders is the size of SQLite's read-only pool.

@@ -158,7 +158,13 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		}
 		root = append(root, pages.Register)
 	}
+	var changes *models.SessionChanges
+	if pollCacheOn() {
+		changes = a.store.SessionChanges()
+		changes.Logger = a.log
+	}
 	return api.New(api.Deps{
+		SessionChanges: changes,
 		Root:           root,
 		PublicURL:      os.Getenv("PAYGATE_PUBLIC_URL"),
 		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback},
@@ -180,6 +186,18 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		Ready:          a.readyChecks(temporalOf(svc)),
 		Metrics:        a.metrics,
 	})
+}
+
+// pollCacheOn reports whether the status poll may answer from memory
+// (PAYGATE_POLL_CACHE, on unless "off"; off: every poll reads the store).
+func pollCacheOn() bool { return os.Getenv("PAYGATE_POLL_CACHE") != "off" }
+
+// followSessionChanges runs the store's session change feed until ctx ends
+// (the poll cache's invalidations), when the cache is on.
+func (a *app) followSessionChanges(ctx context.Context) {
+	if pollCacheOn() {
+		go a.store.SessionChanges().Run(ctx)
+	}
 }
 
 // temporalOf is the checkout service's Temporal client, if any.
@@ -239,6 +257,7 @@ func runAPI(ctx context.Context, args []string) error {
 	if err := a.serveOpsOn(ctx, c, a.cfg.MetricsAddr, "PAYGATE_METRICS_ADDR"); err != nil {
 		return err
 	}
+	a.followSessionChanges(ctx)
 	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler())
 }
 

@@ -121,6 +121,7 @@ paygate is running (embedded profile, state in %s)
 
 `, a.cfg.DataDir, a.cfg.Addr, a.cfg.Addr, metricsURL, ts.UIURL(), devBanner(chains), devchain.MerchantAddress().Hex(), solBanner)
 	g, gctx := errgroup.WithContext(ctx)
+	a.followSessionChanges(gctx)
 	g.Go(func() error { return a.runWorkers(gctx, c) })
 	g.Go(func() error { return serveHTTP(gctx, a.log, a.cfg.Addr, srv.Handler()) })
 	return g.Wait()
