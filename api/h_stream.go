@@ -23,6 +23,9 @@ func (s *Server) statusHub() *checkout.StatusHub {
 	defer hubMu.Unlock()
 	if s.hub == nil {
 		s.hub = &checkout.StatusHub{Service: s.Checkout}
+		if s.SessionChanges != nil {
+			s.hub.Follow(s.SessionChanges)
+		}
 	}
 	return s.hub
 }

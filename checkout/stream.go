@@ -37,6 +37,33 @@ type StatusHub struct {
 	reads  int64
 }
 
+// Follow wakes a session's reader as soon as the session is written (the
+// store's change feed, models.SessionChanges) instead of at its next
+// interval: the page shows an outcome the moment it is stored. The
+// interval's reads go on (a confirming transfer's depth is asked of the
+// workflow, which writes nothing until it decides).
+func (h *StatusHub) Follow(changes interface{ Subscribe(func(id string)) }) {
+	changes.Subscribe(h.wake)
+}
+
+// wake makes the reader of session id (every reader for "") read now.
+func (h *StatusHub) wake(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for tid, t := range h.topics {
+		if id != "" && tid != id {
+			continue
+		}
+		select {
+		case t.wake <- struct{}{}:
+		default: // a read is due already
+		}
+		if id != "" {
+			return
+		}
+	}
+}
+
 // Reads counts the store reads so far (tests and benchmarks).
 func (h *StatusHub) Reads() int64 {
 	h.mu.Lock()
@@ -48,6 +75,7 @@ type topic struct {
 	clients map[chan Snapshot]struct{}
 	last    *Snapshot
 	stop    context.CancelFunc
+	wake    chan struct{}
 }
 
 // Subscribe returns the session's snapshots, starting with the current one,
@@ -62,7 +90,7 @@ func (h *StatusHub) Subscribe(id string) (<-chan Snapshot, func()) {
 	t := h.topics[id]
 	if t == nil {
 		ctx, stop := context.WithCancel(context.Background())
-		t = &topic{clients: map[chan Snapshot]struct{}{}, stop: stop}
+		t = &topic{clients: map[chan Snapshot]struct{}{}, stop: stop, wake: make(chan struct{}, 1)}
 		h.topics[id] = t
 		go h.run(ctx, id, t)
 	}
@@ -111,6 +139,7 @@ func (h *StatusHub) run(ctx context.Context, id string, t *topic) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-t.wake:
 		}
 	}
 }
