@@ -607,6 +607,7 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 			}
 		}
 	}
+	explainSlowest(t, storm, got, due, 3)
 	return skey, ssess, ids, stormResult{spread: lastDue.Sub(first), expP50: pct(expLag, 50), expP99: pct(expLag, 99),
 		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds(),
 		cpuPaygate: cpu, cpuTemporal: tcpu}
@@ -862,4 +863,45 @@ func processCPU(pid int) float64 {
 	fmt.Sscan(f[11], &utime)
 	fmt.Sscan(f[12], &stime)
 	return (utime + stime) / 100
+}
+
+// explainSlowest logs where the k latest checkout.expired deliveries spent
+// their time: the checkout workflow's events from its timer on, and the
+// delivery workflow's, each as an offset from the session's due time.
+func explainSlowest(t *testing.T, s *stack, got []received, due map[string]time.Time, k int) {
+	var slow []received
+	for _, r := range got {
+		sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string)
+		if _, ok := due[sid]; ok && r.Status < 300 {
+			slow = append(slow, r)
+		}
+	}
+	lag := func(r received) time.Duration {
+		sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string)
+		return r.At.Sub(due[sid])
+	}
+	sort.Slice(slow, func(i, j int) bool { return lag(slow[i]) > lag(slow[j]) })
+	events := func(wid string, d time.Time, from time.Time) string {
+		var b strings.Builder
+		it := s.temporal.GetWorkflowHistory(context.Background(), wid, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return b.String() + " (" + err.Error() + ")"
+			}
+			at := e.GetEventTime().AsTime()
+			if at.Before(from) {
+				continue
+			}
+			name := strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_")
+			fmt.Fprintf(&b, " %s@%dms", name, at.Sub(d).Milliseconds())
+		}
+		return b.String()
+	}
+	for _, r := range slow[:min(k, len(slow))] {
+		sid, _ := r.Payload["data"].(map[string]any)["sessionId"].(string)
+		d := due[sid]
+		t.Logf("slow delivery %s of session %s: at the receiver +%dms\n  checkout:%s\n  delivery:%s", r.ID, sid, lag(r).Milliseconds(),
+			events(workflows.CheckoutWorkflowID(sid), d, d.Add(-time.Second)), events(workflows.WebhookDeliveryWorkflowID(r.ID), d, time.Time{}))
+	}
 }
