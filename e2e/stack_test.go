@@ -191,9 +191,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc, Refunds: refunds, Subscriptions: subs, Root: root,
 		SessionChanges: changes,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
-		Deliveries:    pworker.Retrier{Client: c, Queue: webhookQueue}})
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: true},
+		Deliveries:     pworker.Retrier{Client: c, Queue: webhookQueue}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,8 +178,11 @@ func (f *SessionChanges) poll(ctx context.Context) error {
 	if every <= 0 {
 		every = DefaultChangePoll
 	}
+	// The high-water mark of the AUTOINCREMENT (not MAX(seq): the table may
+	// have been emptied), so the next row read is the next written.
 	var cursor int64
-	if err := f.store.reader(ctx).Raw("SELECT COALESCE(MAX(seq), 0) FROM session_changes").Scan(&cursor).Error; err != nil {
+	if err := f.store.reader(ctx).Raw("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'session_changes'), 0)").
+		Scan(&cursor).Error; err != nil {
 		return err
 	}
 	f.setLive(true)

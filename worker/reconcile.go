@@ -165,6 +165,7 @@ func (r *DeliveryReconciler) start(ctx context.Context, d *models.WebhookDeliver
 		ID:                    workflows.WebhookDeliveryWorkflowID(d.ID),
 		TaskQueue:             r.Queue,
 		WorkflowIDReusePolicy: reuse,
+		EnableEagerStart:      true, // as Dispatcher.Dispatch
 	}, workflows.WebhookDeliveryWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &already) {

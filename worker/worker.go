@@ -90,6 +90,11 @@ func (d Dispatcher) Dispatch(ctx context.Context, ids []string) error {
 			ID:                    workflows.WebhookDeliveryWorkflowID(id),
 			TaskQueue:             d.Queue,
 			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			// Eager start: when this process runs a webhook worker with a free
+			// slot (the worker process dispatching from its checkout
+			// activities), the server hands the first workflow task back in
+			// its answer instead of through the matching service.
+			EnableEagerStart: true,
 		}, workflows.WebhookDeliveryWorkflow, workflows.WebhookDeliveryInput{DeliveryID: id, Shape: workflows.ShapeCurrent})
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		if err != nil && !errors.As(err, &already) {
