@@ -32,12 +32,12 @@ type SessionChanges struct {
 	// PollInterval is how often SQLite's change table is read (default
 	// 20 ms: a write of another process is seen within that).
 	PollInterval time.Duration
-	Logger       *slog.Logger
 
 	mu      sync.Mutex
 	subs    []func(id string)
 	live    bool
 	running bool
+	logger  *slog.Logger
 	// listenerPID is the PostgreSQL backend of the LISTEN connection (0
 	// when none; tests end it to check the feed recovers).
 	listenerPID uint32
@@ -98,9 +98,19 @@ func (f *SessionChanges) setLive(live bool) {
 	}
 }
 
+// SetLogger sets where the feed reports its interruptions (default
+// slog.Default()).
+func (f *SessionChanges) SetLogger(l *slog.Logger) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logger = l
+}
+
 func (f *SessionChanges) log() *slog.Logger {
-	if f.Logger != nil {
-		return f.Logger
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.logger != nil {
+		return f.logger
 	}
 	return slog.Default()
 }

@@ -161,7 +161,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 	var changes *models.SessionChanges
 	if pollCacheOn() {
 		changes = a.store.SessionChanges()
-		changes.Logger = a.log
+		changes.SetLogger(a.log)
 	}
 	return api.New(api.Deps{
 		SessionChanges: changes,
