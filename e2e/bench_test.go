@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -533,11 +534,18 @@ type stormResult struct {
 	// CPU seconds from the first create to the last delivery: the bench
 	// process (API, workers, load generator) and the Temporal dev server.
 	cpuPaygate, cpuTemporal float64
+	// cpuPostgres: the PostgreSQL server's processes (the production
+	// profile's store runs outside the bench process; 0 on SQLite).
+	cpuPostgres float64
 }
 
 func (r stormResult) String() string {
-	return fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s; CPU %.1f s (bench process) + %.1f s (Temporal)",
+	s := fmt.Sprintf("expired lag p50 %s / p99 %s; checkout.expired at the receiver p50 %s / p99 %s; %.0f lifecycles/s; CPU %.1f s (bench process) + %.1f s (Temporal)",
 		r.expP50, r.expP99, r.delivP50, r.delivP99, r.rate, r.cpuPaygate, r.cpuTemporal)
+	if r.cpuPostgres > 0 {
+		s += fmt.Sprintf(" + %.1f s (PostgreSQL)", r.cpuPostgres)
+	}
+	return s
 }
 
 // expiryRun opens n sessions on s with a receiver of checkout.expired, and
@@ -551,7 +559,7 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	rc := newReceiver(t, nil)
 	storm.webhookEndpoint(ssess, rc, "checkout.expired")
 	_, slink := storm.openSession(skey, "", "1.00")
-	cpu0, tcpu0 := processCPU(os.Getpid()), processCPU(storm.server.PID())
+	cpu0, tcpu0, pcpu0 := processCPU(os.Getpid()), processCPU(storm.server.PID()), postgresCPU()
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	if rate > 0 {
@@ -595,6 +603,10 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	}
 	got := rc.waitFor("every checkout.expired", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
 	cpu, tcpu := processCPU(os.Getpid())-cpu0, processCPU(storm.server.PID())-tcpu0
+	var pcpu float64
+	if storm.store.Dialect() == "postgres" {
+		pcpu = postgresCPU() - pcpu0
+	}
 	var expLag, delivLag []time.Duration
 	var last time.Time
 	for _, sid := range ids {
@@ -617,7 +629,7 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	explainSlowest(t, storm, got, due, 3)
 	return skey, ssess, ids, stormResult{spread: lastDue.Sub(first), expP50: pct(expLag, 50), expP99: pct(expLag, 99),
 		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds(),
-		cpuPaygate: cpu, cpuTemporal: tcpu}
+		cpuPaygate: cpu, cpuTemporal: tcpu, cpuPostgres: pcpu}
 }
 
 // postgresBench runs poll, create and the expiry storm on a stack whose
@@ -712,7 +724,7 @@ func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
 	rows = append(rows, benchRow{What: fmt.Sprintf("PostgreSQL: expiry storm, %d sessions due within %s", n, st.spread.Round(100*time.Millisecond)),
 		Paygate: st.String(), Reference: "the SQLite row above",
 		Values: map[string]float64{"expiredP50ms": ms(st.expP50), "expiredP99ms": ms(st.expP99), "deliveredP99ms": ms(st.delivP99),
-			"lifecyclesPerSec": st.rate}})
+			"lifecyclesPerSec": st.rate, "cpuPostgresSec": st.cpuPostgres}})
 	return rows, true
 }
 
@@ -870,6 +882,24 @@ func processCPU(pid int) float64 {
 	fmt.Sscan(f[11], &utime)
 	fmt.Sscan(f[12], &stime)
 	return (utime + stime) / 100
+}
+
+// postgresCPU sums the CPU seconds of this machine's PostgreSQL server
+// processes (the postmaster and its backends; those that ended in between
+// are not counted, which the pool's long-lived connections make rare).
+func postgresCPU() float64 {
+	entries, _ := os.ReadDir("/proc")
+	var total float64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
+			total += processCPU(pid)
+		}
+	}
+	return total
 }
 
 // explainSlowest logs where the k latest checkout.expired deliveries spent

@@ -90,6 +90,12 @@ func Open(opts Options) (*Store, error) {
 		NowFunc:                                  func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
 		DisableForeignKeyConstraintWhenMigrating: true,
 		TranslateError:                           false,
+		// A single write is atomic on its own: GORM's default would wrap
+		// each one in BEGIN and COMMIT, two more round trips (and on
+		// SQLite another take of the write lock). The models have no
+		// associations or hooks that a single Create would fan out to;
+		// writes of several statements use explicit transactions.
+		SkipDefaultTransaction: true,
 	}
 	var db *gorm.DB
 	var err error
