@@ -11,10 +11,9 @@ import (
 	"github.com/paygate/paygate/money"
 )
 
-// Fifty clients watching one session share one reader: the store is read
-// about once per interval, not once per client.
-func TestStatusHubSharesOneReader(t *testing.T) {
-	st := storetest.Open(t, "sqlite")
+// hubSession stores a merchant and an open session of it.
+func hubSession(t *testing.T, st *models.Store) *models.CheckoutSession {
+	t.Helper()
 	ctx := context.Background()
 	m := &models.Merchant{Email: "hub@x.io", PasswordHash: "x", BusinessName: "Hub"}
 	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
@@ -25,6 +24,14 @@ func TestStatusHubSharesOneReader(t *testing.T) {
 	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
+	return cs
+}
+
+// Fifty clients watching one session share one reader: the store is read
+// about once per interval, not once per client.
+func TestStatusHubSharesOneReader(t *testing.T) {
+	st := storetest.Open(t, "sqlite")
+	cs := hubSession(t, st)
 	hub := &checkout.StatusHub{Service: &checkout.Service{Store: st}, Interval: 50 * time.Millisecond}
 	var cancels []func()
 	for range 50 {
@@ -54,15 +61,7 @@ func TestStatusHubFollowsChanges(t *testing.T) {
 	st := storetest.Open(t, "sqlite")
 	ctx, cancelFeed := context.WithCancel(context.Background())
 	defer cancelFeed()
-	m := &models.Merchant{Email: "hub@x.io", PasswordHash: "x", BusinessName: "Hub"}
-	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
-		t.Fatal(err)
-	}
-	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: models.NewID(), Network: "base_sepolia",
-		ExpectedAmount: money.FromCents(100), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", ExpiresAt: time.Now().Add(time.Hour)}
-	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	cs := hubSession(t, st)
 	feed := st.SessionChanges()
 	go feed.Run(ctx)
 	hub := &checkout.StatusHub{Service: &checkout.Service{Store: st}, Interval: time.Hour}
