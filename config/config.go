@@ -85,8 +85,12 @@ type TemporalConfig struct {
 	TaskQueueCheckout string // TEMPORAL_TASK_QUEUE_CHECKOUT (paygate-checkout)
 	TaskQueueWebhooks string // TEMPORAL_TASK_QUEUE_WEBHOOKS (paygate-webhooks)
 	// StickyTimeout is the workers' sticky schedule-to-start timeout
-	// (TEMPORAL_STICKY_TIMEOUT, 15s).
+	// (TEMPORAL_STICKY_TIMEOUT, 15s); it applies only with a sticky cache.
 	StickyTimeout time.Duration
+	// StickyCache is how many workflows a worker process keeps in memory
+	// between their tasks (TEMPORAL_STICKY_CACHE, 0: sticky execution off,
+	// every task goes to the shared queue and replays its history).
+	StickyCache int
 }
 
 // TLSEnabled reports whether any TLS setting was given.
@@ -218,6 +222,14 @@ func Load(getenv func(string) string) (Config, error) {
 	str("TEMPORAL_TASK_QUEUE_CHECKOUT", &c.Temporal.TaskQueueCheckout)
 	str("TEMPORAL_TASK_QUEUE_WEBHOOKS", &c.Temporal.TaskQueueWebhooks)
 	duration("TEMPORAL_STICKY_TIMEOUT", &c.Temporal.StickyTimeout)
+	if v := strings.TrimSpace(getenv("TEMPORAL_STICKY_CACHE")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("TEMPORAL_STICKY_CACHE: must be a number of workflows, 0 or more (0 turns sticky execution off), got %q", v))
+		} else {
+			c.Temporal.StickyCache = n
+		}
+	}
 	boolean("RATE_LIMIT_ENABLED", &c.RateLimit.Enabled)
 	if c.Profile == ProfileProduction {
 		// Behind a reverse proxy on the same host every client would look

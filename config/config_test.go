@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 	if c.Profile != ProfileEmbedded || c.Addr != "127.0.0.1:8080" || c.CheckoutLifetime != 30*time.Minute ||
 		c.SessionTTL != 12*time.Hour || c.RefundWindow != 24*time.Hour || !c.RateLimit.Enabled || !c.RateLimit.ExemptLoopback || c.Temporal.Namespace != "default" ||
 		c.RateLimit.IPv6PrefixBits != 64 || c.MetricsAddr != "127.0.0.1:9090" ||
-		c.UpdateTimeout != 10*time.Second {
+		c.UpdateTimeout != 10*time.Second || c.Temporal.StickyCache != 0 {
 		t.Fatalf("defaults %+v", c)
 	}
 }
@@ -28,12 +28,13 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/paygate", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32),
 		"CHECKOUT_LIFETIME": "2m", "REFUND_WINDOW": "72h", "CHECKOUT_UPDATE_TIMEOUT": "3s", "TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1", "RATE_LIMIT_EXEMPT_LOOPBACK": "false",
 		"RATE_LIMIT_IPV6_PREFIX": "/56", "TEMPORAL_ADDRESS": "temporal:7233", "SMTP_HOST": "mail", "SMTP_FROM": "ops@shop.example", "SMTP_PORT": "2525",
+		"TEMPORAL_STICKY_CACHE": "2000",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.CheckoutLifetime != 2*time.Minute || c.RefundWindow != 72*time.Hour || c.UpdateTimeout != 3*time.Second || len(c.RateLimit.TrustedProxies) != 2 || c.RateLimit.ExemptLoopback ||
-		c.Temporal.Address != "temporal:7233" || c.SMTP.Port != 2525 || c.Embedded() || c.RateLimit.IPv6PrefixBits != 56 {
+		c.Temporal.Address != "temporal:7233" || c.SMTP.Port != 2525 || c.Embedded() || c.RateLimit.IPv6PrefixBits != 56 || c.Temporal.StickyCache != 2000 {
 		t.Fatalf("overrides %+v", c)
 	}
 	prod, err := Load(env(map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p",
@@ -64,6 +65,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		"TRUSTED_PROXIES":             {"TRUSTED_PROXIES": "not-an-ip"},
 		"TEMPORAL_ADDRESS":            {"TEMPORAL_ADDRESS": "nohostport"},
 		"TEMPORAL_TLS_CERT":           {"TEMPORAL_TLS_CERT": "/cert.pem"},
+		"TEMPORAL_STICKY_CACHE":       {"TEMPORAL_STICKY_CACHE": "-1"},
 		"REDIS_URL":                   {"REDIS_URL": "localhost:6379"},
 		"SUBSCRIPTION_GRACE_PERIOD":   {"SUBSCRIPTION_GRACE_PERIOD": "0s"},
 		"SUBSCRIPTION_REMINDERS":      {"SUBSCRIPTION_REMINDERS": "48h,24h"},

@@ -111,6 +111,10 @@ type stackOptions struct {
 	dialect string
 	// stickyTimeout is the workers' sticky timeout (0: their default).
 	stickyTimeout time.Duration
+	// stickyCache turns sticky execution on with that many workflows
+	// cached (0: off, the default). It is the SDK's setting for the whole
+	// process: no stack of another setting may run at the same time.
+	stickyCache int
 	// noPollCache makes every status poll read the store (the bench's
 	// reference); by default the poll answers from memory, as deployed.
 	noPollCache bool
@@ -149,7 +153,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		TaskQueue: queue, Lifetime: o.lifetime, NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Relayer: o.relayer}
 	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: queue, WebhookQueue: webhookQueue, Store: st,
-		Verifier: o.verifier, Sender: o.sender, Sessions: svc, PublicBaseURL: "http://paygate.test", StickyTimeout: o.stickyTimeout})
+		Verifier: o.verifier, Sender: o.sender, Sessions: svc, PublicBaseURL: "http://paygate.test", StickyTimeout: o.stickyTimeout,
+		StickyCache: o.stickyCache})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,18 +55,25 @@ const registerAttempts = 3
 // database, so the dev server calls this at every boot; `paygate worker`
 // calls it against an external Temporal too.
 func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string, attrs map[string]enumspb.IndexedValueType) error {
+	_, err := registerSearchAttributes(ctx, c, namespace, attrs)
+	return err
+}
+
+// registerSearchAttributes is RegisterSearchAttributes, also reporting
+// whether this call added any.
+func registerSearchAttributes(ctx context.Context, c client.Client, namespace string, attrs map[string]enumspb.IndexedValueType) (bool, error) {
 	var addErr error
 	for range registerAttempts {
 		missing, err := missingSearchAttributes(ctx, c, namespace, attrs)
 		if err != nil || len(missing) == 0 {
-			return err
+			return false, err
 		}
 		_, addErr = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 			Namespace:        namespace,
 			SearchAttributes: missing,
 		})
 		if addErr == nil {
-			return nil
+			return true, nil
 		}
 		// Another process may have won a race for the same names (or for the
 		// storage columns the SQL visibility store maps them to): list again.
@@ -76,7 +83,7 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 			break
 		}
 	}
-	return fmt.Errorf("adding search attributes to namespace %q: %w", namespace, addErr)
+	return false, fmt.Errorf("adding search attributes to namespace %q: %w", namespace, addErr)
 }
 
 // missingSearchAttributes returns the attributes of want that namespace lacks.

@@ -90,6 +90,34 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 	}
 	wantListed(t, ctx, c, `CheckoutStatus = "open" AND WorkflowType = "NobodyPollsThisWorkflow"`, id)
 
+	// The second boot added attributes to an existing database, which the
+	// server's services would not see for a minute (their cache is no
+	// longer refreshed on every read): Start restarted it, so a workflow
+	// upserts a new attribute at once and is found by it.
+	if !strings.Contains(srv.out.String(), "restarted the server") {
+		t.Errorf("the boot that added search attributes did not restart the server; output:\n%s", srv.out)
+	}
+	const queue = "temporaldev-test-new-attribute"
+	w := worker.New(c, queue, worker.Options{})
+	merchant := temporal.NewSearchAttributeKeyKeyword("MerchantId")
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, id string) error {
+		return workflow.UpsertTypedSearchAttributes(ctx, merchant.ValueSet(id))
+	}, workflow.RegisterOptions{Name: "SetMerchant"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel()
+	wrun, err := c.ExecuteWorkflow(wctx, client.StartWorkflowOptions{ID: "merchant:new-attribute", TaskQueue: queue}, "SetMerchant", "m-1")
+	if err == nil {
+		err = wrun.Get(wctx, nil)
+	}
+	if err != nil {
+		t.Fatalf("workflow upserting an attribute added at boot: %v", err)
+	}
+	wantListed(t, ctx, c, `MerchantId = "m-1" AND ExecutionStatus = "Completed"`, "merchant:new-attribute")
+
 	t.Run("RegisterSearchAttributes is idempotent", func(t *testing.T) {
 		if err := RegisterSearchAttributes(ctx, c, srv.Namespace(), PaygateSearchAttributes()); err != nil {
 			t.Fatal(err)
@@ -235,17 +263,22 @@ func TestStartReportsEarlyExit(t *testing.T) {
 }
 
 func TestArgs(t *testing.T) {
-	o, err := Options{Binary: os.Args[0], DataDir: "/data", UIPort: 8233, Namespace: "paygate"}.withDefaults()
+	o, err := Options{Binary: os.Args[0], DataDir: "/data", UIPort: 8233, Namespace: "paygate",
+		SearchAttributes: map[string]enumspb.IndexedValueType{"MerchantId": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+			"CheckoutStatus": enumspb.INDEXED_VALUE_TYPE_KEYWORD}}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(o.args(), " ")
 	want := "server start-dev --ip 127.0.0.1 --port 7233 --log-level warn " +
 		"--db-filename /data/temporal.db --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal " +
+		"--sqlite-pragma cache_size=-65536 --sqlite-pragma mmap_size=268435456 --sqlite-pragma wal_autocheckpoint=4000 " +
 		"--ui-port 8233 --namespace paygate " +
+		"--search-attribute CheckoutStatus=Keyword --search-attribute MerchantId=Keyword " +
 		"--dynamic-config-value frontend.enableServerVersionCheck=false " +
 		"--dynamic-config-value matching.numTaskqueueReadPartitions=1 " +
-		"--dynamic-config-value matching.numTaskqueueWritePartitions=1"
+		"--dynamic-config-value matching.numTaskqueueWritePartitions=1 " +
+		"--dynamic-config-value system.forceSearchAttributesCacheRefreshOnRead=false"
 	if got != want {
 		t.Errorf("args:\n got %s\nwant %s", got, want)
 	}

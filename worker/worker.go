@@ -36,11 +36,16 @@ type Config struct {
 	PublicBaseURL string
 	// StickyTimeout is how long a workflow task waits on this worker's
 	// sticky queue before the server moves it to the shared queue
-	// (0: DefaultStickyTimeout).
+	// (0: DefaultStickyTimeout). Only used with a StickyCache.
 	StickyTimeout time.Duration
+	// StickyCache is how many workflows this process keeps in memory
+	// between their workflow tasks (sticky execution). 0, the default,
+	// turns sticky execution off: see New.
+	StickyCache int
 }
 
-// DefaultStickyTimeout replaces the SDK's 5 s. When many timers fire
+// DefaultStickyTimeout replaces the SDK's 5 s when sticky execution is on
+// (Config.StickyCache; it is off by default, see New). When many timers fire
 // together (an expiry storm), a session's next workflow task waits on the
 // worker's sticky queue behind the others; after 5 s the server moved it to
 // the shared queue, where the SDK's pollers do not look while the sticky
@@ -107,10 +112,27 @@ func (d Dispatcher) Dispatch(ctx context.Context, ids []string) error {
 // New builds the two workers (checkout and webhook queues). Start them with
 // Start and stop them with Stop: the worker stops polling and leaves running
 // activities to Temporal's retries.
+//
+// Sticky execution is off unless cfg.StickyCache says otherwise: every
+// workflow task goes to the shared task queue and the worker replays the
+// workflow's history for it. A checkout's history is short (12 events for
+// an expired session, about 50 for a paid one), so the replay costs less
+// than what stickiness brings with it: with a cache, the SDK's pollers poll
+// nothing but the sticky queue while it has a backlog, so in an expiry storm
+// whose backlog outlasted the sticky timeout the tasks moved to the shared
+// queue waited a minute for a poller (make bench: 1,000 sessions due together,
+// expired p99 14-17 s or 76 s from one run to the next with the cache, 14-16 s
+// and never the cliff without it); and a killed worker's or a restarted
+// server's tasks waited out the sticky timeout. The cache size is the SDK's,
+// for the whole process, so the last New before the workers start decides.
 func New(c client.Client, cfg Config) ([]sdkworker.Worker, error) {
 	if cfg.CheckoutQueue == "" || cfg.WebhookQueue == "" || cfg.Store == nil || cfg.Verifier == nil || cfg.Sender == nil {
 		return nil, errors.New("worker: queues, store, verifier and sender are required")
 	}
+	if cfg.StickyCache < 0 {
+		return nil, errors.New("worker: StickyCache must be 0 (off) or more")
+	}
+	sdkworker.SetStickyWorkflowCacheSize(cfg.StickyCache)
 	opts := workerOptions(cfg)
 	cw := sdkworker.New(c, cfg.CheckoutQueue, opts)
 	dispatcher := Dispatcher{Client: c, Queue: cfg.WebhookQueue}
