@@ -189,11 +189,17 @@ func TestServiceBench(t *testing.T) {
 		// minute. In steady state every session is created and expires in the
 		// same window, so capacity is the create rate and the storm's lifecycle
 		// rate together: 1 / (1/create + 1/lifecycles).
+		// PAYGATE_BENCH_STEADY_RATE sets the rate instead (for comparing
+		// runs of this part alone at one rate).
 		capacity := 1 / (1/cr.rps + 1/st.rate)
 		steadyRate := 0.7 * capacity
+		how := fmt.Sprintf("70%% of a capacity of %.0f/s: create and lifecycle together", capacity)
+		if r := envInt("PAYGATE_BENCH_STEADY_RATE", 0); r > 0 {
+			steadyRate, how = float64(r), "PAYGATE_BENCH_STEADY_RATE"
+		}
 		steady := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
 		_, _, _, sst := expiryRun(t, steady, int(steadyRate*60), steadyRate)
-		add(benchRow{What: fmt.Sprintf("steady expiry, %.0f sessions/s for a minute (70%% of a capacity of %.0f/s: create and lifecycle together)", steadyRate, capacity),
+		add(benchRow{What: fmt.Sprintf("steady expiry, %.0f sessions/s for a minute (%s)", steadyRate, how),
 			Paygate: sst.String(), Reference: "-",
 			Values: map[string]float64{"ratePerSec": steadyRate, "expiredP50ms": ms(sst.expP50), "expiredP99ms": ms(sst.expP99),
 				"deliveredP50ms": ms(sst.delivP50), "deliveredP99ms": ms(sst.delivP99)}})
