@@ -74,7 +74,11 @@ race:
 ## store's PostgreSQL (a throwaway cluster) stopped and restarted, faulty webhook receivers,
 ## Redis stopped under the rate limiter; prints its table
 chaos: temporal-cli redis
-	$(GO) test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./chaos/ | grep -v -E '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'; exit $${PIPESTATUS[0]}
+	@mkdir -p .cache
+	$(GO) test -tags chaos -count=1 -timeout 15m -v -run TestChaos ./chaos/ | tee .cache/chaos.log | grep -v -E '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'; \
+	rc=$${PIPESTATUS[0]}; if [ $$rc -ne 0 ]; then \
+		echo "chaos failed; the suite's last log lines (a failure's cause is among them; whole log: .cache/chaos.log):"; \
+		grep -E '^\s+[a-z_]+_test\.go:[0-9]+: ' .cache/chaos.log | tail -n 15; fi; exit $$rc
 
 fuzz:
 	FUZZTIME=$${FUZZTIME:-20000x} scripts/fuzz.sh
