@@ -83,7 +83,7 @@ var devDynamicConfig = []string{
 // minutes), reads through a memory map instead of a system call per page,
 // and checkpoints every 4,000 WAL pages instead of 1,000 (a page rewritten
 // many times between checkpoints is copied back once). make bench: 1,000
-// sessions due together, 45 -> 53 lifecycles/s and server CPU -10%.
+// sessions due together, 44 -> 53 lifecycles/s and server CPU -10%.
 var devSQLitePragmas = []string{"journal_mode=wal", "synchronous=normal",
 	"cache_size=-65536", "mmap_size=268435456", "wal_autocheckpoint=4000"}
 
