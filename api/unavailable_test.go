@@ -62,7 +62,14 @@ func TestUpdatesAnswer503WithoutWorkers(t *testing.T) {
 		return r.str("data", "id")
 	}
 	id := newSession()
-	cs, err := h.store.CheckoutSession(t.Context(), id)
+	// The mark is written behind the request (checkout.Service.markLater).
+	var cs *models.CheckoutSession
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cs, err = h.store.CheckoutSession(t.Context(), id)
+		if err == nil && cs.WorkflowStarted || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || !cs.WorkflowStarted {
 		t.Fatalf("the session's workflow must be started (no worker needed for that): %+v %v", cs, err)
 	}

@@ -56,6 +56,7 @@ type Service struct {
 	// LateGrace is how long after a session's end a payment bound to it is
 	// still looked for (and kept as a late-payment exception); 0 is 24 h.
 	LateGrace time.Duration
+
 	// UnmatchedGrace is how long a transfer to a merchant wallet may stay
 	// unaccounted for before it is an unmatched-payment exception; 0 is 10
 	// minutes.
@@ -67,6 +68,12 @@ type Service struct {
 	candidates      map[string]unmatchedCandidate
 	walletCache     map[string]walletCacheEntry
 	knownWallets    map[string]map[string]bool
+
+	// marks are new sessions whose workflow started, to be marked in the
+	// store (markLater); marking is set while a writer goroutine runs.
+	marksMu sync.Mutex
+	marks   []string
+	marking bool
 }
 
 func (s *Service) now() time.Time {
@@ -83,17 +90,28 @@ func (s *Service) log() *slog.Logger {
 	return slog.Default()
 }
 
-// openLink loads a link a customer may pay: deleted is 404, inactive 400.
-func (s *Service) openLink(ctx context.Context, id string) (*models.PaymentLink, *models.Merchant, error) {
+// payableLink loads a link a customer may pay: deleted is 404, inactive
+// 400. Quote and create need only the link (merchants are never deleted),
+// so they skip openLink's merchant read: one query less per call.
+func (s *Service) payableLink(ctx context.Context, id string) (*models.PaymentLink, error) {
 	l, err := s.Store.PaymentLinkByID(ctx, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !l.Active {
-		return nil, nil, apperr.Invalid("linkId", "the payment link is not active")
+		return nil, apperr.Invalid("linkId", "the payment link is not active")
 	}
 	if l.ExpiresAt != nil && !s.now().Before(*l.ExpiresAt) {
-		return nil, nil, apperr.Invalid("linkId", "the checkout has expired")
+		return nil, apperr.Invalid("linkId", "the checkout has expired")
+	}
+	return l, nil
+}
+
+// openLink is payableLink with the link's merchant (the page shows it).
+func (s *Service) openLink(ctx context.Context, id string) (*models.PaymentLink, *models.Merchant, error) {
+	l, err := s.payableLink(ctx, id)
+	if err != nil {
+		return nil, nil, err
 	}
 	m, err := s.Store.Merchant(ctx, l.MerchantID)
 	if err != nil {
@@ -153,7 +171,7 @@ type QuoteResult struct {
 
 // Quote computes the tax for a link and signs the result.
 func (s *Service) Quote(ctx context.Context, r QuoteRequest) (QuoteResult, error) {
-	l, _, err := s.openLink(ctx, r.LinkID)
+	l, err := s.payableLink(ctx, r.LinkID)
 	if err != nil {
 		return QuoteResult{}, err
 	}
@@ -211,7 +229,7 @@ type Created struct {
 // entry, then starts its workflow. Should the start fail, the session is
 // still answered: the repairer starts its workflow shortly after.
 func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, error) {
-	l, _, err := s.openLink(ctx, r.LinkID)
+	l, err := s.payableLink(ctx, r.LinkID)
 	if err != nil {
 		return Created{}, err
 	}
@@ -277,8 +295,10 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 	if err := s.Store.CreateCheckoutSession(ctx, cs); err != nil {
 		return Created{}, err
 	}
-	if err := s.StartWorkflow(ctx, cs); err != nil {
+	if err := s.startOnly(ctx, cs, nil, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE); err != nil {
 		s.log().WarnContext(ctx, "checkout workflow not started; the repairer will start it", "sessionId", cs.ID, "err", err)
+	} else {
+		s.markLater(cs.ID)
 	}
 	info := NetworkInfo{Network: r.Network, Family: net.Family, ChainID: net.ChainID, ReceiveAddress: cs.MerchantWalletAddress,
 		TokenAddress: net.USDC, TokenDecimals: net.Decimals, ExplorerURL: net.ExplorerURL}
@@ -293,6 +313,15 @@ func (s *Service) StartWorkflow(ctx context.Context, cs *models.CheckoutSession)
 }
 
 func (s *Service) start(ctx context.Context, cs *models.CheckoutSession, carry *workflows.CheckoutCarry, reuse enums.WorkflowIdReusePolicy) error {
+	if err := s.startOnly(ctx, cs, carry, reuse); err != nil {
+		return err
+	}
+	return s.Store.MarkWorkflowStarted(ctx, cs.ID)
+}
+
+// startOnly starts a session's workflow, or finds it started already; the
+// caller marks the session.
+func (s *Service) startOnly(ctx context.Context, cs *models.CheckoutSession, carry *workflows.CheckoutCarry, reuse enums.WorkflowIdReusePolicy) error {
 	if s.Temporal == nil {
 		return errors.New("checkout: no Temporal client")
 	}
@@ -322,7 +351,7 @@ func (s *Service) start(ctx context.Context, cs *models.CheckoutSession, carry *
 	if err != nil && !errors.As(err, &already) {
 		return err
 	}
-	return s.Store.MarkWorkflowStarted(ctx, cs.ID)
+	return nil
 }
 
 // RepairOnce starts the workflow of every session older than grace whose
@@ -330,6 +359,9 @@ func (s *Service) start(ctx context.Context, cs *models.CheckoutSession, carry *
 // start), and fails the open sessions of deleted links that were not told.
 // It returns how many sessions it acted on.
 func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, error) {
+	// This process's pending marks first: a session it just started is
+	// not the repairer's to start again.
+	s.FlushMarks(ctx)
 	rows, err := s.Store.SessionsWithoutWorkflow(ctx, s.now().Add(-grace), 100)
 	if err != nil {
 		return 0, err

@@ -53,6 +53,19 @@ func (s *Store) MarkWorkflowStarted(ctx context.Context, id string) error {
 	return s.ctx(ctx).Model(&CheckoutSession{}).Where("id = ?", id).Update("workflow_started", true).Error
 }
 
+// MarkWorkflowsStarted records that the sessions' workflows exist, in
+// statements of at most 500 sessions.
+func (s *Store) MarkWorkflowsStarted(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		if err := s.ctx(ctx).Model(&CheckoutSession{}).Where("id IN ?", ids[:n]).Update("workflow_started", true).Error; err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
 // SessionsWithoutWorkflow lists sessions created before `before` whose
 // workflow was never confirmed started, oldest first.
 func (s *Store) SessionsWithoutWorkflow(ctx context.Context, before time.Time, limit int) ([]CheckoutSession, error) {

@@ -141,7 +141,9 @@ func (s *Store) PaymentLink(ctx context.Context, sc Scope, id string) (*PaymentL
 // PaymentLinkByID loads a link of any merchant (public checkout pages).
 func (s *Store) PaymentLinkByID(ctx context.Context, id string) (*PaymentLink, error) {
 	var l PaymentLink
-	err := s.ctx(ctx).Where("id = ?", id).Take(&l).Error
+	// On the readers: every quote and create reads its link, and on SQLite
+	// the single writer connection would queue them behind inserts.
+	err := s.reader(ctx).Where("id = ?", id).Take(&l).Error
 	return &l, notFound(err)
 }
 

@@ -89,10 +89,14 @@ func (a *app) checkoutService(c client.Client) (*checkout.Service, error) {
 			keys[name] = k
 		}
 	}
-	return &checkout.Service{Store: a.store, Temporal: c, Hasher: a.hasher(), Networks: a.networks, Tax: rates,
+	svc := &checkout.Service{Store: a.store, Temporal: c, Hasher: a.hasher(), Networks: a.networks, Tax: rates,
 		TaskQueue: a.cfg.Temporal.TaskQueueCheckout, Lifetime: a.cfg.CheckoutLifetime, NotFoundWindow: window, Log: a.log,
 		UpdateTimeout: a.cfg.UpdateTimeout,
-		Relayer:       chain.NewRelayer(a.networks, keys)}, nil
+		Relayer:       chain.NewRelayer(a.networks, keys)}
+	// New sessions' "workflow started" marks are written behind their
+	// requests: the last ones go to the store before it closes.
+	a.closers = append(a.closers, func() error { svc.FlushMarks(context.Background()); return nil })
+	return svc, nil
 }
 
 // notFoundWindow reads TX_NOT_FOUND_WINDOW: how long a submitted hash may
