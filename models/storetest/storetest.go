@@ -10,13 +10,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/glebarez/sqlite"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/paygate/paygate/keyring"
 	"github.com/paygate/paygate/models"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // Dialects lists the dialects to run a store-backed test on.
@@ -40,26 +45,61 @@ func Open(t testing.TB, dialect string) *models.Store {
 	t.Helper()
 	var st *models.Store
 	var err error
+	var where string
 	switch dialect {
 	case "sqlite":
-		st, err = models.Open(models.Options{SQLitePath: filepath.Join(t.TempDir(), "paygate.db"), Secrets: Keyring()})
+		path := filepath.Join(t.TempDir(), "paygate.db")
+		where = "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3f").Replace(path) + "?_pragma=busy_timeout(10000)"
+		st, err = models.Open(models.Options{SQLitePath: path, Secrets: Keyring()})
 	case "postgres":
-		st, err = openPostgres(t)
+		where = PostgresURL(t)
+		st, err = models.Open(models.Options{DatabaseURL: where, Secrets: Keyring()})
 	default:
 		t.Fatalf("storetest: unknown dialect %q", dialect)
 	}
 	if err != nil {
 		t.Fatalf("storetest: open %s: %v", dialect, err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
+	databases.Store(st, database{dialect, where})
+	t.Cleanup(func() { databases.Delete(st); _ = st.Close() })
 	if err := st.Migrate(); err != nil {
 		t.Fatalf("storetest: migrate %s: %v", dialect, err)
 	}
 	return st
 }
 
-func openPostgres(t testing.TB) (*models.Store, error) {
-	return models.Open(models.Options{DatabaseURL: PostgresURL(t), Secrets: Keyring()})
+// databases maps each open test store to where its database is, for Exec.
+var databases sync.Map // *models.Store -> database
+
+type database struct{ dialect, where string }
+
+// Exec runs one statement on a test store's database over a connection of
+// its own, as another process would: for a scenario's set-up that no
+// route offers (the bench moves a hosted checkout's end to the second it
+// wants its sessions due). It answers the rows affected.
+func Exec(t testing.TB, st *models.Store, query string, args ...any) int64 {
+	t.Helper()
+	v, ok := databases.Load(st)
+	if !ok {
+		t.Fatal("storetest: Exec on a store storetest did not open")
+	}
+	d := v.(database)
+	dial := sqlite.Open(d.where)
+	if d.dialect == "postgres" {
+		dial = postgres.Open(d.where)
+	}
+	db, err := gorm.Open(dial, &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatalf("storetest: open %s: %v", d.dialect, err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	res := db.Exec(query, args...)
+	if res.Error != nil {
+		t.Fatalf("storetest: %s: %v", query, res.Error)
+	}
+	return res.RowsAffected
 }
 
 // Secret is the server secret the test stores seal webhook secrets under.
