@@ -56,7 +56,6 @@ type Service struct {
 	// LateGrace is how long after a session's end a payment bound to it is
 	// still looked for (and kept as a late-payment exception); 0 is 24 h.
 	LateGrace time.Duration
-
 	// UnmatchedGrace is how long a transfer to a merchant wallet may stay
 	// unaccounted for before it is an unmatched-payment exception; 0 is 10
 	// minutes.

@@ -124,7 +124,7 @@ func Open(opts Options) (*Store, error) {
 		// temporary folder for a subtest "sqlite#01") would otherwise cut
 		// the path short and drop the pragmas, and every such test would
 		// share one file named after the cut.
-		dsn := "file:" + sqliteURIPath(path) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+		dsn := SQLiteFileURI(path) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 		if err == nil {
 			sqlDB, derr := db.DB()
@@ -140,7 +140,7 @@ func Open(opts Options) (*Store, error) {
 		// queueing behind writes on the single one. (Prepared statements
 		// would not help: the pure-Go driver compiles the SQL at every
 		// execution, a quarter of a poll's CPU.)
-		reads, rerr := gorm.Open(sqlite.Open("file:"+sqliteURIPath(path)+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)"),
+		reads, rerr := gorm.Open(sqlite.Open(SQLiteFileURI(path)+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)"),
 			&gorm.Config{Logger: logger.Discard, NowFunc: cfg.NowFunc})
 		if rerr != nil {
 			_ = closeDB(db)
@@ -169,9 +169,10 @@ func closeDB(db *gorm.DB) error {
 	return sqlDB.Close()
 }
 
-// sqliteURIPath escapes the characters that end or change a file: URI's path.
-func sqliteURIPath(p string) string {
-	return strings.NewReplacer("%", "%25", "#", "%23", "?", "%3f").Replace(p)
+// SQLiteFileURI is the file: URI of a SQLite database file, its path
+// escaped where a character would end or change it.
+func SQLiteFileURI(p string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3f").Replace(p)
 }
 
 // Migrate moves the schema to the newest version. Migrations that encrypt

@@ -49,7 +49,7 @@ func Open(t testing.TB, dialect string) *models.Store {
 	switch dialect {
 	case "sqlite":
 		path := filepath.Join(t.TempDir(), "paygate.db")
-		where = "file:" + strings.NewReplacer("%", "%25", "#", "%23", "?", "%3f").Replace(path) + "?_pragma=busy_timeout(10000)"
+		where = models.SQLiteFileURI(path) + "?_pragma=busy_timeout(10000)"
 		st, err = models.Open(models.Options{SQLitePath: path, Secrets: Keyring()})
 	case "postgres":
 		where = PostgresURL(t)
