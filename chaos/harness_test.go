@@ -24,15 +24,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/webhook"
 )
 
-const (
-	chaosSecret    = "chaos-suite-secret-chaos-suite-secret-0001"
-	merchantWallet = "0x52908400098527886E0F7030069857D2E4169EE7"
-)
+const chaosSecret = "chaos-suite-secret-chaos-suite-secret-0001"
+
+// merchantWallet is the EVM wallet of a lane's merchant, its own per lane.
+// The lanes share one dev chain, one customer and one price: with one
+// wallet, a lane's worker saw another lane's payment as a plain transfer
+// from its session's wallet of exactly its amount, and attached it to the
+// one open session it would pay (checkout.attachPlain); a cancel of that
+// session then answered 409 (already broadcast).
+func merchantWallet(lane string) string {
+	return common.BytesToAddress(crypto.Keccak256([]byte("chaos merchant " + lane))).Hex()
+}
 
 // world is what every scenario shares: the binary, the dev chain.
 type world struct {
@@ -171,7 +180,7 @@ func (s *stack) setupMerchant(behaviours []behaviour) {
 		"password": "correct horse battery", "businessName": "Chaos Shop " + s.cfg.name}, 201)
 	s.key = d["testKey"].(map[string]any)["fullKey"].(string)
 	s.session = d["sessionToken"].(string)
-	c.must(t, "PATCH", "/api/merchant", s.session, merchantIP, map[string]any{"wallets": map[string]any{"evm": merchantWallet}}, 200)
+	c.must(t, "PATCH", "/api/merchant", s.session, merchantIP, map[string]any{"wallets": map[string]any{"evm": merchantWallet(s.cfg.name)}}, 200)
 	s.link = c.must(t, "POST", "/api/payment-links", s.key, merchantIP, map[string]any{"name": "Mug", "amount": "12.00", "network": "base_sepolia"}, 201)["id"].(string)
 	if len(behaviours) == 0 {
 		behaviours = []behaviour{behaveOK}
