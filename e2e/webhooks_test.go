@@ -161,16 +161,26 @@ func (s *stack) waitDelivery(key, id, status string, within time.Duration) map[s
 // emit records an event the way the checkout does and starts its deliveries.
 func (s *stack) emit(merchantID, typ string) []string {
 	s.t.Helper()
+	ids, err := s.tryEmit(merchantID, typ)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ids
+}
+
+// tryEmit is emit for goroutines other than the test's: it reports instead
+// of failing the test.
+func (s *stack) tryEmit(merchantID, typ string) ([]string, error) {
 	ctx := context.Background()
 	ids, err := s.store.EmitEvent(ctx, merchantID, models.ModeTest, models.EventSpec{Type: typ, Key: typ + ":" + models.NewID(),
 		Data: map[string]any{"refundId": models.NewID(), "livemode": false}})
 	if err != nil {
-		s.t.Fatal(err)
+		return nil, err
 	}
 	if err := (pworker.Dispatcher{Client: s.temporal, Queue: s.webhookQueue}).Dispatch(ctx, ids); err != nil {
-		s.t.Fatal(err)
+		return nil, err
 	}
-	return ids
+	return ids, nil
 }
 
 func (s *stack) merchantID(session string) string {
