@@ -153,22 +153,14 @@ func TestServiceBench(t *testing.T) {
 		// producers emit here (one producer measured its own round trips:
 		// the event's insert and its workflow's start, one after the other).
 		start := time.Now()
-		var next atomic.Int64
 		var emitErr atomic.Value
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(n) {
-					if _, err := storm.tryEmit(mid, "payment.completed"); err != nil {
-						emitErr.Store(err)
-						return
-					}
+		fanOut(16, n, func(int) {
+			if emitErr.Load() == nil {
+				if _, err := storm.tryEmit(mid, "payment.completed"); err != nil {
+					emitErr.Store(err)
 				}
-			}()
-		}
-		wg.Wait()
+			}
+		})
 		if err, _ := emitErr.Load().(error); err != nil {
 			t.Fatal(err)
 		}
@@ -325,6 +317,23 @@ func hammer(clients int, d time.Duration, f func(*http.Client) error) load {
 	wg.Wait()
 	el := time.Since(start)
 	return load{rps: float64(len(lat)) / el.Seconds(), p50ms: ms(pct(lat, 50)), p99ms: ms(pct(lat, 99)), errors: errs.Load()}
+}
+
+// fanOut calls f(0), ..., f(n-1) from the given number of goroutines, each
+// taking the next index, and returns when every call has.
+func fanOut(workers, n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func pct(d []time.Duration, p int) time.Duration {
@@ -645,16 +654,7 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 		}
 		tick.Stop()
 	} else {
-		var next atomic.Int64
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-					ids[i] = openQuiet(storm, slink)
-				}
-			}()
-		}
+		fanOut(16, n, func(i int) { ids[i] = openQuiet(storm, slink) })
 	}
 	wg.Wait()
 	if !dueAt.IsZero() && !time.Now().Before(dueAt) {
@@ -816,18 +816,7 @@ func openSessionsBench(t *testing.T, n int) benchRow {
 	_, link := s.openSession(key, "", "1.00")
 	heap0, rss0 := heapInUse(), processRSS(s.server.PID())
 	ids := make([]string, n)
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				ids[i] = openQuiet(s, link)
-			}
-		}()
-	}
-	wg.Wait()
+	fanOut(16, n, func(i int) { ids[i] = openQuiet(s, link) })
 	opened := time.Now()
 	heap1, rss1 := heapInUse(), processRSS(s.server.PID())
 	// Every one expires: poll the sessions not yet seen expired.
