@@ -1,8 +1,6 @@
 package temporaldev
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 )
@@ -49,19 +47,11 @@ func benchmarkStart(b *testing.B, warm bool) {
 // outgoing connections may get the port as its ephemeral source port. A
 // failed attempt's time counts in ns/op (it is rare).
 func startForBench(b *testing.B, opts *Options) *Server {
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		srv, err := Start(ctx, *opts)
-		cancel()
-		if err == nil {
-			return srv
-		}
-		if attempt == 3 || !(errors.Is(err, ErrPortInUse) || errors.Is(err, errExitedEarly)) {
-			b.Fatal(err)
-		}
-		b.Logf("temporaldev: start attempt %d: %v", attempt, err)
-		opts.Port = freePort(b)
+	srv, err := startRetrying(b, time.Minute, opts)
+	if err != nil {
+		b.Fatal(err)
 	}
+	return srv
 }
 
 func stopOrFatal(b *testing.B, srv *Server) {

@@ -42,7 +42,7 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 	}
 	const id = "checkout:restart-test"
 
-	srv := startOrFatal(t, ctx, opts)
+	srv := startOrFatal(t, opts)
 	c := dialOrFatal(t, srv)
 	wantSearchAttributes(t, ctx, c, DefaultNamespace, opts.SearchAttributes)
 	wantRetention(t, ctx, c, DefaultNamespace, DefaultRetention)
@@ -70,7 +70,7 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 	}
 
 	opts.SearchAttributes = PaygateSearchAttributes()
-	srv = startOrFatal(t, ctx, opts)
+	srv = startOrFatal(t, opts)
 	defer func() {
 		if err := srv.Stop(); err != nil {
 			t.Errorf("stop: %v", err)
@@ -177,7 +177,7 @@ func TestStartForTest(t *testing.T) {
 func TestWebUIAndOtherNamespace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := startOrFatal(t, ctx, Options{
+	srv := startOrFatal(t, Options{
 		Binary:           binaryForTest(t),
 		Port:             freePort(t),
 		UIPort:           freePort(t),
@@ -203,9 +203,7 @@ func TestWebUIAndOtherNamespace(t *testing.T) {
 
 // TestWaitReportsUnexpectedExit kills the server behind the Server's back.
 func TestWaitReportsUnexpectedExit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv := startOrFatal(t, ctx, Options{Binary: binaryForTest(t), Port: freePort(t)})
+	srv := startOrFatal(t, Options{Binary: binaryForTest(t), Port: freePort(t)})
 	if err := srv.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,9 +285,11 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-func startOrFatal(t *testing.T, ctx context.Context, opts Options) *Server {
+// startOrFatal starts a server with opts (on another port if its own was
+// taken meanwhile, see startRetrying).
+func startOrFatal(t *testing.T, opts Options) *Server {
 	t.Helper()
-	srv, err := Start(ctx, opts)
+	srv, err := startRetrying(t, time.Minute, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

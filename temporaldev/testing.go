@@ -21,28 +21,14 @@ import (
 // it fails, so CI never passes by skipping.
 func StartForTest(t testing.TB) *Server {
 	t.Helper()
-	bin := binaryForTest(t)
-	var (
-		srv *Server
-		err error
-	)
-	// A port found free can be taken before the server binds it, and start-dev
-	// picks free ports for its internal services the same way: try again.
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		srv, err = Start(ctx, Options{
-			Binary:           bin,
-			DataDir:          t.TempDir(),
-			Host:             DefaultHost,
-			Port:             freePort(t),
-			SearchAttributes: PaygateSearchAttributes(),
-		})
-		cancel()
-		if err == nil || attempt == 3 || !(errors.Is(err, ErrPortInUse) || errors.Is(err, errExitedEarly)) {
-			break
-		}
-		t.Logf("temporaldev: start attempt %d: %v", attempt, err)
+	opts := Options{
+		Binary:           binaryForTest(t),
+		DataDir:          t.TempDir(),
+		Host:             DefaultHost,
+		Port:             freePort(t),
+		SearchAttributes: PaygateSearchAttributes(),
 	}
+	srv, err := startRetrying(t, 30*time.Second, &opts)
 	if err != nil {
 		t.Fatalf("temporaldev: %v", err)
 	}
@@ -55,6 +41,30 @@ func StartForTest(t testing.TB) *Server {
 		}
 	})
 	return srv
+}
+
+// startRetrying starts a server with opts, and again (twice at most) on other
+// free ports (the frontend's, and the UI's if it has one) when the start
+// failed on a port: a port found free can be taken before the server binds
+// it, and start-dev picks the ports of its internal services the same way.
+// Each attempt has timeout; opts ends with the last attempt's ports. The
+// state in opts.DataDir is kept between attempts (starting on existing state
+// is the restart path).
+func startRetrying(t testing.TB, timeout time.Duration, opts *Options) (*Server, error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		srv, err := Start(ctx, *opts)
+		cancel()
+		if err == nil || attempt == 3 || !(errors.Is(err, ErrPortInUse) || errors.Is(err, errExitedEarly)) {
+			return srv, err
+		}
+		t.Logf("temporaldev: start attempt %d: %v", attempt, err)
+		opts.Port = freePort(t)
+		if opts.UIPort != 0 {
+			opts.UIPort = freePort(t)
+		}
+	}
 }
 
 // binaryForTest returns DefaultBinary(), or skips t (fails it under CI) when
