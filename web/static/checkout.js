@@ -147,7 +147,13 @@
   if (!wc) return;
   const step = $('wallet-step');
   const say = (key, arg) => { step.textContent = (msgs[key] || key).replace('%s', arg || ''); };
-  const report = (status) => api('POST', '/api/checkout/session/' + id + '/wallet', { status }).catch(() => {});
+  // Wallet steps are reported in order, one after the other, without holding
+  // up the payment; the payment waits for them only before it is sent, so the
+  // session's history reads connecting, ready, broadcast.
+  let reported = Promise.resolve();
+  const report = (status) => {
+    reported = reported.then(() => api('POST', '/api/checkout/session/' + id + '/wallet', { status }).catch(() => {}));
+  };
   const word = (hex) => hex.replace(/^0x/, '').toLowerCase().padStart(64, '0');
   const uint = (dec) => BigInt(dec).toString(16).padStart(64, '0');
   const encodeCall = (sel, m, sig) => {
@@ -183,6 +189,7 @@
       say('checkout.step.signing');
       const sig = await p.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
       say('checkout.step.sending');
+      await reported;
       const m = typed.message;
       if (wc.dataset.relayer === 'true') {
         await api('POST', '/api/checkout/session/' + id + '/authorization',
