@@ -148,8 +148,9 @@
   const step = $('wallet-step');
   const say = (key, arg) => { step.textContent = (msgs[key] || key).replace('%s', arg || ''); };
   // Wallet steps are reported in order, one after the other, without holding
-  // up the payment; the payment waits for them only before it is sent, so the
-  // session's history reads connecting, ready, broadcast.
+  // up the payment; before it is sent the payment waits for them, 2 s at most
+  // (a slow report must not stop a customer paying), so the session's history
+  // reads connecting, ready, broadcast.
   let reported = Promise.resolve();
   const report = (status) => {
     reported = reported.then(() => api('POST', '/api/checkout/session/' + id + '/wallet', { status }).catch(() => {}));
@@ -189,7 +190,7 @@
       say('checkout.step.signing');
       const sig = await p.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
       say('checkout.step.sending');
-      await reported;
+      await Promise.race([reported, new Promise((done) => setTimeout(done, 2000))]);
       const m = typed.message;
       if (wc.dataset.relayer === 'true') {
         await api('POST', '/api/checkout/session/' + id + '/authorization',
