@@ -36,24 +36,14 @@ func startTemporal(t *testing.T) *temporalServer {
 
 func (ts *temporalServer) start(t *testing.T) {
 	t.Helper()
-	// The frontend keeps its port across restarts (the workers come back to
-	// the same address), but start-dev picks its internal services' ports
-	// anew at each start, and another process can take one of them before
-	// the server binds it: try again, on the same frontend port.
-	var err error
-	for attempt := 1; attempt <= 3; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		var srv *temporaldev.Server
-		srv, err = temporaldev.Start(ctx, temporaldev.Options{DataDir: ts.dir, Port: ts.port,
-			SearchAttributes: temporaldev.PaygateSearchAttributes()})
-		cancel()
-		if err == nil {
-			ts.srv = srv
-			return
-		}
-		t.Logf("temporal dev server, start attempt %d: %v", attempt, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := temporaldev.Start(ctx, temporaldev.Options{DataDir: ts.dir, Port: ts.port,
+		SearchAttributes: temporaldev.PaygateSearchAttributes()})
+	if err != nil {
+		t.Fatalf("temporal dev server: %v", err)
 	}
-	t.Fatalf("temporal dev server: %v", err)
+	ts.srv = srv
 }
 
 func (ts *temporalServer) address() string { return fmt.Sprintf("127.0.0.1:%d", ts.port) }

@@ -112,14 +112,11 @@ func goalsOf(rows []benchRow) []benchGoal {
 		"%.0f new sessions over %d polling runs of 5 s", opened, pollRows)
 
 	exp, eOK := val("open", "expired")
+	n, _ := val("open", "sessions")
 	rss, _ := val("open", "temporalRSSDeltaMB")
 	heap, _ := val("open", "heapDeltaMB")
-	n := 0
-	if r, ok := byKey["open"]; ok {
-		fmt.Sscanf(r.What, "%d", &n)
-	}
-	judge("open sessions on one worker: memory stated, every one expired", eOK && n > 0, int(exp) == n,
-		"%d open: heap +%.0f MB, Temporal RSS +%.0f MB; %.0f of %d expired", n, heap, rss, exp, n)
+	judge("open sessions on one worker: memory stated, every one expired", eOK && n > 0, exp == n,
+		"%.0f open: heap +%.0f MB, Temporal RSS +%.0f MB; %.0f of %.0f expired", n, heap, rss, exp, n)
 	return out
 }
 

@@ -839,7 +839,7 @@ func openSessionsBench(t *testing.T, n int) benchRow {
 			mb(heap1), mb(heap1-min(heap0, heap1)), mb(rss1), mb(rss1-min(rss0, rss1)), n-len(left), n),
 		Reference: "-",
 		Values: map[string]float64{"heapMB": mb(heap1), "heapDeltaMB": mb(heap1 - min(heap0, heap1)), "temporalRSSMB": mb(rss1),
-			"temporalRSSDeltaMB": mb(rss1 - min(rss0, rss1)), "expired": float64(n - len(left))}}
+			"temporalRSSDeltaMB": mb(rss1 - min(rss0, rss1)), "sessions": float64(n), "expired": float64(n - len(left))}}
 }
 
 // heapInUse is the Go heap in use after a collection.

@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,13 +170,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPortFree(opts.Host, opts.Port); err != nil {
-		return nil, fmt.Errorf("temporaldev: frontend port: %w", err)
-	}
-	if opts.UIPort > 0 {
-		if err := checkPortFree(opts.Host, opts.UIPort); err != nil {
-			return nil, fmt.Errorf("temporaldev: UI port: %w", err)
-		}
+	if err := opts.checkPorts(); err != nil {
+		return nil, err
 	}
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
@@ -188,18 +184,36 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		defer cancel()
 	}
 
-	s := &Server{opts: opts, out: &output{log: opts.Log, max: 16 << 10}, done: make(chan struct{})}
-	s.cmd = exec.Command(opts.Binary, opts.args()...)
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out // the same writer: one copier at a time
-	s.cmd.SysProcAttr = sysProcAttr()
-	// The last value of a name wins: this replaces a GOGC meant for paygate.
-	s.cmd.Env = append(os.Environ(), "GOGC="+devGOGC, "GOMEMLIMIT="+devGOMEMLIMIT)
-
 	began := time.Now()
-	if err := s.launch(); err != nil {
-		return nil, fmt.Errorf("temporaldev: starting %s: %w", opts.Binary, err)
+	var (
+		s *Server
+		c client.Client
+	)
+	for attempt := 1; ; attempt++ {
+		s = &Server{opts: opts, out: &output{log: opts.Log, max: 16 << 10}, done: make(chan struct{})}
+		s.cmd = exec.Command(opts.Binary, opts.args()...)
+		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out // the same writer: one copier at a time
+		s.cmd.SysProcAttr = sysProcAttr()
+		// The last value of a name wins: this replaces a GOGC meant for paygate.
+		s.cmd.Env = append(os.Environ(), "GOGC="+devGOGC, "GOMEMLIMIT="+devGOMEMLIMIT)
+		if attempt > 1 {
+			fmt.Fprintf(s.out, "temporaldev: launch %d: the one before lost a port it had picked to another process\n", attempt)
+		}
+		if err := s.launch(); err != nil {
+			return nil, fmt.Errorf("temporaldev: starting %s: %w", opts.Binary, err)
+		}
+		c, err = s.waitHealthy(ctx)
+		if err == nil || attempt == maxLaunches || !errors.Is(err, errExitedEarly) ||
+			!strings.Contains(s.out.String(), "address already in use") {
+			break
+		}
+		// start-dev picks the ports of its internal services (HTTP API,
+		// history, matching, ...) itself, and another process can take one
+		// before it binds it: launch again, unless the port lost was ours.
+		if err := opts.checkPorts(); err != nil {
+			return nil, err
+		}
 	}
-	c, err := s.waitHealthy(ctx)
 	var added bool
 	if err == nil {
 		added, err = s.configure(ctx, c)
@@ -229,6 +243,24 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	fmt.Fprintf(s.out, "temporaldev: Temporal dev server ready in %s at %s (namespace %s%s)\n",
 		time.Since(began).Round(time.Millisecond), s.Address(), opts.Namespace, uiNote(s.UIURL()))
 	return s, nil
+}
+
+// maxLaunches bounds the launches of one Start that lost one of start-dev's
+// own ports to another process.
+const maxLaunches = 3
+
+// checkPorts fails with ErrPortInUse when the frontend port or the UI's (if
+// any) is taken.
+func (o Options) checkPorts() error {
+	if err := checkPortFree(o.Host, o.Port); err != nil {
+		return fmt.Errorf("temporaldev: frontend port: %w", err)
+	}
+	if o.UIPort > 0 {
+		if err := checkPortFree(o.Host, o.UIPort); err != nil {
+			return fmt.Errorf("temporaldev: UI port: %w", err)
+		}
+	}
+	return nil
 }
 
 func (o Options) withDefaults() (Options, error) {

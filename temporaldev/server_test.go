@@ -260,6 +260,35 @@ func TestStartReportsEarlyExit(t *testing.T) {
 	}
 }
 
+// TestStartLaunchesAgainWhenAnInternalPortWasTaken uses a stand-in binary
+// that, the first time, exits as start-dev does when another process took
+// one of the ports it picked for its internal services, then runs the real
+// server: Start launches again and returns a healthy server.
+func TestStartLaunchesAgainWhenAnInternalPortWasTaken(t *testing.T) {
+	real := binaryForTest(t)
+	dir := t.TempDir()
+	bin, once := filepath.Join(dir, "temporal"), filepath.Join(dir, "launched")
+	script := "#!/bin/sh\nif [ ! -e " + once + " ]; then touch " + once +
+		"; echo 'failed listening for HTTP API on 127.0.0.1:1: listen tcp 127.0.0.1:1: bind: address already in use' >&2; exit 1; fi\n" +
+		"exec " + real + " \"$@\"\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := Start(ctx, Options{Binary: bin, Port: freePort(t)})
+	if err != nil {
+		t.Fatalf("Start did not launch again: %v", err)
+	}
+	defer srv.kill()
+	if _, err := os.Stat(once); err != nil {
+		t.Fatalf("the stand-in never ran its failing launch: %v", err)
+	}
+	if !strings.Contains(srv.out.String(), "launch 2: the one before lost a port") {
+		t.Errorf("the server's output does not say it was launched again:\n%s", srv.out)
+	}
+}
+
 func TestArgs(t *testing.T) {
 	o, err := Options{Binary: os.Args[0], DataDir: "/data", UIPort: 8233, Namespace: "paygate",
 		SearchAttributes: map[string]enumspb.IndexedValueType{"MerchantId": enumspb.INDEXED_VALUE_TYPE_KEYWORD,

@@ -46,7 +46,7 @@ func StartForTest(t testing.TB) *Server {
 // startRetrying starts a server with opts, and again (twice at most) on other
 // free ports (the frontend's, and the UI's if it has one) when the start
 // failed on a port: a port found free can be taken before the server binds
-// it, and start-dev picks the ports of its internal services the same way.
+// it (Start itself launches again when start-dev lost one of its own).
 // Each attempt has timeout; opts ends with the last attempt's ports. The
 // state in opts.DataDir is kept between attempts (starting on existing state
 // is the restart path).
