@@ -50,6 +50,33 @@ func TestEnvironmentOverrides(t *testing.T) {
 	}
 }
 
+// The client compresses requests to a remote frontend and not to one on the
+// same machine, unless told otherwise.
+func TestTemporalCompression(t *testing.T) {
+	cases := []struct {
+		address, setting string
+		gzip             bool
+	}{
+		{"127.0.0.1:7233", "", false},
+		{"localhost:7233", "", false},
+		{"[::1]:7233", "", false},
+		{"temporal:7233", "", true},
+		{"10.0.0.5:7233", "", true},
+		{"127.0.0.1:7233", "gzip", true},
+		{"temporal:7233", "none", false},
+		{"temporal:7233", "auto", true},
+	}
+	for _, tc := range cases {
+		c, err := Load(env(map[string]string{"TEMPORAL_ADDRESS": tc.address, "TEMPORAL_GRPC_COMPRESSION": tc.setting}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Temporal.Gzip(); got != tc.gzip {
+			t.Errorf("TEMPORAL_ADDRESS=%s TEMPORAL_GRPC_COMPRESSION=%q: gzip %v, want %v", tc.address, tc.setting, got, tc.gzip)
+		}
+	}
+}
+
 // Every bad value is refused with the variable's name in the error.
 func TestValidationNamesTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
@@ -66,6 +93,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		"TEMPORAL_ADDRESS":            {"TEMPORAL_ADDRESS": "nohostport"},
 		"TEMPORAL_TLS_CERT":           {"TEMPORAL_TLS_CERT": "/cert.pem"},
 		"TEMPORAL_STICKY_CACHE":       {"TEMPORAL_STICKY_CACHE": "-1"},
+		"TEMPORAL_GRPC_COMPRESSION":   {"TEMPORAL_GRPC_COMPRESSION": "zstd"},
 		"REDIS_URL":                   {"REDIS_URL": "localhost:6379"},
 		"SUBSCRIPTION_GRACE_PERIOD":   {"SUBSCRIPTION_GRACE_PERIOD": "0s"},
 		"SUBSCRIPTION_REMINDERS":      {"SUBSCRIPTION_REMINDERS": "48h,24h"},

@@ -25,6 +25,7 @@ import (
 	"github.com/paygate/paygate/auth"
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/config"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/refund"
@@ -123,7 +124,12 @@ type stackOptions struct {
 func startStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	ts := temporaldev.StartForTest(t)
-	c, err := client.Dial(client.Options{HostPort: ts.Address(), Namespace: ts.Namespace(), Logger: quietLogger{}})
+	copts := client.Options{HostPort: ts.Address(), Namespace: ts.Namespace(), Logger: quietLogger{}}
+	// As paygate dials it (TEMPORAL_GRPC_COMPRESSION's default).
+	if !(config.TemporalConfig{Address: ts.Address(), Compression: config.CompressionAuto}).Gzip() {
+		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
+	c, err := client.Dial(copts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ import (
 func (a *app) dialTemporal(ctx context.Context) (client.Client, error) {
 	t := a.cfg.Temporal
 	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: sdklog.NewStructuredLogger(a.log)}
+	if !t.Gzip() {
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
 	if a.metrics != nil {
 		// The SDK's client and worker metrics, and the business outcomes the
 		// workers record, land in the process's registry.
