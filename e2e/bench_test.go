@@ -708,6 +708,29 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	return skey, ssess, ids, res
 }
 
+// logNewBackends logs the database's backends that started since then and
+// are still there, so that a connection opened in steady state says what it
+// was doing (one that came and went is only counted).
+func logNewBackends(t *testing.T, admin *pgx.Conn, since time.Time) {
+	rows, err := admin.Query(context.Background(), `SELECT pid, backend_start, application_name, COALESCE(state, ''), LEFT(query, 200)
+		FROM pg_stat_activity WHERE datname = current_database() AND backend_start >= $1 AND pid <> pg_backend_pid()`, since)
+	if err != nil {
+		t.Logf("new backends: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		var start time.Time
+		var app, state, query string
+		if err := rows.Scan(&pid, &start, &app, &state, &query); err != nil {
+			t.Logf("new backends: %v", err)
+			return
+		}
+		t.Logf("new backend %d at %s (application %q, %s): last query %q", pid, start.Format(time.RFC3339Nano), app, state, query)
+	}
+}
+
 // postgresBench runs poll, create and the expiry storm on a stack whose
 // store is the local PostgreSQL, beside pgbench's select-only and
 // single-row insert TPS on the same server, and counts the database
@@ -747,10 +770,13 @@ func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
 	// the second, in steady state.
 	hammer(32, 2*time.Second, func(c *http.Client) error { return get(c, url) })
 	for _, clients := range []int{1, 8, 32} {
-		before := sessions()
+		before, since := sessions(), time.Now()
 		p := hammer(clients, 5*time.Second, func(c *http.Client) error { return get(c, url) })
 		time.Sleep(1500 * time.Millisecond) // backends flush their statistics about once a second
 		opened := sessions() - before
+		if opened > 0 {
+			logNewBackends(t, admin, since)
+		}
 		rows = append(rows, benchRow{Key: fmt.Sprintf("pgPoll%d", clients), What: fmt.Sprintf("PostgreSQL: poll, %d clients", clients),
 			Paygate: fmt.Sprintf("%s; %.0f new database sessions", p, max(opened, 0)), Reference: "-",
 			Values: map[string]float64{"rps": p.rps, "p99ms": p.p99ms, "newSessions": max(opened, 0)}})
