@@ -386,7 +386,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("TEMPORAL_NAMESPACE: must not be empty"))
 	}
 	switch c.Temporal.Compression {
-	case CompressionAuto, CompressionGzip, CompressionNone:
+	case "", CompressionAuto, CompressionGzip, CompressionNone: // "": a Config built without Defaults; Gzip reads it as auto
 	default:
 		errs = append(errs, fmt.Errorf("TEMPORAL_GRPC_COMPRESSION: must be auto, gzip or none, got %q", c.Temporal.Compression))
 	}
