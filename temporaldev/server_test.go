@@ -2,6 +2,7 @@ package temporaldev
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,7 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 		t.Fatalf("start workflow: %v", err)
 	}
 	wantListed(t, ctx, c, `CheckoutStatus = "open"`, id)
+	wantVisibilityIndexes(t, ctx, c, opts.DataDir, 1)
 	// Lower the retention by hand: the next boot must raise it again.
 	if _, err := c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
 		Namespace: srv.Namespace(),
@@ -89,6 +92,10 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 		t.Fatalf("after restart: status %v run %s, want RUNNING run %s", got.GetStatus(), got.GetExecution().GetRunId(), run.GetRunID())
 	}
 	wantListed(t, ctx, c, `CheckoutStatus = "open" AND WorkflowType = "NobodyPollsThisWorkflow"`, id)
+	// The slots of the attributes added have their indexes again; a filter
+	// on a column whose index was dropped still finds the workflow.
+	wantVisibilityIndexes(t, ctx, c, opts.DataDir, len(PaygateSearchAttributes()))
+	wantListed(t, ctx, c, `RootWorkflowId = "`+id+`"`, id)
 
 	// The second boot added attributes to an existing database, which the
 	// server's services would not see for a minute (their cache is no
@@ -117,6 +124,7 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 		t.Fatalf("workflow upserting an attribute added at boot: %v", err)
 	}
 	wantListed(t, ctx, c, `MerchantId = "m-1" AND ExecutionStatus = "Completed"`, "merchant:new-attribute")
+	wantListed(t, ctx, c, `HistoryLength > 0 AND StateTransitionCount > 0`, "merchant:new-attribute")
 
 	t.Run("RegisterSearchAttributes is idempotent", func(t *testing.T) {
 		if err := RegisterSearchAttributes(ctx, c, srv.Namespace(), PaygateSearchAttributes()); err != nil {
@@ -135,6 +143,67 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 		}
 		wantRetention(t, ctx, c, DefaultNamespace, DefaultRetention)
 	})
+}
+
+// wantVisibilityIndexes checks that the state file in dataDir indexes the
+// visibility table as pruneVisibilityIndexes leaves it: the Web UI list's
+// indexes and one per custom attribute slot in use, customs of them.
+func wantVisibilityIndexes(t *testing.T, ctx context.Context, c client.Client, dataDir string, customs int) {
+	t.Helper()
+	used, err := usedCustomSlots(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(used) != customs {
+		t.Fatalf("custom attribute slots in use: %v, want %d", used, customs)
+	}
+	want := []string{"by_execution_time", "by_status", "by_task_queue", "by_temporal_namespace_division",
+		"by_workflow_id", "by_workflow_type", "default_idx"}
+	for col := range used {
+		want = append(want, "by_keyword_"+strings.TrimPrefix(col, "Keyword"))
+	}
+	slices.Sort(want)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, DBFileName)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := visibilityIndexes(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("visibility indexes:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestVisibilityIndexPlan(t *testing.T) {
+	plan := visibilityIndexPlan(map[string]bool{"Keyword03": true, "Int02": true})
+	var drops, creates []string
+	for _, stmt := range plan {
+		if name, ok := strings.CutPrefix(stmt, "DROP INDEX IF EXISTS "); ok {
+			drops = append(drops, name)
+		} else {
+			creates = append(creates, stmt)
+		}
+	}
+	// 16 unqueried, 22 custom slots of which 2 used.
+	if len(drops) != 16+20 || len(creates) != 2 {
+		t.Fatalf("%d drops, %d creates; plan:\n%s", len(drops), len(creates), strings.Join(plan, "\n"))
+	}
+	for _, keep := range []string{"default_idx", "by_workflow_id", "by_status", "by_keyword_03", "by_int_02"} {
+		if slices.Contains(drops, keep) {
+			t.Errorf("the plan drops %s", keep)
+		}
+	}
+	if !slices.Contains(drops, "by_keyword_04") || !slices.Contains(drops, "by_bool_01") || !slices.Contains(drops, "by_history_length") {
+		t.Errorf("drops %v", drops)
+	}
+	wantCreate := "CREATE INDEX IF NOT EXISTS by_int_02 ON executions_visibility (namespace_id, Int02, " +
+		"(COALESCE(close_time, '9999-12-31 23:59:59+00:00')) DESC, start_time DESC, run_id)"
+	if !slices.Contains(creates, wantCreate) {
+		t.Errorf("creates %v, want %s among them", creates, wantCreate)
+	}
 }
 
 // TestStartForTest runs a workflow on a worker against the helper's server
@@ -299,7 +368,7 @@ func TestArgs(t *testing.T) {
 	got := strings.Join(o.args(), " ")
 	want := "server start-dev --ip 127.0.0.1 --port 7233 --log-level warn " +
 		"--db-filename /data/temporal.db --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal " +
-		"--sqlite-pragma cache_size=-65536 --sqlite-pragma mmap_size=268435456 --sqlite-pragma wal_autocheckpoint=4000 " +
+		"--sqlite-pragma cache_size=-65536 --sqlite-pragma mmap_size=268435456 --sqlite-pragma wal_autocheckpoint=4000 --sqlite-pragma busy_timeout=10000 " +
 		"--ui-port 8233 --namespace paygate " +
 		"--search-attribute CheckoutStatus=Keyword --search-attribute MerchantId=Keyword " +
 		"--dynamic-config-value frontend.enableServerVersionCheck=false " +
