@@ -147,7 +147,8 @@ func TestRestartKeepsStateAndReappliesSetup(t *testing.T) {
 
 // wantVisibilityIndexes checks that the state file in dataDir indexes the
 // visibility table as pruneVisibilityIndexes leaves it: the Web UI list's
-// indexes and one per custom attribute slot in use, customs of them.
+// indexes and one per custom attribute slot in use (customs of them, all
+// Keyword slots: paygate's attributes are keywords).
 func wantVisibilityIndexes(t *testing.T, ctx context.Context, c client.Client, dataDir string, customs int) {
 	t.Helper()
 	used, err := usedCustomSlots(ctx, c)
