@@ -128,9 +128,11 @@ func (s *Server) pruneVisibilityIndexes(ctx context.Context, c client.Client) (b
 		return 0, 0, err
 	}
 	defer conn.Close()
-	if before, err = countVisibilityIndexes(ctx, conn); err != nil || before == 0 {
-		return before, before, err // no visibility table: not the schema this plans for
+	names, err := visibilityIndexes(ctx, conn)
+	if err != nil || len(names) == 0 {
+		return 0, 0, err // no visibility table: not the schema this plans for
 	}
+	before = len(names)
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return 0, 0, err
 	}
@@ -144,8 +146,8 @@ func (s *Server) pruneVisibilityIndexes(ctx context.Context, c client.Client) (b
 		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
 		return 0, 0, err
 	}
-	after, err = countVisibilityIndexes(ctx, conn)
-	return before, after, err
+	names, err = visibilityIndexes(ctx, conn)
+	return before, len(names), err
 }
 
 // visibilityIndexes lists the indexes of executions_visibility by name.
@@ -168,9 +170,4 @@ func visibilityIndexes(ctx context.Context, conn interface {
 	}
 	slices.Sort(names)
 	return names, rows.Err()
-}
-
-func countVisibilityIndexes(ctx context.Context, conn *sql.Conn) (int, error) {
-	names, err := visibilityIndexes(ctx, conn)
-	return len(names), err
 }
