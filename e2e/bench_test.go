@@ -130,7 +130,9 @@ func TestServiceBench(t *testing.T) {
 				return err
 			})
 		})
-		cpuNote := func(p, t float64) string { return fmt.Sprintf("; CPU %.1f ms (bench process) + %.1f ms (Temporal) a call", p, t) }
+		cpuNote := func(p, t float64) string {
+			return fmt.Sprintf("; CPU %.1f ms (bench process) + %.1f ms (Temporal) a call", p, t)
+		}
 		add(benchRow{Key: "create", What: "create (quote + session), 16 clients", Paygate: cr.String() + cpuNote(crCPU, crTCPU),
 			Reference: "bare StartWorkflow: " + sr.String() + cpuNote(srCPU, srTCPU),
 			Values: map[string]float64{"rps": cr.rps, "refRps": sr.rps, "cpuMs": crCPU, "temporalCpuMs": crTCPU,
