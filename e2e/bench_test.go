@@ -235,7 +235,7 @@ func TestServiceBench(t *testing.T) {
 		// calibration runs at 20/s.
 		burst := 1 / (1/cr.rps + 1/st.rate)
 		steady := startStack(t, stackOptions{verifier: &scriptedVerifier{}, lifetime: 20 * time.Second})
-		var steadyRate float64
+		var steadyRate, capacity, perSession float64
 		var how string
 		if r := envInt("PAYGATE_BENCH_STEADY_RATE", 0); r > 0 {
 			steadyRate, how = float64(r), "PAYGATE_BENCH_STEADY_RATE"
@@ -246,8 +246,11 @@ func TestServiceBench(t *testing.T) {
 			}
 			calN := int(calRate * 20)
 			_, _, _, cal := expiryRun(t, steady, calN, calRate)
-			perSession := (cal.cpuPaygate + cal.cpuTemporal) / float64(calN)
-			capacity := float64(runtime.NumCPU()) / perSession
+			perSession = (cal.cpuPaygate + cal.cpuTemporal) / float64(calN)
+			if !(perSession > 0) {
+				t.Fatal("no CPU time read from /proc for the calibration run: capacity cannot be measured")
+			}
+			capacity = float64(runtime.NumCPU()) / perSession
 			steadyRate = 0.7 * capacity
 			how = fmt.Sprintf("70%% of a capacity of %.0f/s: %d cores / %.1f ms of CPU a session at %.0f/s",
 				capacity, runtime.NumCPU(), perSession*1000, calRate)
@@ -260,6 +263,7 @@ func TestServiceBench(t *testing.T) {
 			Paygate: sst.String(), Reference: "-",
 			Values: map[string]float64{"ratePerSec": steadyRate, "expiredP50ms": ms(sst.expP50), "expiredP99ms": ms(sst.expP99),
 				"deliveredP50ms": ms(sst.delivP50), "deliveredP99ms": ms(sst.delivP99), "burstCapacityPerSec": burst,
+				"capacityPerSec": capacity, "calibrationCpuMsPerSession": 1000 * perSession,
 				"cpuMsPerSession": 1000 * (sst.cpuPaygate + sst.cpuTemporal) / (steadyRate * 60)}})
 
 	})
