@@ -225,6 +225,10 @@ func TestServiceBench(t *testing.T) {
 		// server, creation to delivery), measured in a 20 s calibration run
 		// at half the burst capacity (1 / (1/create + 1/lifecycles), the create
 		// and storm rates together), a rate well below what it sustains.
+		// (That count includes the run's idle seconds; the CPU a session in
+		// steady state alone, which the row states too, is about 10% less.
+		// Near 70% of the cores the stack is at its knee: once a backlog
+		// forms, a session costs more and the backlog lasts.)
 		// The burst figure alone overstates the sustained rate: creates at 16
 		// clients and a storm's timers are served in batches that a steady
 		// trickle does not form (a steady session cost 39 ms of CPU where a
@@ -260,11 +264,12 @@ func TestServiceBench(t *testing.T) {
 		}
 		_, _, _, sst := expiryRun(t, steady, int(steadyRate*60), steadyRate)
 		add(benchRow{Key: "steady", What: fmt.Sprintf("steady expiry, %.0f sessions/s for a minute (%s)", steadyRate, how),
-			Paygate: sst.String(), Reference: "-",
+			Paygate:   sst.String() + fmt.Sprintf("; in steady state %.1f ms of CPU a session, %.2f of %d cores busy", 1000*sst.steadyCPU, sst.steadyCPU*steadyRate, runtime.NumCPU()),
+			Reference: "-",
 			Values: map[string]float64{"ratePerSec": steadyRate, "expiredP50ms": ms(sst.expP50), "expiredP99ms": ms(sst.expP99),
 				"deliveredP50ms": ms(sst.delivP50), "deliveredP99ms": ms(sst.delivP99), "burstCapacityPerSec": burst,
 				"capacityPerSec": capacity, "calibrationCpuMsPerSession": 1000 * perSession,
-				"cpuMsPerSession": 1000 * (sst.cpuPaygate + sst.cpuTemporal) / (steadyRate * 60)}})
+				"cpuMsPerSession": 1000 * sst.steadyCPU, "coresBusy": sst.steadyCPU * steadyRate}})
 
 	})
 	t.Run("paid", func(t *testing.T) {
@@ -642,6 +647,11 @@ type stormResult struct {
 	// cpuPostgres: the PostgreSQL server's processes (the production
 	// profile's store runs outside the bench process; 0 on SQLite).
 	cpuPostgres float64
+	// steadyCPU: CPU seconds a session (bench process and Temporal server)
+	// over steadyWindow, the time in which sessions opened at a rate were
+	// both opened and falling due; 0 where that lasted under 5 s.
+	steadyCPU    float64
+	steadyWindow time.Duration
 }
 
 // due says when the storm's sessions fell due.
@@ -691,10 +701,28 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	cpu0, tcpu0, pcpu0 := processCPU(os.Getpid()), processCPU(storm.server.PID()), postgresCPU()
 	ids := make([]string, n)
 	var wg sync.WaitGroup
+	// With a rate, the CPU of both processes is read every 250 ms while
+	// sessions are opened, so the part of that time in which sessions also
+	// fall due (steady state) can be told apart below.
+	type cpuSample struct {
+		at        time.Time
+		cpu, tcpu float64
+	}
+	var samples []cpuSample
+	var createdEnd time.Time
 	if rate > 0 {
+		sample := func() {
+			samples = append(samples, cpuSample{time.Now(), processCPU(os.Getpid()), processCPU(storm.server.PID())})
+		}
+		sample()
+		next := time.Now().Add(250 * time.Millisecond)
 		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 		for i := range n {
 			<-tick.C
+			if time.Now().After(next) {
+				sample()
+				next = next.Add(250 * time.Millisecond)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -702,6 +730,8 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 			}()
 		}
 		tick.Stop()
+		sample()
+		createdEnd = time.Now()
 	} else {
 		fanOut(16, n, func(i int) { ids[i] = openQuiet(storm, slink) })
 	}
@@ -753,6 +783,25 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	res := stormResult{spread: lastDue.Sub(first), expP50: pct(expLag, 50), expP99: pct(expLag, 99), expMax: pct(expLag, 100),
 		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds(),
 		cpuPaygate: cpu, cpuTemporal: tcpu, cpuPostgres: pcpu}
+	// Steady state: from 2 s after the first session fell due to the last
+	// create, sessions were opened and fell due at the same rate; the CPU
+	// both processes used then, over the sessions opened (and due) then, is
+	// what a session costs when the stack does both at once.
+	if from, to := first.Add(2*time.Second), createdEnd; to.Sub(from) >= 5*time.Second {
+		var a, b *cpuSample
+		for i := range samples {
+			if a == nil && !samples[i].at.Before(from) {
+				a = &samples[i]
+			}
+			if !samples[i].at.After(to) {
+				b = &samples[i]
+			}
+		}
+		if a != nil && b != nil && b.at.Sub(a.at) >= 4*time.Second {
+			res.steadyWindow = b.at.Sub(a.at)
+			res.steadyCPU = (b.cpu - a.cpu + b.tcpu - a.tcpu) / (rate * res.steadyWindow.Seconds())
+		}
+	}
 	t.Logf("%d sessions %s: %s", n, res.due(), res)
 	return skey, ssess, ids, res
 }
