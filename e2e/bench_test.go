@@ -225,10 +225,10 @@ func TestServiceBench(t *testing.T) {
 		// server, creation to delivery), measured in a 20 s calibration run
 		// at half the burst capacity (1 / (1/create + 1/lifecycles), the create
 		// and storm rates together), a rate well below what it sustains.
-		// (That count includes the run's idle seconds; the CPU a session in
-		// steady state alone, which the row states too, is about 10% less.
-		// Near 70% of the cores the stack is at its knee: once a backlog
-		// forms, a session costs more and the backlog lasts.)
+		// (That count includes the run's idle seconds; the row states the
+		// CPU a session in steady state alone too. Near 70% of the cores the
+		// stack is at its knee: once a backlog forms, a session costs more
+		// and the backlog lasts.)
 		// The burst figure alone overstates the sustained rate: creates at 16
 		// clients and a storm's timers are served in batches that a steady
 		// trickle does not form (a steady session cost 39 ms of CPU where a
