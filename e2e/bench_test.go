@@ -648,10 +648,9 @@ type stormResult struct {
 	// profile's store runs outside the bench process; 0 on SQLite).
 	cpuPostgres float64
 	// steadyCPU: CPU seconds a session (bench process and Temporal server)
-	// over steadyWindow, the time in which sessions opened at a rate were
-	// both opened and falling due; 0 where that lasted under 5 s.
-	steadyCPU    float64
-	steadyWindow time.Duration
+	// in the time in which sessions opened at a rate were both opened and
+	// falling due; 0 where that lasted under 5 s.
+	steadyCPU float64
 }
 
 // due says when the storm's sessions fell due.
@@ -798,8 +797,7 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 			}
 		}
 		if a != nil && b != nil && b.at.Sub(a.at) >= 4*time.Second {
-			res.steadyWindow = b.at.Sub(a.at)
-			res.steadyCPU = (b.cpu - a.cpu + b.tcpu - a.tcpu) / (rate * res.steadyWindow.Seconds())
+			res.steadyCPU = (b.cpu - a.cpu + b.tcpu - a.tcpu) / (rate * b.at.Sub(a.at).Seconds())
 		}
 	}
 	t.Logf("%d sessions %s: %s", n, res.due(), res)
