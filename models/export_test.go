@@ -3,8 +3,11 @@ package models
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/paygate/paygate/keyring"
 )
@@ -101,4 +104,22 @@ func (f *SessionChanges) ListenerPID() uint32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.listenerPID
+}
+
+// OpenWithEarlierSQLiteDriver opens a SQLite store on the driver the store
+// ran before github.com/ncruces/go-sqlite3: glebarez/go-sqlite (the
+// modernc.org/sqlite translation), with the pragmas it was opened with, so a
+// test can write a file as an older release did.
+func OpenWithEarlierSQLiteDriver(path string, secrets *keyring.Ring) (*Store, error) {
+	dsn := SQLiteFileURI(path) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true,
+		DisableForeignKeyConstraintWhenMigrating: true,
+		NowFunc:                                  func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }})
+	if err != nil {
+		return nil, err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.SetMaxOpenConns(1)
+	}
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, secrets: secrets}, nil
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/paygate/paygate/keyring"
@@ -84,7 +83,7 @@ func Exec(t testing.TB, st *models.Store, query string, args ...any) int64 {
 		t.Fatal("storetest: Exec on a store storetest did not open")
 	}
 	d := v.(database)
-	dial := sqlite.Open(d.where)
+	dial := models.SQLiteDialector(d.where)
 	if d.dialect == "postgres" {
 		dial = postgres.Open(d.where)
 	}
