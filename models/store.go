@@ -180,11 +180,12 @@ func closeDB(db *gorm.DB) error {
 
 // SQLiteDialector is GORM's SQLite dialect on the driver the store runs:
 // github.com/ncruces/go-sqlite3, SQLite compiled to Go without cgo (wasm2go),
-// registered as "sqlite3". It runs the store's statements in less than half
-// the CPU of the modernc.org/sqlite translation the store used before (a
-// session's insert with its history entry, and a read by id: 0.26 against
-// 0.63 ms on this machine). dsn is a file: URI with its query ("?..."); the
-// dialect's SQL is GORM's SQLite dialect, unchanged.
+// registered as "sqlite3". Against the modernc.org/sqlite translation the
+// store ran before (glebarez/go-sqlite), it keeps prepared statements
+// compiled and spends half the system time a write (BenchmarkSQLiteDriver:
+// a session's insert with its history entry, then its read by id). dsn is a
+// file: URI with its query ("?..."); the SQL is GORM's SQLite dialect,
+// unchanged.
 //
 // Times are written in the layout the earlier driver wrote, so a file written
 // before reads back and SQL comparisons of times order them as before.
