@@ -110,9 +110,10 @@ func TestServiceBench(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer bw.Stop()
-		// CPU per call, the bench process's and the Temporal server's, each
-		// hammer's counted until a second after it (the workflows' first
-		// tasks run behind the starts' answers).
+		// The CPU seconds a hammer costs, the bench process's and the
+		// Temporal server's, counted until a second after it (the workflows'
+		// first tasks run behind the starts' answers); divided by the calls
+		// of all rounds below, the CPU a call.
 		cpuPer := func(run func() load) (load, float64, float64) {
 			c0, t0 := processCPU(os.Getpid()), processCPU(s.server.PID())
 			l := run()
