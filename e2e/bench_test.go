@@ -140,7 +140,7 @@ func TestServiceBench(t *testing.T) {
 		}
 		var sr load
 		cr, sr = mergeLoads(crRounds), mergeLoads(srRounds) // cr is the steady part's too
-		perCall := func(cpu float64, l load) float64 { return 1000 * cpu / float64(max(l.n, 1)) }
+		perCall := func(cpu float64, l load) float64 { return 1000 * cpu / float64(max(len(l.lat), 1)) }
 		crCPU, crTCPU, srCPU, srTCPU := perCall(crCPUs, cr), perCall(crTCPUs, cr), perCall(srCPUs, sr), perCall(srTCPUs, sr)
 		roundRates := func(ls []load) string {
 			var parts []string
@@ -349,7 +349,6 @@ type benchRow struct {
 
 type load struct {
 	rps, p50ms, p99ms float64
-	n                 int // calls that succeeded
 	errors            int64
 	lat               []time.Duration // each succeeded call's latency
 	took              time.Duration
@@ -362,9 +361,8 @@ func mergeLoads(rounds []load) load {
 	for _, r := range rounds {
 		m.lat, m.took, m.errors = append(m.lat, r.lat...), m.took+r.took, m.errors+r.errors
 	}
-	m.n = len(m.lat)
 	if m.took > 0 {
-		m.rps = float64(m.n) / m.took.Seconds()
+		m.rps = float64(len(m.lat)) / m.took.Seconds()
 	}
 	m.p50ms, m.p99ms = ms(pct(m.lat, 50)), ms(pct(m.lat, 99))
 	return m
@@ -407,7 +405,7 @@ func hammer(clients int, d time.Duration, f func(*http.Client) error) load {
 	}
 	wg.Wait()
 	el := time.Since(start)
-	return load{rps: float64(len(lat)) / el.Seconds(), p50ms: ms(pct(lat, 50)), p99ms: ms(pct(lat, 99)), n: len(lat), errors: errs.Load(),
+	return load{rps: float64(len(lat)) / el.Seconds(), p50ms: ms(pct(lat, 50)), p99ms: ms(pct(lat, 99)), errors: errs.Load(),
 		lat: lat, took: el}
 }
 
