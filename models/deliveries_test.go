@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -81,8 +82,21 @@ func TestPendingDeliveriesCursorAndSettle(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("emit live: %v %v", got, err)
 		}
-		if tgt, err := st.DeliveryTarget(ctx, got[0]); err != nil || !tgt.Live {
+		tgt, err = st.DeliveryTarget(ctx, got[0])
+		if err != nil || !tgt.Live || tgt.URL != live.URL || tgt.Secret != live.Secret || !tgt.Active {
 			t.Fatalf("live endpoint target: %+v %v", tgt, err)
+		}
+		if d, _ := st.WebhookDelivery(ctx, got[0]); string(tgt.Body) != string(d.Payload) || len(tgt.Body) == 0 {
+			t.Fatalf("target body %s, the delivery's payload %s", tgt.Body, d.Payload)
+		}
+		if _, err := st.DeliveryTarget(ctx, models.NewID()); !errors.Is(err, models.ErrGone) {
+			t.Fatalf("unknown delivery: %v, want ErrGone", err)
+		}
+		if err := st.DeleteWebhookEndpoint(ctx, m.ID, live.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.DeliveryTarget(ctx, got[0]); !errors.Is(err, models.ErrGone) {
+			t.Fatalf("deleted endpoint: %v, want ErrGone", err)
 		}
 	})
 }

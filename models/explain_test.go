@@ -65,6 +65,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"payment_links", map[string]string{"id": uuidOf}},
 		{"checkout_sessions", map[string]string{"id": uuidOf, "status": "'expired'", "workflow_started": "true"}},
 		{"checkout_session_events", map[string]string{"id": uuidOf, "session_id": uuidOf}},
+		{"webhook_endpoints", map[string]string{"id": uuidOf, "merchant_id": uuidOf}},
 		{"webhook_deliveries", map[string]string{"id": uuidOf, "event_id": uuidOf, "status": "'delivered'"}},
 	} {
 		if err := st.CloneRows(c.table, 5000, c.set); err != nil {
