@@ -100,3 +100,84 @@ func TestPendingDeliveriesCursorAndSettle(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordDeliveryAttemptRules: each attempt is stored once per number;
+// the delivery's read model follows its highest attempt, an older attempt
+// recorded late changes nothing visible, delivered is never downgraded,
+// and an attempt of a delivery that is gone is refused and not stored.
+func TestRecordDeliveryAttemptRules(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "attempts@example.com")
+		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/x",
+			Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdA=="}
+		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+			Key: "checkout.completed:" + models.NewID(), Data: map[string]any{"livemode": false}})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("emit: %v %v", ids, err)
+		}
+		id := ids[0]
+		t0 := time.Now().UTC().Truncate(time.Second)
+		record := func(n, code int, status, msg string) {
+			t.Helper()
+			if err := st.RecordDeliveryAttempt(ctx, models.AttemptRecord{DeliveryID: id, Attempt: n, ResponseStatus: code,
+				At: t0.Add(time.Duration(n) * time.Minute), Status: status, Error: msg}); err != nil {
+				t.Fatalf("attempt %d: %v", n, err)
+			}
+		}
+		expect := func(step string, attempts, code int, status string, last time.Time) {
+			t.Helper()
+			d, err := st.WebhookDelivery(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			if d.ResponseStatus != nil {
+				got = *d.ResponseStatus
+			}
+			if d.Attempts != attempts || got != code || d.Status != status || d.LastAttemptAt == nil || !d.LastAttemptAt.Equal(last) {
+				t.Fatalf("%s: attempts %d, response %d, %s, last %v; want %d, %d, %s, %v", step, d.Attempts, got, d.Status,
+					d.LastAttemptAt, attempts, code, status, last)
+			}
+		}
+		record(1, 500, models.DeliveryPending, "HTTP 500")
+		expect("first attempt", 1, 500, models.DeliveryPending, t0.Add(time.Minute))
+		record(3, 204, models.DeliveryDelivered, "")
+		expect("delivered", 3, 204, models.DeliveryDelivered, t0.Add(3*time.Minute))
+		record(2, 503, models.DeliveryPending, "HTTP 503")
+		expect("an older attempt recorded late", 3, 204, models.DeliveryDelivered, t0.Add(3*time.Minute))
+		record(4, 0, models.DeliveryFailed, "connection refused")
+		expect("a later failure (a manual retry)", 4, 0, models.DeliveryDelivered, t0.Add(4*time.Minute))
+		record(4, 0, models.DeliveryFailed, "connection refused again") // the activity retried after its commit
+
+		all, err := st.DeliveryAttempts(ctx, []string{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := all[id]
+		if len(rows) != 4 {
+			t.Fatalf("%d attempts stored, want 4: %+v", len(rows), rows)
+		}
+		for _, a := range rows {
+			if a.Attempt == 2 && (a.ResponseStatus == nil || *a.ResponseStatus != 503) {
+				t.Fatalf("the late attempt was not stored as sent: %+v", a)
+			}
+			if a.Attempt == 4 && (a.ResponseStatus != nil || a.Error != "connection refused again") {
+				t.Fatalf("attempt 4 recorded twice keeps the last record: %+v", a)
+			}
+		}
+
+		gone := models.NewID()
+		err = st.RecordDeliveryAttempt(ctx, models.AttemptRecord{DeliveryID: gone, Attempt: 1, ResponseStatus: 200, At: t0,
+			Status: models.DeliveryDelivered})
+		if !errors.Is(err, models.ErrGone) {
+			t.Fatalf("an attempt of an unknown delivery: %v, want ErrGone", err)
+		}
+		if all, err := st.DeliveryAttempts(ctx, []string{gone}); err != nil || len(all[gone]) != 0 {
+			t.Fatalf("an unknown delivery's attempt was stored: %v %v", all, err)
+		}
+	})
+}

@@ -192,49 +192,46 @@ type AttemptRecord struct {
 // RecordDeliveryAttempt stores one attempt, once per (delivery, attempt),
 // and moves the delivery's read model: attempts is the highest attempt
 // number, status/responseStatus/lastAttemptAt follow the highest attempt,
-// and delivered is never downgraded.
+// and delivered is never downgraded. Every attempt of every delivery ends
+// here, so the read model moves in one conditional UPDATE (no read of the
+// row first) and the attempt row follows it in the same transaction.
 func (s *Store) RecordDeliveryAttempt(ctx context.Context, a AttemptRecord) error {
+	var status *int
+	if a.ResponseStatus > 0 {
+		v := a.ResponseStatus
+		status = &v
+	}
+	at := a.At.UTC()
+	next := gorm.Expr("CASE WHEN status = ? THEN status ELSE ? END", DeliveryDelivered, a.Status)
+	if a.Status == DeliveryPending {
+		// An attempt that was in flight while its endpoint was deleted
+		// must not reopen the delivery: no attempt will follow.
+		next = gorm.Expr(`CASE WHEN status = ? THEN status
+			WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE webhook_endpoints.id = webhook_deliveries.endpoint_id
+				AND webhook_endpoints.deleted_at IS NULL) THEN ? ELSE ? END`, DeliveryDelivered, DeliveryPending, DeliveryFailed)
+	}
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		var d WebhookDelivery
-		if err := tx.Where("id = ?", a.DeliveryID).Take(&d).Error; err != nil {
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return ErrGone
-			}
-			return err
+		res := tx.Model(&WebhookDelivery{}).Where("id = ? AND attempts <= ?", a.DeliveryID, a.Attempt).
+			Updates(map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now(), "status": next})
+		if res.Error != nil {
+			return res.Error
 		}
-		var status *int
-		if a.ResponseStatus > 0 {
-			v := a.ResponseStatus
-			status = &v
-		}
-		at := a.At.UTC()
-		row := DeliveryAttempt{DeliveryID: a.DeliveryID, Attempt: a.Attempt, ResponseStatus: status, Error: truncate(a.Error, 500), AttemptedAt: at}
-		if err := tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "delivery_id"}, {Name: "attempt"}},
-			DoUpdates: clause.AssignmentColumns([]string{"response_status", "error", "attempted_at"}),
-		}).Create(&row).Error; err != nil {
-			return err
-		}
-		if a.Attempt < d.Attempts {
-			return nil // an older attempt recorded late changes nothing visible
-		}
-		fields := map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now()}
-		next := a.Status
-		if next == DeliveryPending {
-			// An attempt that was in flight while its endpoint was deleted
-			// must not reopen the delivery: no attempt will follow.
-			var live int64
-			if err := tx.Model(&WebhookEndpoint{}).Where("id = ?", d.EndpointID).Count(&live).Error; err != nil {
+		if res.RowsAffected == 0 {
+			// An older attempt recorded late (it changes nothing visible),
+			// or a delivery that is gone.
+			var n int64
+			if err := tx.Model(&WebhookDelivery{}).Where("id = ?", a.DeliveryID).Count(&n).Error; err != nil {
 				return err
 			}
-			if live == 0 {
-				next = DeliveryFailed
+			if n == 0 {
+				return ErrGone
 			}
 		}
-		if d.Status != DeliveryDelivered {
-			fields["status"] = next
-		}
-		return tx.Model(&WebhookDelivery{}).Where("id = ?", d.ID).Updates(fields).Error
+		row := DeliveryAttempt{DeliveryID: a.DeliveryID, Attempt: a.Attempt, ResponseStatus: status, Error: truncate(a.Error, 500), AttemptedAt: at}
+		return tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "delivery_id"}, {Name: "attempt"}},
+			DoUpdates: clause.AssignmentColumns([]string{"response_status", "error", "attempted_at"}),
+		}).Create(&row).Error
 	})
 }
 
