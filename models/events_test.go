@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/paygate/paygate/models"
@@ -22,14 +23,43 @@ func TestEmitEventTwice(t *testing.T) {
 		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
+		// A second subscriber, one of another event and a live one: the
+		// event goes to the two test endpoints that subscribe to it.
+		for _, e := range []*models.WebhookEndpoint{
+			{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/b", Events: models.StringList{"checkout.expired"}},
+			{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/c", Events: models.StringList{"checkout.completed"}},
+			{MerchantID: m.ID, Mode: models.ModeLive, URL: "https://hooks.example.com/d", Events: models.StringList{"*"}},
+		} {
+			e.Secret = "whsec_dGVzdA=="
+			if err := st.CreateWebhookEndpoint(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
 		spec := models.EventSpec{Type: "checkout.expired", Key: "checkout.expired:s1", Data: map[string]any{"livemode": false}}
 		first, err := st.EmitEvent(ctx, m.ID, models.ModeTest, spec)
-		if err != nil || len(first) != 1 {
-			t.Fatalf("first: %v %v", first, err)
+		if err != nil || len(first) != 2 || first[0] >= first[1] {
+			t.Fatalf("first: %v %v (two deliveries in id order)", first, err)
 		}
 		again, err := st.EmitEvent(ctx, m.ID, models.ModeTest, spec)
-		if err != nil || len(again) != 1 || again[0] != first[0] {
-			t.Fatalf("again: %v %v", again, err)
+		if err != nil || !slices.Equal(again, first) {
+			t.Fatalf("again: %v %v, want %v", again, err, first)
+		}
+		// An endpoint made since gets its delivery when the event is
+		// emitted again; the first two are kept.
+		late := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/e",
+			Events: models.StringList{"*"}, Secret: "whsec_dGVzdA=="}
+		if err := st.CreateWebhookEndpoint(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		third, err := st.EmitEvent(ctx, m.ID, models.ModeTest, spec)
+		if err != nil || len(third) != 3 || !slices.IsSorted(third) || !slices.Contains(third, first[0]) || !slices.Contains(third, first[1]) {
+			t.Fatalf("after a new endpoint: %v %v (first %v)", third, err, first)
+		}
+		for _, id := range third {
+			d, err := st.WebhookDelivery(ctx, id)
+			if err != nil || d.Event != "checkout.expired" || d.Mode != models.ModeTest || d.Status != models.DeliveryPending || len(d.Payload) == 0 {
+				t.Fatalf("delivery %s: %+v %v", id, d, err)
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/paygate/paygate/apperr"
@@ -44,21 +45,29 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 		return nil, err
 	}
 	e := Event{ID: NewID(), MerchantID: merchantID, Mode: mode, Type: ev.Type, Key: ev.Key, Data: data, CreatedAt: at.UTC()}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-		return nil, err
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
+	if res.Error != nil {
+		return nil, res.Error
 	}
-	// Read the stored event into a fresh value: Take on e, whose new id is
-	// set, would add "id = <new id>" to the query and find nothing when the
-	// event existed already (an activity retried after its commit).
-	var stored Event
-	if err := tx.Where("key = ?", ev.Key).Take(&stored).Error; err != nil {
-		return nil, err
+	// A new event (the common case) has no deliveries but the ones made
+	// below. One stored before (an activity retried after its commit) is
+	// read back, and its deliveries are the ones made then, with one more
+	// for an endpoint created since.
+	fresh := res.RowsAffected == 1
+	if !fresh {
+		// Into a fresh value: Take on e, whose new id is set, would add
+		// "id = <new id>" to the query and find nothing.
+		var stored Event
+		if err := tx.Where("key = ?", ev.Key).Take(&stored).Error; err != nil {
+			return nil, err
+		}
+		e = stored
 	}
-	e = stored
 	var endpoints []WebhookEndpoint
 	if err := tx.Where("merchant_id = ? AND mode = ? AND active = ?", merchantID, mode, true).Find(&endpoints).Error; err != nil {
 		return nil, err
 	}
+	var ids []string
 	for _, ep := range endpoints {
 		if !subscribes(ep.Events, e.Type) {
 			continue
@@ -74,10 +83,19 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d).Error; err != nil {
 			return nil, err
 		}
+		ids = append(ids, id)
 	}
-	var ids []string
-	err = tx.Model(&WebhookDelivery{}).Where("event_id = ?", e.ID).Order("id asc").Pluck("id", &ids).Error
-	return ids, err
+	if fresh {
+		slices.Sort(ids)
+		return ids, nil
+	}
+	ids = nil
+	if err := tx.Model(&WebhookDelivery{}).Where("event_id = ?", e.ID).Pluck("id", &ids).Error; err != nil {
+		return nil, err
+	}
+	// Byte order, as above (a database's collation may order text otherwise).
+	slices.Sort(ids)
+	return ids, nil
 }
 
 func subscribes(events []string, typ string) bool {
