@@ -108,18 +108,7 @@ func TestPendingDeliveriesCursorAndSettle(t *testing.T) {
 func TestRecordDeliveryAttemptRules(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
-		m := newMerchant(t, st, "attempts@example.com")
-		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/x",
-			Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdA=="}
-		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-		ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
-			Key: "checkout.completed:" + models.NewID(), Data: map[string]any{"livemode": false}})
-		if err != nil || len(ids) != 1 {
-			t.Fatalf("emit: %v %v", ids, err)
-		}
-		id := ids[0]
+		_, _, id := newDelivery(t, st, "attempts@example.com")
 		t0 := time.Now().UTC().Truncate(time.Second)
 		record := func(n, code int, status, msg string) {
 			t.Helper()
@@ -180,4 +169,23 @@ func TestRecordDeliveryAttemptRules(t *testing.T) {
 			t.Fatalf("an unknown delivery's attempt was stored: %v %v", all, err)
 		}
 	})
+}
+
+// newDelivery makes a merchant with one test-mode endpoint subscribed to
+// checkout.completed, and one delivery of that event to it.
+func newDelivery(t *testing.T, st *models.Store, email string) (*models.Merchant, *models.WebhookEndpoint, string) {
+	t.Helper()
+	ctx := context.Background()
+	m := newMerchant(t, st, email)
+	ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/x",
+		Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdA=="}
+	if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+		Key: "checkout.completed:" + models.NewID(), Data: map[string]any{"livemode": false}})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("emit: %v %v", ids, err)
+	}
+	return m, ep, ids[0]
 }

@@ -376,24 +376,15 @@ func TestPaymentClaims(t *testing.T) {
 func TestDeliveryOfDeletedEndpointStaysFailed(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
-		m := newMerchant(t, st, "hook@x.io")
-		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example/x",
-			Events: models.StringList{"checkout.completed"}, Secret: "whsec_x"}
-		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-		ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed", Key: "k1", Data: map[string]any{"livemode": false}})
-		if err != nil || len(ids) != 1 {
-			t.Fatalf("emit %v %v", ids, err)
-		}
+		m, ep, id := newDelivery(t, st, "hook@x.io")
 		if err := st.DeleteWebhookEndpoint(ctx, m.ID, ep.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.RecordDeliveryAttempt(ctx, models.AttemptRecord{DeliveryID: ids[0], Attempt: 1, ResponseStatus: 500,
+		if err := st.RecordDeliveryAttempt(ctx, models.AttemptRecord{DeliveryID: id, Attempt: 1, ResponseStatus: 500,
 			At: time.Now(), Status: models.DeliveryPending}); err != nil {
 			t.Fatal(err)
 		}
-		d, _ := st.WebhookDelivery(ctx, ids[0])
+		d, _ := st.WebhookDelivery(ctx, id)
 		if d.Status != models.DeliveryFailed || d.Attempts != 1 {
 			t.Fatalf("delivery %s after its endpoint was deleted: %s, %d attempts", d.ID, d.Status, d.Attempts)
 		}
