@@ -80,8 +80,12 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 		}
 		d := WebhookDelivery{ID: id, MerchantID: merchantID, Mode: mode, EventID: e.ID, EndpointID: ep.ID, Event: e.Type,
 			SessionID: eventSessionID(e.Data), Payload: body, Status: DeliveryPending, CreatedAt: at.UTC(), UpdatedAt: at.UTC()}
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d).Error; err != nil {
-			return nil, err
+		r := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d)
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		if r.RowsAffected == 0 {
+			fresh = false // a delivery was there already: the stored ids answer
 		}
 		ids = append(ids, id)
 	}
