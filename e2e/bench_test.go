@@ -142,13 +142,7 @@ func TestServiceBench(t *testing.T) {
 		cr, sr = mergeLoads(crRounds), mergeLoads(srRounds) // cr is the steady part's too
 		perCall := func(cpu float64, l load) float64 { return 1000 * cpu / float64(max(len(l.lat), 1)) }
 		crCPU, crTCPU, srCPU, srTCPU := perCall(crCPUs, cr), perCall(crTCPUs, cr), perCall(srCPUs, sr), perCall(srTCPUs, sr)
-		roundRates := func(ls []load) string {
-			var parts []string
-			for _, l := range ls {
-				parts = append(parts, fmt.Sprintf("%.0f", l.rps))
-			}
-			return strings.Join(parts, "/")
-		}
+		roundRates := func(ls []load) string { return joinRates(ls, func(l load) float64 { return l.rps }) }
 		cpuNote := func(p, t float64) string {
 			return fmt.Sprintf("; CPU %.1f ms (bench process) + %.1f ms (Temporal) a call", p, t)
 		}
@@ -1012,9 +1006,14 @@ func meanStorm(rs []stormResult) stormResult {
 
 // stormRates lists storms' lifecycles/s, "121/117/125".
 func stormRates(rs []stormResult) string {
-	var parts []string
-	for _, r := range rs {
-		parts = append(parts, fmt.Sprintf("%.0f", r.rate))
+	return joinRates(rs, func(r stormResult) float64 { return r.rate })
+}
+
+// joinRates lists the rate of each round, "121/117/125".
+func joinRates[T any](rounds []T, rate func(T) float64) string {
+	parts := make([]string, len(rounds))
+	for i, r := range rounds {
+		parts[i] = fmt.Sprintf("%.0f", rate(r))
 	}
 	return strings.Join(parts, "/")
 }
