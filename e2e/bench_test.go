@@ -677,6 +677,10 @@ type stormResult struct {
 	// cpuPostgres: the PostgreSQL server's processes (the production
 	// profile's store runs outside the bench process; 0 on SQLite).
 	cpuPostgres float64
+	// drain: the same CPU from the storm's due time to its last delivery
+	// (zero for sessions opened at a rate), with the machine's idle CPU
+	// then: a drain bound by CPU leaves little idle.
+	drain drainCPU
 	// steadyCPU: CPU seconds a session (bench process and Temporal server)
 	// in the time in which sessions opened at a rate were both opened and
 	// falling due; 0 where that lasted under 5 s.
@@ -697,7 +701,58 @@ func (r stormResult) String() string {
 	if r.cpuPostgres > 0 {
 		s += fmt.Sprintf(" + %.1f s (PostgreSQL)", r.cpuPostgres)
 	}
+	if r.drain.wall > 0 {
+		s += "; drain " + r.drain.String()
+	}
 	return s
+}
+
+// drainCPU is CPU seconds over a span of a storm: the bench process, the
+// Temporal server, the PostgreSQL server (0 on SQLite), and the machine's
+// idle CPU (all cores, I/O wait included) over wall seconds.
+type drainCPU struct {
+	paygate, temporal, postgres, idle, wall float64
+}
+
+func (d drainCPU) String() string {
+	s := fmt.Sprintf("%.1f s: CPU %.2f + %.2f", d.wall, d.paygate, d.temporal)
+	if d.postgres > 0 {
+		s += fmt.Sprintf(" + %.2f", d.postgres)
+	}
+	return s + fmt.Sprintf(" s, idle %.2f of %.1f core-seconds", d.idle, d.wall*float64(runtime.NumCPU()))
+}
+
+// drainSnapshot reads the CPU a drainCPU compares.
+func drainSnapshot(serverPID int, postgres bool) drainCPU {
+	d := drainCPU{paygate: processCPU(os.Getpid()), temporal: processCPU(serverPID), idle: idleCPU(),
+		wall: float64(time.Now().UnixNano()) / 1e9}
+	if postgres {
+		d.postgres = postgresCPU()
+	}
+	return d
+}
+
+func (d drainCPU) since(a drainCPU) drainCPU {
+	return drainCPU{paygate: d.paygate - a.paygate, temporal: d.temporal - a.temporal, postgres: d.postgres - a.postgres,
+		idle: d.idle - a.idle, wall: d.wall - a.wall}
+}
+
+// idleCPU is the machine's idle and I/O wait seconds, all cores
+// (/proc/stat's first line).
+func idleCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 {
+		return 0
+	}
+	var idle, iowait float64
+	fmt.Sscan(f[4], &idle)
+	fmt.Sscan(f[5], &iowait)
+	return (idle + iowait) / 100
 }
 
 // expiryRun opens n sessions on s with a receiver of checkout.expired, and
@@ -765,6 +820,13 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 		fanOut(16, n, func(i int) { ids[i] = openQuiet(storm, slink) })
 	}
 	wg.Wait()
+	var drain0 chan drainCPU
+	if !dueAt.IsZero() {
+		drain0 = make(chan drainCPU, 1)
+		time.AfterFunc(time.Until(dueAt), func() {
+			drain0 <- drainSnapshot(storm.server.PID(), storm.store.Dialect() == "postgres")
+		})
+	}
 	if !dueAt.IsZero() && !time.Now().Before(dueAt) {
 		t.Fatalf("creating %d sessions ran past their due time %s: the storm's margin is too short for this machine", n, dueAt)
 	}
@@ -784,6 +846,10 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 		}
 	}
 	got := rc.waitFor("every checkout.expired", 5*time.Minute, func(r []received) bool { return len(delivered2xx(r)) >= n })
+	var drain drainCPU
+	if drain0 != nil {
+		drain = drainSnapshot(storm.server.PID(), storm.store.Dialect() == "postgres").since(<-drain0)
+	}
 	cpu, tcpu := processCPU(os.Getpid())-cpu0, processCPU(storm.server.PID())-tcpu0
 	var pcpu float64
 	if storm.store.Dialect() == "postgres" {
@@ -811,7 +877,7 @@ func expiryRun(t *testing.T, storm *stack, n int, rate float64) (string, string,
 	explainSlowest(t, storm, got, due, 3)
 	res := stormResult{spread: lastDue.Sub(first), expP50: pct(expLag, 50), expP99: pct(expLag, 99), expMax: pct(expLag, 100),
 		delivP50: pct(delivLag, 50), delivP99: pct(delivLag, 99), rate: float64(n) / last.Sub(first).Seconds(),
-		cpuPaygate: cpu, cpuTemporal: tcpu, cpuPostgres: pcpu}
+		cpuPaygate: cpu, cpuTemporal: tcpu, cpuPostgres: pcpu, drain: drain}
 	// Steady state: from 2 s after the first session fell due to the last
 	// create, sessions were opened and fell due at the same rate; the CPU
 	// both processes used then, over the sessions opened (and due) then, is
@@ -972,7 +1038,9 @@ func postgresBench(t *testing.T, n int) ([]benchRow, bool) {
 		Paygate:   fmt.Sprintf("%s (rounds %s)", ps, stormRates(pgRounds)),
 		Reference: fmt.Sprintf("the same on SQLite: %s (rounds %s)", lite, stormRates(liteRounds)),
 		Values: map[string]float64{"expiredP50ms": ms(ps.expP50), "expiredP99ms": ms(ps.expP99), "deliveredP99ms": ms(ps.delivP99),
-			"lifecyclesPerSec": ps.rate, "cpuPostgresSec": ps.cpuPostgres, "refLifecyclesPerSec": lite.rate, "refExpiredP99ms": ms(lite.expP99)}})
+			"lifecyclesPerSec": ps.rate, "cpuPostgresSec": ps.cpuPostgres, "refLifecyclesPerSec": lite.rate, "refExpiredP99ms": ms(lite.expP99),
+			"drainPaygateSec": ps.drain.paygate, "drainTemporalSec": ps.drain.temporal, "drainPostgresSec": ps.drain.postgres, "drainIdleSec": ps.drain.idle,
+			"refDrainPaygateSec": lite.drain.paygate, "refDrainTemporalSec": lite.drain.temporal, "refDrainIdleSec": lite.drain.idle}})
 	return rows, true
 }
 
@@ -995,12 +1063,19 @@ func meanStorm(rs []stormResult) stormResult {
 		m.cpuPaygate += r.cpuPaygate
 		m.cpuTemporal += r.cpuTemporal
 		m.cpuPostgres += r.cpuPostgres
+		m.drain.paygate += r.drain.paygate
+		m.drain.temporal += r.drain.temporal
+		m.drain.postgres += r.drain.postgres
+		m.drain.idle += r.drain.idle
+		m.drain.wall += r.drain.wall
 	}
 	k := time.Duration(len(rs))
 	mean := func(d time.Duration) time.Duration { return (d / k).Round(time.Millisecond) }
 	m.expP50, m.expP99, m.delivP50, m.delivP99 = mean(m.expP50), mean(m.expP99), mean(m.delivP50), mean(m.delivP99)
 	f := float64(len(rs))
 	m.rate, m.cpuPaygate, m.cpuTemporal, m.cpuPostgres = m.rate/f, m.cpuPaygate/f, m.cpuTemporal/f, m.cpuPostgres/f
+	m.drain = drainCPU{paygate: m.drain.paygate / f, temporal: m.drain.temporal / f, postgres: m.drain.postgres / f,
+		idle: m.drain.idle / f, wall: m.drain.wall / f}
 	return m
 }
 
