@@ -19,6 +19,7 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
+	"golang.org/x/text/language"
 )
 
 // checker collects `field: reason` problems of one request.
@@ -92,10 +93,20 @@ func (v *checker) country(field, s string, required bool) string {
 		}
 		return ""
 	}
-	if len(s) != 2 || s[0] < 'A' || s[0] > 'Z' || s[1] < 'A' || s[1] > 'Z' {
-		v.Add(field, "must be a two-letter country code such as US")
+	if !IsCountry(s) {
+		v.Add(field, "must be an ISO 3166-1 alpha-2 country code such as US")
 	}
 	return s
+}
+
+// IsCountry reports whether code is an ISO 3166-1 alpha-2 country, upper
+// case ("US"; not "XX", "EU" or "us").
+func IsCountry(code string) bool {
+	if len(code) != 2 || strings.ToUpper(code) != code {
+		return false
+	}
+	r, err := language.ParseRegion(code)
+	return err == nil && r.IsCountry() && r.String() == code
 }
 
 // amount parses an exact decimal amount (JSON number or numeric string).
@@ -317,11 +328,13 @@ func (v *checker) uint256(field, s string, required bool) *big.Int {
 		}
 		return new(big.Int)
 	}
-	n, ok := new(big.Int).SetString(s, 10)
-	if !ok || n.Sign() < 0 || len(s) > 78 || !allDigits(s) {
-		v.Add(field, "must be a non-negative integer in decimal")
+	// Length and digits first: parsing a decimal string costs time that
+	// grows faster than its length, and a body may hold a megabyte of it.
+	if len(s) > 78 || !allDigits(s) {
+		v.Add(field, "must be a non-negative integer in decimal of at most 78 digits")
 		return new(big.Int)
 	}
+	n, _ := new(big.Int).SetString(s, 10)
 	return n
 }
 

@@ -69,3 +69,33 @@ func FuzzParseEmail(f *testing.F) {
 		}
 	})
 }
+
+func TestUint256(t *testing.T) {
+	max := strings.Repeat("9", 78)
+	for in, ok := range map[string]bool{"0": true, "1700000000": true, max: true, max + "9": false, "-1": false, "+1": false,
+		"1e3": false, " 1": false, "0x10": false, strings.Repeat("1", 1<<20): false} {
+		var v checker
+		n := v.uint256("validBefore", in, true)
+		if got := v.err() == nil; got != ok {
+			t.Errorf("uint256(%.20q) accepted = %v, want %v", in, got, ok)
+		}
+		if ok && n.String() != in {
+			t.Errorf("uint256(%.20q) = %s", in, n)
+		}
+	}
+}
+
+func TestCountry(t *testing.T) {
+	for in, want := range map[string]string{"US": "US", "de": "DE", " fr ": "FR"} {
+		var v checker
+		if got := v.country("country", in, true); got != want || v.err() != nil {
+			t.Errorf("country(%q) = %q, %v", in, got, v.err())
+		}
+	}
+	for _, bad := range []string{"XX", "ZZ", "EU", "USA", "U", "1A", "Ü1"} {
+		var v checker
+		if v.country("country", bad, true); v.err() == nil {
+			t.Errorf("country(%q) accepted", bad)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/language/display"
 
+	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
@@ -31,15 +32,6 @@ import (
 // which the page's script encodes a call of (no keccak in the browser).
 var transferWithAuthorizationSelector = "0x" + fmt.Sprintf("%x",
 	crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"))[:4])
-
-// isCountry reports whether code is an ISO 3166-1 alpha-2 country.
-func isCountry(code string) bool {
-	if len(code) != 2 || strings.ToUpper(code) != code {
-		return false
-	}
-	r, err := language.ParseRegion(code)
-	return err == nil && r.IsCountry() && r.String() == code
-}
 
 type option struct{ Value, Label string }
 
@@ -53,7 +45,7 @@ var countriesByLang = func() map[string][]option {
 		for a := 'A'; a <= 'Z'; a++ {
 			for b := 'A'; b <= 'Z'; b++ {
 				code := string([]rune{a, b})
-				if !isCountry(code) {
+				if !api.IsCountry(code) {
 					continue
 				}
 				r, _ := language.ParseRegion(code)
@@ -133,7 +125,7 @@ func countryFromLanguage(h string) string {
 	for _, part := range strings.Split(h, ",") {
 		tag := strings.TrimSpace(strings.SplitN(part, ";", 2)[0])
 		if _, region, ok := strings.Cut(tag, "-"); ok {
-			if r := strings.ToUpper(region); isCountry(r) {
+			if r := strings.ToUpper(region); api.IsCountry(r) {
 				return r
 			}
 		}
@@ -160,7 +152,7 @@ func (p *Pages) payForm(c *gin.Context) {
 	if a, err := mail.ParseAddress(f.Email); err != nil || a.Address != f.Email || len(f.Email) > 320 {
 		v.Add("email", "must be a valid e-mail address")
 	}
-	if !isCountry(f.Country) {
+	if !api.IsCountry(f.Country) {
 		v.Add("country", "choose a country")
 	}
 	if len(f.Name) > 200 || len(f.Address) > 500 {
