@@ -43,6 +43,18 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 			t.Fatalf("a checkout's link is listed: %s", links.Raw)
 		}
 		expect(t, h.do("GET", "/api/checkout/links/"+hc["paymentLinkId"].(string), "", nil), 200, "")
+		// Nor can the link routes read, change or delete it: changed, it
+		// would charge what the checkout does not show; deleted, it would
+		// take the page of a checkout that stays open.
+		hcLink := "/api/payment-links/" + hc["paymentLinkId"].(string)
+		expect(t, h.do("GET", hcLink, m.TestKey, nil), 404, "NOT_FOUND")
+		expect(t, h.do("PATCH", hcLink, m.TestKey, map[string]any{"amount": "0.01"}), 404, "NOT_FOUND")
+		expect(t, h.do("DELETE", hcLink, m.Session, nil), 404, "NOT_FOUND")
+		expectField(t, h.do("POST", "/api/transactions", m.TestKey, map[string]any{"paymentLinkId": hc["paymentLinkId"], "network": "base_sepolia",
+			"amount": "12.50", "txHash": "0x" + strings.Repeat("ab", 32), "walletAddress": "0x" + strings.Repeat("cd", 20)}), "paymentLinkId")
+		if q := h.do("GET", "/api/checkout/links/"+hc["paymentLinkId"].(string), "", nil); q.data()["amount"] != 12.5 {
+			t.Fatalf("the checkout's link changed: %s", q.Raw)
+		}
 
 		// An amount instead of a product; the limits.
 		expect(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"name": "Custom", "amount": "3.00", "network": "base_sepolia"}), 201, "")

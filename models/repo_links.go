@@ -74,10 +74,16 @@ func (s *Store) scoped(ctx context.Context, sc Scope) *gorm.DB {
 	return s.ctx(ctx).Where("merchant_id = ? AND mode = ?", sc.MerchantID, sc.Mode)
 }
 
-// merchantLinks confines link queries to the scope's own links: the links
-// that price subscriptions belong to their subscriptions, not to the list.
+// linksOnly is the condition of a merchant's own payment links: the links
+// that price subscriptions belong to their subscriptions, and a hosted
+// checkout's single-use link is the checkout's (changed, it would charge
+// what the checkout does not show; deleted, it would take the checkout's
+// page away while the checkout stays open).
+const linksOnly = "subscription_id IS NULL AND checkout_id IS NULL"
+
+// merchantLinks confines link queries to the scope's own links (linksOnly).
 func (s *Store) merchantLinks(ctx context.Context, sc Scope) *gorm.DB {
-	return s.scoped(ctx, sc).Where("subscription_id IS NULL")
+	return s.scoped(ctx, sc).Where(linksOnly)
 }
 
 // CreatePaymentLink stores a new active link.
@@ -92,8 +98,7 @@ func (s *Store) CreatePaymentLink(ctx context.Context, l *PaymentLink) error {
 // without regard to case).
 func (s *Store) PaymentLinks(ctx context.Context, sc Scope, wallet string) ([]PaymentLink, error) {
 	var links []PaymentLink
-	// A hosted checkout's single-use link is the checkout's, not a link.
-	if err := s.merchantLinks(ctx, sc).Where("checkout_id IS NULL").Order("id desc").Find(&links).Error; err != nil {
+	if err := s.merchantLinks(ctx, sc).Order("id desc").Find(&links).Error; err != nil {
 		return nil, err
 	}
 	if wallet == "" {
@@ -118,10 +123,10 @@ type LinkFilter struct {
 	Search string
 }
 
-// PaymentLinkPage lists a page of the scope's links (not hosted checkouts'
-// single-use ones), newest first.
+// PaymentLinkPage lists a page of the scope's links (linksOnly), newest
+// first.
 func (s *Store) PaymentLinkPage(ctx context.Context, sc Scope, f LinkFilter, p Page) ([]PaymentLink, bool, error) {
-	q := s.scoped(ctx, sc).Where("checkout_id IS NULL")
+	q := s.merchantLinks(ctx, sc)
 	if f.Active != nil {
 		q = q.Where("active = ?", *f.Active)
 	}
@@ -151,7 +156,7 @@ func (s *Store) PaymentLinkByID(ctx context.Context, id string) (*PaymentLink, e
 // (dashboard routes act on ids regardless of mode).
 func (s *Store) PaymentLinkOfMerchant(ctx context.Context, merchantID, id string) (*PaymentLink, error) {
 	var l PaymentLink
-	err := s.ctx(ctx).Where("merchant_id = ? AND id = ? AND subscription_id IS NULL", merchantID, id).Take(&l).Error
+	err := s.ctx(ctx).Where("merchant_id = ? AND id = ?", merchantID, id).Where(linksOnly).Take(&l).Error
 	return &l, notFound(err)
 }
 
