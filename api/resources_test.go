@@ -414,6 +414,27 @@ func TestSettlements(t *testing.T) {
 		if len(r.list()) != 1 || r.list()[0].(map[string]any)["available"] != 40.0 {
 			t.Fatalf("balance %s", r.Raw)
 		}
+
+		// A payout's hash is the merchant's own: another merchant who
+		// records it first neither blocks this one's record nor learns
+		// whether it was recorded; the same merchant twice is a conflict.
+		payout := "0x" + strings.Repeat("d", 64)
+		other := h.withLive(h.signup())
+		orec := h.do("POST", "/api/transactions", other.LiveKey, map[string]any{"amount": "5", "token": "USDC", "network": "base",
+			"txHash": "0x" + strings.Repeat("e", 64), "walletAddress": evmB})
+		expect(t, orec, 201, "")
+		if err := h.store.SetRecordVerification(context.Background(), orec.data()["id"].(string), models.VerificationVerified, "seen"); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, h.do("POST", "/api/settlements", other.Session, map[string]any{"amount": "0.01", "token": "USDC", "network": "base",
+			"destinationWallet": evmB, "txHash": payout}), 201, "")
+		mine := map[string]any{"amount": "10", "token": "USDC", "network": "base", "destinationWallet": evmB, "txHash": payout}
+		expect(t, h.do("POST", "/api/settlements", m.Session, mine), 201, "")
+		expect(t, h.do("POST", "/api/settlements", m.Session, mine), 409, "CONFLICT")
+		r = h.do("GET", "/api/settlements/balance", m.Session, nil)
+		if r.list()[0].(map[string]any)["available"] != 30.0 {
+			t.Fatalf("balance after the payout %s", r.Raw)
+		}
 	})
 }
 

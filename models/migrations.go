@@ -244,6 +244,26 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// A payout's hash is unique per merchant, as a transaction's is
+			// since 0002: unique across merchants, a merchant who recorded
+			// another's payout hash first kept that merchant from recording
+			// its own payout (409), and the 409 told anyone whether a hash
+			// had been recorded.
+			ID: "20261126_0010_settlement_hash_per_merchant",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				if m.HasIndex(&Settlement{}, "idx_settlement_hash") {
+					if err := m.DropIndex(&Settlement{}, "idx_settlement_hash"); err != nil {
+						return err
+					}
+				}
+				if !m.HasIndex(&Settlement{}, "idx_settlement_merchant_hash") {
+					return m.CreateIndex(&Settlement{}, "idx_settlement_merchant_hash")
+				}
+				return nil
+			},
+		},
 	}
 }
 

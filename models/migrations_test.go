@@ -139,3 +139,65 @@ func testRefundsUpgrade(t *testing.T, st *Store) {
 		t.Fatalf("migrate again: %v", err)
 	}
 }
+
+// TestSettlementHashMigration: a database whose payout hashes were unique
+// across merchants (before 20261126_0010) is moved to hashes unique per
+// merchant: two merchants may record one hash, one merchant not twice.
+func TestSettlementHashMigration(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testSettlementHashUpgrade(t, st)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testSettlementHashUpgrade(t, st)
+	})
+}
+
+func testSettlementHashUpgrade(t *testing.T, st *Store) {
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the schema before 20261126_0010.
+	mig := st.db.Migrator()
+	if err := mig.DropIndex(&Settlement{}, "idx_settlement_merchant_hash"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Exec("CREATE UNIQUE INDEX idx_settlement_hash ON settlements (network, tx_hash)").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261126_0010_settlement_hash_per_merchant").Error; err != nil {
+		t.Fatal(err)
+	}
+	payout := func(merchant string) error {
+		return st.db.Create(&Settlement{ID: NewID(), MerchantID: merchant, Mode: ModeLive, Amount: money.FromCents(100), Token: "USDC",
+			Network: "base", DestinationWallet: "0x1111111111111111111111111111111111111111", TxHash: "0xpayout", Status: "completed"}).Error
+	}
+	if err := payout("m1"); err != nil {
+		t.Fatal(err)
+	}
+	if payout("m2") == nil {
+		t.Fatal("the old schema took one hash for two merchants")
+	}
+
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if mig.HasIndex(&Settlement{}, "idx_settlement_hash") || !mig.HasIndex(&Settlement{}, "idx_settlement_merchant_hash") {
+		t.Fatal("the upgrade did not replace the index")
+	}
+	if err := payout("m2"); err != nil {
+		t.Fatalf("another merchant's payout with the same hash: %v", err)
+	}
+	if payout("m1") == nil {
+		t.Fatal("one merchant recorded one payout hash twice")
+	}
+}

@@ -461,13 +461,13 @@ type CheckoutSessionEvent struct {
 // Settlement is a payout from the merchant's balance to an external wallet.
 type Settlement struct {
 	ID                string       `gorm:"primaryKey;size:36"`
-	MerchantID        string       `gorm:"size:36;not null;index"`
+	MerchantID        string       `gorm:"size:36;not null;index;uniqueIndex:idx_settlement_merchant_hash,priority:1"`
 	Mode              Mode         `gorm:"size:8;not null"`
 	Amount            money.Amount `gorm:"not null"`
 	Token             string       `gorm:"size:16;not null"`
-	Network           string       `gorm:"size:32;not null;uniqueIndex:idx_settlement_hash"`
+	Network           string       `gorm:"size:32;not null;uniqueIndex:idx_settlement_merchant_hash,priority:2"`
 	DestinationWallet string       `gorm:"size:128;not null"`
-	TxHash            string       `gorm:"size:128;not null;uniqueIndex:idx_settlement_hash"`
+	TxHash            string       `gorm:"size:128;not null;uniqueIndex:idx_settlement_merchant_hash,priority:3"`
 	Status            string       `gorm:"size:16;not null"`
 	CreatedAt         time.Time
 }
