@@ -72,7 +72,7 @@ func (s *Server) listExceptions(c *gin.Context) {
 		if f.Network != "" && !v.Has("network") {
 			f.TxHash = v.txHash("txHash", f.Network, h)
 		} else {
-			f.TxHash = normalizeHash(h)
+			f.TxHash = v.anyTxHash("txHash", h)
 		}
 	}
 	if err := v.err(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/apperr"
@@ -187,7 +188,7 @@ func (s *Server) listTransactions(c *gin.Context) {
 		if f.Network != "" && !v.Has("network") {
 			f.TxHash = v.txHash("txHash", f.Network, h)
 		} else {
-			f.TxHash = normalizeHash(h)
+			f.TxHash = v.anyTxHash("txHash", h)
 		}
 	}
 	if e := c.Query("customerEmail"); e != "" {
@@ -216,11 +217,19 @@ func (s *Server) listTransactions(c *gin.Context) {
 
 // normalizeHash puts a hash in its stored form when its family is unknown:
 // EVM hashes are stored lower-case with 0x, Solana signatures as given.
-func normalizeHash(h string) string {
-	if e, err := chain.ParseTxHash(chain.FamilyEVM, h); err == nil {
-		return e
+// anyTxHash checks a hash filter given without a network: an EVM hash
+// (normalized as stored) or a Solana signature; anything else could match
+// no stored row (and a NUL in it, which PostgreSQL refuses in a query, was
+// a 500).
+func (v *checker) anyTxHash(field, s string) string {
+	s = strings.TrimSpace(s)
+	for _, f := range []chain.Family{chain.FamilyEVM, chain.FamilySolana} {
+		if h, err := chain.ParseTxHash(f, s); err == nil {
+			return h
+		}
 	}
-	return h
+	v.Add(field, "must be an EVM transaction hash (64 hex characters, optional 0x prefix) or a Solana signature")
+	return ""
 }
 
 func (s *Server) getTransaction(c *gin.Context) {

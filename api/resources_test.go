@@ -309,6 +309,12 @@ func TestTransactions(t *testing.T) {
 		if one("txHash=0x"+strings.ToUpper(hash64[2:])) != 1 || one("txHash="+hash64+"&network=base_sepolia") != 1 {
 			t.Fatal("txHash filter")
 		}
+		// A hash no chain could have made is a 400, not an empty list (nor,
+		// with a NUL, PostgreSQL's refusal as a 500).
+		for _, bad := range []string{"%00", "%FF%FE", "0x" + strings.Repeat("a", 200), "nothex"} {
+			expectField(t, h.do("GET", "/api/transactions?txHash="+bad, m.TestKey, nil), "txHash")
+			expectField(t, h.do("GET", "/api/payment-exceptions?txHash="+bad, m.TestKey, nil), "txHash")
+		}
 		if one("paymentLinkId="+link) != 4 || one("customerEmail=PAYER@example.com") != 5 || one("customerEmail=x@example.com") != 0 {
 			t.Fatal("link/customer filter")
 		}
