@@ -16,6 +16,22 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 		expectField(t, h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"price": "12.00"}), "name")
 		expectField(t, h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"name": "Mug", "price": "12.00",
 			"imageUrl": "https://elsewhere.example/x.png"}), "imageUrl")
+		// An image the merchant uploaded is a product's image; another
+		// merchant's, or anything else under /uploads/, is not.
+		shop := h.signup()
+		img := h.upload(shop.Session, "mug.png", pngPixel)
+		expect(t, img, 201, "")
+		withImage := h.do("POST", "/api/v1/products", shop.TestKey, map[string]any{"name": "Poster", "price": "5.00", "imageUrl": img.str("data", "url")})
+		expect(t, withImage, 201, "")
+		if withImage.str("data", "imageUrl") != img.str("data", "url") {
+			t.Fatalf("image %s", withImage.Raw)
+		}
+		theirs := h.upload(m.Session, "x.png", pngPixel)
+		for _, bad := range []string{theirs.str("data", "url"), "/uploads/" + shop.ID + "/x.png", img.str("data", "url") + "\u0000",
+			"/uploads/merchants/" + shop.ID + "/../../etc/passwd"} {
+			expectField(t, h.do("POST", "/api/v1/products", shop.TestKey, map[string]any{"name": "Poster", "price": "5.00", "imageUrl": bad}), "imageUrl")
+		}
+
 		r := h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"name": "Mug", "description": "Stoneware", "price": "12.50"})
 		expect(t, r, 201, "")
 		prod := r.data()["id"].(string)
@@ -70,6 +86,9 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 			"metadata": map[string]string{"k": strings.Repeat("v", 501)}}), "metadata.k")
 		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "expiresInMinutes": 2}), "expiresInMinutes")
 		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "successUrl": "javascript:alert(1)"}), "successUrl")
+		for _, bad := range []string{"https://", "https://a\u0001b.example", "https://\u0000evil.example", "https://user:pw@shop.example/", "https://shop.example/\"x"} {
+			expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "cancelUrl": bad}), "cancelUrl")
+		}
 		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base"}), "network")
 
 		// A deactivated product sells no more.

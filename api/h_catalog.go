@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/models"
@@ -62,7 +64,9 @@ func (v *checker) imageURL(field, merchantID, s string) string {
 	if s == "" {
 		return ""
 	}
-	if !strings.HasPrefix(s, "/uploads/"+merchantID+"/") || strings.Contains(s, "..") || len(s) > 2048 {
+	// The path POST /api/upload answers: /uploads/merchants/<own id>/<file>.
+	key, ok := strings.CutPrefix(s, "/uploads/")
+	if m := uploadKey.FindStringSubmatch(key); !ok || m == nil || m[1] != merchantID {
 		v.Add(field, "must be the url of an image you uploaded (POST /api/upload)")
 	}
 	return s
@@ -281,7 +285,9 @@ func (v *checker) returnURL(field, s string) string {
 	if s == "" {
 		return ""
 	}
-	if len(s) >= 2048 || !(strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")) || strings.ContainsAny(s, " \t\r\n\"<>") {
+	u, err := url.Parse(s) // refuses control characters (a NUL among them)
+	if len(s) >= 2048 || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		!utf8.ValidString(s) || strings.ContainsAny(s, " \"<>") {
 		v.Add(field, "must be an absolute http(s) URL under 2048 characters")
 	}
 	return s
