@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -255,6 +256,17 @@ func (s *Server) deleteLink(c *gin.Context) {
 // merchant's default wallet of each network's family.
 func linkNetworks(v *checker, m *models.Merchant, mode models.Mode, network string, others []string, given map[string]string) (string, []string, map[string]string) {
 	primary := v.network("network", network, mode)
+	// No more entries than the mode has networks: a long list would be
+	// answered with a problem per entry.
+	if n := len(networksOf(mode)); len(others) > n || len(given) > n {
+		if len(others) > n {
+			v.Add("networks", fmt.Sprintf("must list at most %d networks (those of %s mode)", n, mode))
+		}
+		if len(given) > n {
+			v.Add("merchantWalletAddresses", fmt.Sprintf("must name at most %d networks (those of %s mode)", n, mode))
+		}
+		return primary, nil, nil
+	}
 	// The accepted networks: the primary first, then the others, each once.
 	networks := []string{primary}
 	seen := map[string]bool{primary: true}

@@ -59,6 +59,22 @@ func TestPaymentLinks(t *testing.T) {
 		// Mode and network: a test key with a mainnet network is a 400.
 		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base"}), "network")
 		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "networks": []string{"polygon"}}), "networks[0]")
+		// A list longer than the mode's networks is one problem, not one an entry.
+		many := make([]string, 10000)
+		for i := range many {
+			many[i] = "x"
+		}
+		r = h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "networks": many})
+		expectField(t, r, "networks")
+		if len(r.Raw) > 1000 {
+			t.Fatalf("an answer of %d bytes", len(r.Raw))
+		}
+		wallets := map[string]string{}
+		for i := range 8 {
+			wallets[fmt.Sprintf("n%d", i)] = evmA
+		}
+		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia",
+			"merchantWalletAddresses": wallets}), "merchantWalletAddresses")
 		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "dogecoin"}), "network")
 		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "currency": "EUR"}), "currency")
 		expectField(t, h.do("POST", "/api/payment-links", m.TestKey, map[string]any{"name": "x", "amount": 1, "network": "base_sepolia", "merchantWalletAddresses": map[string]string{"base_sepolia": solA}}), "merchantWalletAddresses.base_sepolia")
