@@ -149,10 +149,18 @@ func (s *Server) recordTransaction(c *gin.Context) {
 			fail(c, err)
 			return
 		}
-		if fam, _ := chain.FamilyOf(network); fam == chain.FamilySolana {
+		fam, _ := chain.FamilyOf(network)
+		if fam == chain.FamilySolana {
 			t.MerchantWalletAddress = m.WalletSolana
 		} else {
 			t.MerchantWalletAddress = m.WalletEVM
+		}
+		// A record is verified against the wallet it paid: without one it
+		// could only ever fail its verification.
+		if t.MerchantWalletAddress == "" {
+			fail(c, apperr.Invalid("network", "no default "+string(fam)+" wallet is set on the merchant profile to verify a transfer on "+network+
+				" against; set it, or record the transfer with the paymentLinkId of a link that accepts "+network))
+			return
 		}
 	}
 	if err := s.Store.RecordTransaction(c.Request.Context(), t); err != nil {

@@ -325,6 +325,18 @@ func TestTransactions(t *testing.T) {
 		if one("txHash=0x"+strings.ToUpper(hash64[2:])) != 1 || one("txHash="+hash64+"&network=base_sepolia") != 1 {
 			t.Fatal("txHash filter")
 		}
+		// Without a link, a record is verified against the merchant's default
+		// wallet of the network's family: without one, it is refused.
+		bare := h.do("POST", "/api/auth/signup", "", map[string]any{"email": "evm-only" + models.NewID()[24:] + "@example.com",
+			"password": "correct horse battery", "businessName": "EVM only"})
+		expect(t, bare, 201, "")
+		expect(t, h.do("PATCH", "/api/merchant", bare.str("data", "sessionToken"), map[string]any{"wallets": map[string]any{"evm": evmA}}), 200, "")
+		bareKey := bare.str("data", "testKey", "fullKey")
+		expectField(t, h.do("POST", "/api/transactions", bareKey, map[string]any{"amount": "1", "token": "USDC", "network": "solana_devnet",
+			"txHash": sig, "walletAddress": solA}), "network")
+		expect(t, h.do("POST", "/api/transactions", bareKey, map[string]any{"amount": "1", "token": "USDC", "network": "base_sepolia",
+			"txHash": hash64, "walletAddress": evmB}), 201, "")
+
 		// A hash no chain could have made is a 400, not an empty list (nor,
 		// with a NUL, PostgreSQL's refusal as a 500).
 		for _, bad := range []string{"%00", "%FF%FE", "0x" + strings.Repeat("a", 200), "nothex"} {
