@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygate/paygate/keyring"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
 )
 
 // Idempotency keys: a retried POST is answered exactly as the first time and
@@ -89,6 +91,19 @@ func TestIdempotencyKeys(t *testing.T) {
 		}
 		newKey := k1.data()["fullKey"].(string)
 		expect(t, h.do("GET", "/api/customers", newKey, nil), 200, "")
+		// That answer holds the key in full, which the store otherwise keeps
+		// only as a hash: it is stored sealed, and opens for the replay.
+		touch := func(where string, args ...any) int64 {
+			return storetest.Exec(t, h.store, "UPDATE idempotency_keys SET updated_at = updated_at WHERE "+where, args...)
+		}
+		if touch("response_body LIKE ?", "%"+newKey+"%") != 0 || touch("key = ? AND response_body LIKE ?", "regen-1", keyring.Version+".%") != 1 {
+			t.Fatal("an answer holding an API key is stored in clear")
+		}
+		// An answer stored in clear (by an older binary) is replayed as it is.
+		storetest.Exec(t, h.store, "UPDATE idempotency_keys SET response_body = ? WHERE key = ?", k1.Raw, "regen-1")
+		if old := h.doWith("POST", "/api/developer/keys", m.Session, map[string]any{"keyType": "test"}, key("regen-1")); old.Raw != k1.Raw {
+			t.Fatalf("a clear answer replayed as %s", old.Raw)
+		}
 		// Swept after 24 hours.
 		if n, err := h.store.SweepIdempotencyKeys(context.Background(), time.Now().Add(time.Minute)); err != nil || n == 0 {
 			t.Fatalf("sweep: %d %v", n, err)

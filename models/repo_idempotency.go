@@ -7,6 +7,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/paygate/paygate/keyring"
 )
 
 // IdempotencyKey remembers the answer to a POST sent with an
@@ -61,6 +63,11 @@ func (s *Store) BeginIdempotent(ctx context.Context, merchantID, scope, key, has
 	case cur.RequestHash != hash:
 		return IdemMismatch, &cur, nil
 	case cur.Done:
+		body, err := s.openIdempotent(&cur)
+		if err != nil {
+			return "", nil, err
+		}
+		cur.ResponseBody = body
 		return IdemReplay, &cur, nil
 	case now.Sub(cur.UpdatedAt) > idemTakeover:
 		res := s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ? AND done = ? AND updated_at = ?", cur.ID, false, cur.UpdatedAt).
@@ -76,11 +83,38 @@ func (s *Store) BeginIdempotent(ctx context.Context, merchantID, scope, key, has
 	return IdemRunning, &cur, nil
 }
 
-// FinishIdempotent stores the answer of a key's request.
+// FinishIdempotent stores the answer of a key's request, sealed under the
+// server secret: an answer may hold what the store otherwise keeps only as
+// a hash or sealed (a new API key in full, a webhook endpoint's signing
+// secret), and a copy of the database must not give it away.
 func (s *Store) FinishIdempotent(ctx context.Context, id string, status int, body string) error {
+	if s.secrets != nil {
+		sealed, err := s.secrets.Seal(body, idempotentAAD(id))
+		if err != nil {
+			return err
+		}
+		body = sealed
+	}
 	return s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ?", id).
 		Updates(map[string]any{"done": true, "response_status": status, "response_body": body, "updated_at": s.Now()}).Error
 }
+
+// openIdempotent is a stored answer in clear. One stored in clear (by an
+// older binary, or a store without a keyring) is answered as it is.
+func (s *Store) openIdempotent(k *IdempotencyKey) (string, error) {
+	if !keyring.IsSealed(k.ResponseBody) {
+		return k.ResponseBody, nil
+	}
+	if s.secrets == nil {
+		return "", errNoKeyring
+	}
+	body, _, err := s.secrets.Open(k.ResponseBody, idempotentAAD(k.ID))
+	return body, err
+}
+
+// idempotentAAD binds a sealed answer to its key's row (the webhook
+// secrets sealed with the same keyring are bound to their endpoints').
+func idempotentAAD(id string) string { return "idempotency_keys/" + id }
 
 // ForgetIdempotent drops a key whose request is not remembered (it failed
 // validation or the server): a retry runs again.
