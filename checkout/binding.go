@@ -118,7 +118,10 @@ func (s *Service) PaymentInstructions(cs *models.CheckoutSession, label string) 
 		if label != "" {
 			q.Set("label", label)
 		}
-		q.Set("memo", "paygate:"+cs.ID)
+		// No memo: a wallet writes it into the transaction, so it would
+		// publish the session's id, the handle of its public submit and
+		// cancel routes, while the payment waits to be found by its
+		// reference. The reference already ties the transfer to the session.
 		in.SolanaPayURL = "solana:" + cs.MerchantWalletAddress + "?" + q.Encode()
 	}
 	return in

@@ -159,6 +159,12 @@ func TestSolanaCheckoutShowsSolanaPay(t *testing.T) {
 	if !strings.Contains(c.body, `href="solana:9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin?amount=22.20`) || !strings.Contains(c.body, "reference=") {
 		t.Fatalf("no Solana Pay request on the page")
 	}
+	// The request names no session: a wallet would write a memo into the
+	// transaction, where anyone reads it.
+	session := strings.TrimPrefix(ok.loc, "/checkout/")
+	if strings.Contains(c.body, "memo=") || session == "" || strings.Contains(c.body, "paygate%3A"+session) {
+		t.Fatalf("the Solana Pay request publishes the session")
+	}
 }
 
 func TestLanguagesAndNotFound(t *testing.T) {
