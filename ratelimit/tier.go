@@ -61,7 +61,7 @@ func DefaultTiers() []Tier {
 			return under(p, "/api")
 		}},
 		{Name: TierCheckoutMutation, Limit: 10, Window: time.Minute, Match: func(m, p string) bool {
-			return m != http.MethodOptions && under(p, "/api/checkout") && !isCheckoutPoll(m, p)
+			return m != http.MethodOptions && under(p, "/api/checkout") && !isCheckoutPoll(m, p) || isHostedPagePost(m, p)
 		}},
 		{Name: TierCheckoutPoll, Limit: 30, Window: time.Minute, Match: isCheckoutPoll},
 		{Name: TierKeyManagement, Limit: 5, Window: time.Minute, Match: func(m, p string) bool {
@@ -83,6 +83,13 @@ func under(p, prefix string) bool {
 }
 
 func isRead(method string) bool { return method == http.MethodGet || method == http.MethodHead }
+
+// isHostedPagePost matches the hosted checkout page's forms (POST /pay/{link},
+// /checkout/{session}/submit and /cancel): the same mutations as the
+// checkout API's, counted with them (the pages apply the limiter to them).
+func isHostedPagePost(method, p string) bool {
+	return method == http.MethodPost && (under(p, "/pay") || under(p, "/checkout"))
+}
 
 // isCheckoutPoll matches GET /api/checkout/session/{id} (and anything below).
 func isCheckoutPoll(method, p string) bool {

@@ -56,6 +56,11 @@ type Pages struct {
 	// PublicURL is where customers reach the hosted pages (links' URLs);
 	// empty: the request's own scheme and host.
 	PublicURL string
+	// Limit, when set, runs before the hosted page's forms (the rate
+	// limiter's middleware: they count as checkout mutations, as the
+	// checkout API's routes do). Without it anyone could open sessions,
+	// submit and cancel through the forms without bound.
+	Limit gin.HandlerFunc
 
 	tmpl     map[string]*template.Template
 	dashTmpl map[string]*template.Template
@@ -120,10 +125,14 @@ func New(p Pages) (*Pages, error) {
 // Register mounts the pages and their assets on the engine.
 func (p *Pages) Register(e *gin.Engine) {
 	e.GET("/pay/:linkId", p.secure, p.payPage)
-	e.POST("/pay/:linkId", p.secure, p.payForm)
+	limit := p.Limit
+	if limit == nil {
+		limit = func(*gin.Context) {}
+	}
+	e.POST("/pay/:linkId", p.secure, limit, p.payForm)
 	e.GET("/checkout/:sessionId", p.secure, p.checkoutPage)
-	e.POST("/checkout/:sessionId/cancel", p.secure, p.cancelForm)
-	e.POST("/checkout/:sessionId/submit", p.secure, p.submitForm)
+	e.POST("/checkout/:sessionId/cancel", p.secure, limit, p.cancelForm)
+	e.POST("/checkout/:sessionId/submit", p.secure, limit, p.submitForm)
 	e.GET("/checkout/:sessionId/qr.svg", p.secure, p.qr)
 	e.GET("/static/:hash/:name", p.static)
 	e.GET("/favicon.ico", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, p.assets["favicon.svg"].path) })

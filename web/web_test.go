@@ -20,6 +20,7 @@ import (
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/ratelimit"
 	"github.com/paygate/paygate/web"
 )
 
@@ -32,7 +33,7 @@ type site struct {
 
 // newSite serves the pages over a real store and checkout service (no
 // Temporal: a session's workflow would be started by the repairer).
-func newSite(t *testing.T) *site {
+func newSite(t *testing.T, configure ...func(*web.Pages)) *site {
 	st := storetest.Open(t, "sqlite")
 	ctx := context.Background()
 	m := &models.Merchant{Email: "shop@x.io", PasswordHash: "x", BusinessName: "Roastery <b>&</b> Co"}
@@ -48,7 +49,11 @@ func newSite(t *testing.T) *site {
 	}
 	svc := &checkout.Service{Store: st, Hasher: auth.NewHasher("web-test-secret-web-test-secret-web"), Networks: chain.DefaultRegistry(),
 		Tax: checkout.DefaultRates(), Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour}
-	pages, err := web.New(web.Pages{Checkout: svc, Store: st})
+	cfg := web.Pages{Checkout: svc, Store: st}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	pages, err := web.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +150,34 @@ func TestPayPageToCheckoutWithoutJavaScript(t *testing.T) {
 	}
 	if s.get("/checkout/"+id+"?problem=conflict").body == c.body {
 		t.Fatal("a known problem code shows nothing")
+	}
+}
+
+// The hosted page's forms count as checkout mutations, with the API's:
+// the eleventh in a minute from one address is refused, whichever form.
+func TestHostedFormsAreRateLimited(t *testing.T) {
+	limiter := ratelimit.New(ratelimit.NewMemoryStore(), ratelimit.Config{Enabled: true, Tiers: ratelimit.DefaultTiers()})
+	s := newSite(t, func(p *web.Pages) { p.Limit = limiter.Middleware() })
+	form := url.Values{"network": {"base_sepolia"}, "email": {"ann@example.com"}, "country": {"FR"},
+		"wallet": {"0x8617E340B3D01FA5F11F306F4090FD50E238070D"}}
+	first := s.post("/pay/"+s.link.ID, form)
+	if first.status != http.StatusSeeOther {
+		t.Fatalf("form: %d", first.status)
+	}
+	for i := range 9 {
+		path := first.loc + "/cancel"
+		if i%2 == 0 {
+			path = "/pay/" + s.link.ID
+		}
+		if r := s.post(path, form); r.status == http.StatusTooManyRequests {
+			t.Fatalf("request %d refused", i+2)
+		}
+	}
+	if r := s.post(first.loc+"/submit", url.Values{"txHash": {"0x" + strings.Repeat("ab", 32)}}); r.status != http.StatusTooManyRequests {
+		t.Fatalf("the eleventh form in a minute: %d", r.status)
+	}
+	if r := s.get(first.loc); r.status != http.StatusOK {
+		t.Fatalf("the page itself is not limited: %d", r.status)
 	}
 }
 
