@@ -53,6 +53,10 @@ type SessionOutcome struct {
 	Bound bool
 	// Refs: references the transfer carries (chain.VerifyResult.Refs).
 	Refs []string
+	// PaidBy: the transaction that carried the payer's authorization when
+	// the submitted one reverted (chain.VerifyResult.PaidBy); the session
+	// is then backed by it.
+	PaidBy string
 }
 
 // SessionFinish is the outcome as stored: the store may turn a complete

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
@@ -200,8 +201,61 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 		}
 		res.BlockTime = time.Unix(int64(header.Time), 0).UTC()
 	}
+	if reason == ReasonTxReverted && ref != (common.Hash{}) {
+		// Reverted, perhaps because the payer's authorization was used
+		// first by a copy of it (a front-run: anyone may relay a signed
+		// authorization): the payment then happened in that transaction.
+		paid, err := v.authorizationUse(ctx, req.PayerAddress, ref, res.BlockNumber)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		if paid != (common.Hash{}) && paid != hash {
+			again := req
+			again.TxHash = paid.Hex()
+			out, err := v.Verify(ctx, again)
+			if err != nil || out.Reason == ReasonTxReverted {
+				return out, err // a used authorization's transaction cannot revert; never loops
+			}
+			out.PaidBy = strings.ToLower(paid.Hex())
+			return out, nil
+		}
+	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
 	return res, nil
+}
+
+// authorizationLookback is how many blocks before a reverted transaction's
+// the verifier looks for the transaction that used its authorization: the
+// copy was mined first, while the payer's waited (two thousand blocks are
+// over an hour on the fastest networks here, longer than a session).
+const authorizationLookback = maxLogRange - 1
+
+// authorizationUse finds the transaction that used payer's EIP-3009
+// authorization with this nonce, mined at or before block; zero if none
+// (or payer is not an EVM address: no authorization to look for).
+func (v *EVMVerifier) authorizationUse(ctx context.Context, payer string, nonce common.Hash, block uint64) (common.Hash, error) {
+	p, err := ParseAddress(FamilyEVM, payer)
+	if err != nil {
+		return common.Hash{}, nil
+	}
+	lf, ok := v.client.(ethereum.LogFilterer)
+	if !ok {
+		return common.Hash{}, nil
+	}
+	from := block - min(block, authorizationLookback)
+	logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
+		FromBlock: bigUint(from), ToBlock: bigUint(block), Addresses: []common.Address{v.usdc},
+		Topics: [][]common.Hash{{AuthorizationUsedTopic}, {common.BytesToHash(common.HexToAddress(p).Bytes())}, {nonce}},
+	})
+	if err != nil {
+		return common.Hash{}, fmt.Errorf("chain: %s: authorization logs %d-%d: %w", v.net.Name, from, block, err)
+	}
+	for _, l := range logs {
+		if !l.Removed {
+			return l.TxHash, nil
+		}
+	}
+	return common.Hash{}, nil
 }
 
 // evmTransfers is what a receipt moved to or from the merchant in the

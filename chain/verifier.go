@@ -111,6 +111,13 @@ type VerifyResult struct {
 	// ForeignUnits is what the merchant received through transfers bound to
 	// another authorization (EVM): not counted in ReceivedUnits.
 	ForeignUnits string
+	// PaidBy (EVM) is set when the submitted transaction reverted because
+	// another transaction had used the session's authorization first (the
+	// payer's EIP-3009 authorization, its nonce the request's Reference,
+	// relayed by anyone who copied it from the mempool): that transaction's
+	// hash. The rest of the result is then that transaction's verdict: the
+	// payer's signed payment happened, in it.
+	PaidBy string
 }
 
 // Verifier checks a submitted transaction against the chain.

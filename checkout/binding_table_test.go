@@ -205,7 +205,8 @@ func (e *bindEnv) judge(cs *models.CheckoutSession) string {
 		return "pending"
 	}
 	f, err := e.st.FinishSession(e.ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: string(res.Verdict), Source: "chain",
-		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs, At: time.Now()})
+		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
+		PaidBy: res.PaidBy, At: time.Now()})
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -367,6 +368,63 @@ func TestBindingVerdictTable(t *testing.T) {
 			}
 			return fmt.Sprintf("not found (%d results)", len(found))
 		}},
+		{"front-run: a copy of the payer's authorization is relayed first; the payer's own transaction reverts",
+			"complete (bound), backed by the copy; no exception", func() string {
+				e := newBindEnv(t) // a chain and store of their own: the watcher sees only this
+				cust := e.addr(e.customer)
+				cs := e.session(e.linkA, cust)
+				a, sig := e.authorize(cs, e.customer, cust, e.domain)
+				// The payer's wallet signs and sends its transaction with a
+				// fixed gas limit; the page submits its hash at once.
+				data, err := devchain.AuthorizationCalldata(a, sig)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				cl := e.sim.Client()
+				nonce, err := cl.PendingNonceAt(e.ctx, cust)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				head, err := cl.HeaderByNumber(e.ctx, nil)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				tip := big.NewInt(2_000_000_000)
+				own, err := types.SignNewTx(e.customer, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{ChainID: big.NewInt(1337),
+					Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(3)), tip), Gas: 300000,
+					To: &e.usdc, Data: data})
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				e.submit(cs, own.Hash().Hex())
+				// A stranger copies the authorization from the mempool and
+				// relays it first; the payer's transaction is mined after.
+				copyHash := e.mine(devchain.BroadcastAuthorization(e.ctx, cl, e.stranger, e.usdc, a, sig))
+				if err := cl.SendTransaction(e.ctx, own); err != nil {
+					return "error: " + err.Error()
+				}
+				e.sim.Commit()
+				if r, err := cl.TransactionReceipt(e.ctx, own.Hash()); err != nil || r.Status != types.ReceiptStatusFailed {
+					return fmt.Sprintf("the payer's transaction did not revert: %v %v", r, err)
+				}
+				e.sim.Commit()
+				got := e.judge(cs)
+				stored, err := e.st.CheckoutSession(e.ctx, cs.ID)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				if stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, copyHash) {
+					got += ", backed by the payer's reverted transaction"
+				} else {
+					got += ", backed by the copy"
+				}
+				svc := &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute,
+					UnmatchedGrace: time.Millisecond}
+				svc.WatchOnce(e.ctx, nil)
+				time.Sleep(5 * time.Millisecond)
+				svc.WatchOnce(e.ctx, nil)
+				return got + "; " + e.exception(e.mA, copyHash)
+			}},
 		{"late payment after the session expired", "exception late 10.00", func() string {
 			e := newBindEnv(t) // a chain and store of its own: no other session is open
 			cs := e.session(e.linkA, e.addr(e.customer))

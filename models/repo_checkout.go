@@ -200,6 +200,11 @@ type Outcome struct {
 	// Refs are references the transfer carries (chain.VerifyResult.Refs):
 	// one that is another session's means the transfer is that session's.
 	Refs []string
+	// PaidBy, when set, is the transaction that used the payer's
+	// authorization after the submitted one reverted
+	// (chain.VerifyResult.PaidBy): the session's hash becomes it, and the
+	// payment is recorded with it.
+	PaidBy string
 }
 
 // FinishResult is the outcome as stored: a complete verdict becomes a
@@ -243,6 +248,12 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 			// Finished already (an activity retried after its commit): answer
 			// what was stored, whatever this call asks.
 			o.Status, o.Reason, o.Message = cs.Status, cs.FailureReason, cs.FailureMessage
+		}
+		// Backed by the transaction that carried the payer's authorization
+		// (the submitted one reverted): the payment is recorded with it.
+		paidBy := !TerminalStatus(cs.Status) && o.PaidBy != "" && (cs.TxHash == nil || *cs.TxHash != o.PaidBy)
+		if paidBy {
+			cs.TxHash = &o.PaidBy
 		}
 		at := o.At.UTC()
 		var received money.Amount
@@ -305,6 +316,9 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 			"received_amount": received, "updated_at": s.Now()}
 		if o.Status == StatusComplete {
 			fields["completed_at"], fields["failure_message"] = at, ""
+		}
+		if paidBy {
+			fields["tx_hash"] = o.PaidBy
 		}
 		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
 			return err

@@ -529,6 +529,12 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 			logVerifyFault(ctx, err, "session")
 		} else {
 			c.state.LastCheck = &res
+			if res.PaidBy != "" && res.Verdict != chain.VerdictPending {
+				// The submitted transaction reverted; the payer's
+				// authorization paid in another (a relayed copy of it).
+				workflow.GetLogger(ctx).Info("the payer's authorization was used by another transaction", "submitted", c.state.TxHash, "paidBy", res.PaidBy)
+				c.state.TxHash = res.PaidBy
+			}
 			switch res.Verdict {
 			case chain.VerdictComplete:
 				if c.state.Status == models.StatusBroadcast {
@@ -537,10 +543,11 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 					}
 				}
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusComplete, Source: "chain", Chain: c.in.Network,
-					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message, Bound: res.Bound, Refs: res.Refs})
+					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message, Bound: res.Bound, Refs: res.Refs, PaidBy: res.PaidBy})
 			case chain.VerdictFailed:
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
-					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs})
+					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
+					PaidBy: res.PaidBy})
 			}
 			if res.Seen && c.state.Status == models.StatusBroadcast {
 				if err := c.transition(ctx, models.StatusConfirming, "chain", c.in.Network); err != nil {

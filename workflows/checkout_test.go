@@ -756,6 +756,27 @@ func TestCheckoutOverpaidCompletes(t *testing.T) {
 	}
 }
 
+// The submitted transaction reverted because a copy of the payer's
+// authorization was relayed first: the verifier answers that copy's verdict
+// with PaidBy, and the outcome and result carry the copy's hash.
+func TestCheckoutPaidByRelayedCopy(t *testing.T) {
+	const copyHash = "0x" + "c0" + "ffee0000000000000000000000000000000000000000000000000000000000"
+	paid := checkoutComplete(checkoutUnits)
+	paid.res.Bound, paid.res.PaidBy = true, copyHash
+	h := newCheckoutHarness(t, checkoutScript(checkoutPending(true), paid))
+	h.submit(time.Minute, checkoutHash)
+	res := h.result()
+	if res != (CheckoutResult{Status: models.StatusComplete, TxHash: copyHash}) {
+		t.Fatalf("result %+v", res)
+	}
+	if o := h.checkOutcome(models.StatusComplete, "chain", checkoutNetwork, "", time.Minute+5*time.Second); o.PaidBy != copyHash || !o.Bound {
+		t.Errorf("outcome %+v", o)
+	}
+	if st := h.finalState(); st.TxHash != copyHash {
+		t.Errorf("final state %+v", st)
+	}
+}
+
 // Failed verdicts end the session with the chain's reason.
 func TestCheckoutFailedVerdicts(t *testing.T) {
 	for _, tc := range []struct {
