@@ -345,6 +345,17 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, h)
 			return e.judge(cs) + "; " + e.exception(e.mA, h)
 		}},
+		{"a stranger claims money held as a wrong_payer exception, declaring its sender", "customer failed INVALID_TRANSFER; stranger failed TX_CONTESTED; exception contested 10.00", func() string {
+			victim := e.session(e.linkA, cust)
+			h := e.payPlain(e.exchange, e.merchantA) // the customer withdraws from an exchange
+			e.submit(victim, h)
+			got := "customer " + e.judge(victim)
+			thief := e.session(e.linkA, e.addr(e.exchange))
+			if !e.submit(thief, h) {
+				return got + "; stranger's submit refused"
+			}
+			return got + "; stranger " + e.judge(thief) + "; " + e.exception(e.mA, h)
+		}},
 		{"underpaid bound payment", "failed INVALID_TRANSFER; exception underpaid 9.00", func() string {
 			cs := e.session(e.linkA, cust)
 			a, sig := e.authorize(cs, e.customer, cust, e.domain)

@@ -372,16 +372,23 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 		cs.MerchantID, cs.Network, *cs.TxHash, cs.ID, []string{StatusFailed, StatusCancelled, StatusExpired}).Count(&rivals).Error; err != nil {
 		return nil, err
 	}
-	var contested int64
-	if err := tx.Model(&PaymentException{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND kind = ?",
-		cs.MerchantID, cs.Network, *cs.TxHash, ExceptionContested).Count(&contested).Error; err != nil {
+	// Money already held as an exception (of any kind: a wrong payer's, an
+	// underpayment, an unmatched transfer, a contested one) is the
+	// merchant's to attach: an unproven claim naming its sender does not
+	// take it (a stranger may declare any wallet).
+	var held int64
+	if err := tx.Model(&PaymentException{}).Where("merchant_id = ? AND network = ? AND tx_hash = ?",
+		cs.MerchantID, cs.Network, *cs.TxHash).Count(&held).Error; err != nil {
 		return nil, err
 	}
-	if rivals == 0 && contested == 0 {
+	if rivals == 0 && held == 0 {
 		return nil, nil
 	}
 	o.Status, o.Reason = StatusFailed, ReasonTxContested
 	o.Message = "another checkout session claims the same transfer and neither proved it; the merchant will review it"
+	if rivals == 0 {
+		o.Message = "this transfer is held as a payment exception and nothing proves it this session's; the merchant will review it"
+	}
 	return s.contest(tx, cs, *received, o.Payer, at)
 }
 
