@@ -131,14 +131,7 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	res.BlockNumber = receipt.BlockNumber.Uint64()
 	res.BlockHash = receipt.BlockHash.Hex()
 
-	// The payer, when the request names one, is the only authorizer whose
-	// authorization with the session's reference binds: EIP-3009 nonces are
-	// per authorizer, and anyone may sign one with this nonce.
-	var payer common.Address
-	if p, err := ParseAddress(FamilyEVM, req.PayerAddress); err == nil {
-		payer = common.HexToAddress(p)
-	}
-	t := v.transfers(receipt, merchant, ref, payer)
+	t := v.transfers(receipt, merchant, ref)
 	received, payer := t.plain, t.plainPayer
 	if t.bound.Sign() > 0 {
 		// The payer signed an authorization naming this session: only that
@@ -269,8 +262,7 @@ func (v *EVMVerifier) authorizationUse(ctx context.Context, payer string, nonce 
 // canonical token, split by binding.
 type evmTransfers struct {
 	// bound is what reached the merchant through an EIP-3009 authorization
-	// whose nonce is the session's reference, from the session's payer when
-	// it names one; boundPayer its authorizer.
+	// whose nonce is the session's reference; boundPayer its authorizer.
 	bound      *big.Int
 	boundPayer common.Address
 	// foreign is what reached the merchant through authorizations with any
@@ -289,7 +281,7 @@ type evmTransfers struct {
 // authorizes (FiatToken v2: mark the nonce used, then transfer), so a
 // Transfer from the authorizer that directly follows its AuthorizationUsed
 // is the authorized one. Logs of any other contract are ignored.
-func (v *EVMVerifier) transfers(r *types.Receipt, merchant common.Address, ref common.Hash, payer common.Address) evmTransfers {
+func (v *EVMVerifier) transfers(r *types.Receipt, merchant common.Address, ref common.Hash) evmTransfers {
 	out := evmTransfers{bound: new(big.Int), foreign: new(big.Int), plain: new(big.Int)}
 	var pending *struct {
 		authorizer common.Address
@@ -325,7 +317,7 @@ func (v *EVMVerifier) transfers(r *types.Receipt, merchant common.Address, ref c
 		// an authorized transfer counts like any other.
 		authorized := auth != nil && auth.authorizer == from && ref != (common.Hash{})
 		switch {
-		case to == merchant && authorized && auth.nonce == ref && (payer == common.Address{} || auth.authorizer == payer):
+		case to == merchant && authorized && auth.nonce == ref:
 			out.bound.Add(out.bound, value)
 			if out.boundPayer == (common.Address{}) {
 				out.boundPayer = from

@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"strings"
 	"context"
 	"fmt"
 	"math/big"
@@ -20,23 +19,6 @@ type Found struct {
 	TxHash string
 	// Block is the block (EVM) or slot (Solana) holding it.
 	Block uint64
-	// Authorizer (EVM) is the wallet whose EIP-3009 authorization carried
-	// the reference: EIP-3009 nonces are per authorizer, so anyone can sign
-	// one of their own with a session's reference as its nonce; only the
-	// session's payer's pays it.
-	Authorizer string
-}
-
-// AuthorizedBy reports whether the found transaction carries wallet's own
-// authorization: false when it is another wallet's EIP-3009 authorization
-// with the reference as its nonce; true where that cannot be told (Solana,
-// or no wallet named).
-func (f Found) AuthorizedBy(wallet string) bool {
-	a, err := ParseAddress(FamilyEVM, wallet)
-	if f.Authorizer == "" || err != nil {
-		return true
-	}
-	return strings.EqualFold(f.Authorizer, a)
 }
 
 // ReferenceFinder finds payments by their session's reference, so a
@@ -111,11 +93,7 @@ func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, fro
 			if l.Removed || len(l.Topics) != 3 {
 				continue
 			}
-			f := Found{Reference: l.Topics[2].Hex(), TxHash: l.TxHash.Hex(), Block: l.BlockNumber}
-			if a, ok := topicAddress(l.Topics[1]); ok {
-				f.Authorizer = a.Hex()
-			}
-			found = append(found, f)
+			found = append(found, Found{Reference: l.Topics[2].Hex(), TxHash: l.TxHash.Hex(), Block: l.BlockNumber})
 		}
 	}
 	return found, to + 1, nil

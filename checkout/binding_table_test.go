@@ -436,53 +436,6 @@ func TestBindingVerdictTable(t *testing.T) {
 				svc.WatchOnce(e.ctx, nil)
 				return got + "; " + e.exception(e.mA, copyHash)
 			}},
-		{"a stranger's own authorization carries the session's reference (1 unit)",
-			"stranger's: not the payer's, failed INVALID_TRANSFER; customer's: the payer's, complete (bound)", func() string {
-				cs := e.session(e.linkA, cust)
-				// EIP-3009 nonces are per authorizer: the stranger signs one of
-				// his own with the session's reference as its nonce.
-				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
-				a.Value = big.NewInt(1)
-				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				theirs := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.stranger, e.usdc, a, sig))
-				// What the watcher would attach: only the payer's (attaching
-				// the stranger's would fail the session before the payer pays).
-				whose := func(h string) string {
-					found, _, err := e.verifier.FindByReference(e.ctx, cs.Network, []string{*cs.PaymentReference}, 0)
-					if err != nil {
-						return "error: " + err.Error()
-					}
-					for _, f := range found {
-						if strings.EqualFold(f.TxHash, h) {
-							if f.AuthorizedBy(cs.WalletAddress) {
-								return "the payer's"
-							}
-							return "not the payer's"
-						}
-					}
-					return "not found"
-				}
-				got := "stranger's: " + whose(theirs)
-				// Judged for the session, it is another payment's transfer,
-				// not the session's own one unit short.
-				res, err := e.verifier.Verify(e.ctx, chain.VerifyRequest{Network: cs.Network, TxHash: theirs, MerchantAddress: cs.MerchantWalletAddress,
-					ExpectedUnits: fmt.Sprint(bindDue), PayerAddress: cs.WalletAddress, Reference: *cs.PaymentReference})
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				if res.Bound {
-					got += ", judged bound"
-				} else {
-					got += fmt.Sprintf(", %s %s", res.Verdict, res.Reason)
-				}
-				ours := e.payBound(cs)
-				got += "; customer's: " + whose(ours)
-				e.submit(cs, ours)
-				return got + ", " + e.judge(cs)
-			}},
 		{"late payment after the session expired", "exception late 10.00", func() string {
 			e := newBindEnv(t) // a chain and store of its own: no other session is open
 			cs := e.session(e.linkA, e.addr(e.customer))

@@ -236,14 +236,6 @@ func (s *Service) attachFound(ctx context.Context, network string, f chain.Found
 	if cs.TxHash != nil {
 		return false // submitted meanwhile
 	}
-	if !f.AuthorizedBy(cs.WalletAddress) {
-		// Someone else's authorization with this session's reference as its
-		// nonce (nonces are per authorizer): not the payer's payment, and
-		// attached it would fail the session. The payer's is looked for on.
-		s.log().Warn("watch: an authorization of another wallet carries a session's reference; ignored",
-			"sessionId", cs.ID, "txHash", f.TxHash, "authorizer", f.Authorizer)
-		return false
-	}
 	res, err := s.submit(ctx, cs.ID, f.TxHash, "chain")
 	if err == nil {
 		s.log().Info("watch: payment found by reference and attached", "sessionId", cs.ID, "txHash", res.TxHash)
