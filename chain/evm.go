@@ -205,7 +205,7 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 		// Reverted, perhaps because the payer's authorization was used
 		// first by a copy of it (a front-run: anyone may relay a signed
 		// authorization): the payment then happened in that transaction.
-		paid, err := v.authorizationUse(ctx, req.PayerAddress, ref, res.BlockNumber)
+		paid, err := v.authorizationUse(ctx, v.authorizers(ctx, hash, req.PayerAddress), ref, res.BlockNumber)
 		if err != nil {
 			return VerifyResult{}, err
 		}
@@ -230,22 +230,59 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 // over an hour on the fastest networks here, longer than a session).
 const authorizationLookback = maxLogRange - 1
 
-// authorizationUse finds the transaction that used payer's EIP-3009
-// authorization with this nonce, mined at or before block; zero if none
-// (or payer is not an EVM address: no authorization to look for).
-func (v *EVMVerifier) authorizationUse(ctx context.Context, payer string, nonce common.Hash, block uint64) (common.Hash, error) {
-	p, err := ParseAddress(FamilyEVM, payer)
-	if err != nil {
+// transferWithAuthorizationSelectors are the selectors of USDC's
+// transferWithAuthorization: FiatToken v2.2's with the signature as bytes
+// (what the hosted page sends) and the older one with v, r and s.
+var transferWithAuthorizationSelectors = [][]byte{
+	crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"))[:4],
+	crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"))[:4],
+}
+
+// authorizers are the wallets whose authorization a reverted transaction
+// may have carried: the authorizer its call names, when it called the
+// token's transferWithAuthorization directly (the hosted page has the
+// connected wallet sign, which need not be the one the session declares),
+// and the session's declared payer.
+func (v *EVMVerifier) authorizers(ctx context.Context, hash common.Hash, declared string) []common.Address {
+	var out []common.Address
+	if tx, _, err := v.client.TransactionByHash(ctx, hash); err == nil && tx.To() != nil && *tx.To() == v.usdc && len(tx.Data()) >= 36 {
+		d := tx.Data()
+		for _, sel := range transferWithAuthorizationSelectors {
+			if string(d[:4]) == string(sel) {
+				if a, ok := topicAddress(common.BytesToHash(d[4:36])); ok {
+					out = append(out, a)
+				}
+				break
+			}
+		}
+	}
+	if p, err := ParseAddress(FamilyEVM, declared); err == nil {
+		if a := common.HexToAddress(p); len(out) == 0 || out[0] != a {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// authorizationUse finds the transaction that used one of the authorizers'
+// EIP-3009 authorization with this nonce, mined at or before block; zero
+// if none (or no authorizer: no authorization to look for).
+func (v *EVMVerifier) authorizationUse(ctx context.Context, authorizers []common.Address, nonce common.Hash, block uint64) (common.Hash, error) {
+	if len(authorizers) == 0 {
 		return common.Hash{}, nil
 	}
 	lf, ok := v.client.(ethereum.LogFilterer)
 	if !ok {
 		return common.Hash{}, nil
 	}
+	topics := make([]common.Hash, len(authorizers))
+	for i, a := range authorizers {
+		topics[i] = common.BytesToHash(a.Bytes())
+	}
 	from := block - min(block, authorizationLookback)
 	logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
 		FromBlock: bigUint(from), ToBlock: bigUint(block), Addresses: []common.Address{v.usdc},
-		Topics: [][]common.Hash{{AuthorizationUsedTopic}, {common.BytesToHash(common.HexToAddress(p).Bytes())}, {nonce}},
+		Topics: [][]common.Hash{{AuthorizationUsedTopic}, topics, {nonce}},
 	})
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("chain: %s: authorization logs %d-%d: %w", v.net.Name, from, block, err)

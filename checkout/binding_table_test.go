@@ -345,6 +345,19 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, h)
 			return e.judge(cs) + "; " + e.exception(e.mA, h)
 		}},
+		{"a stranger declares the customer's wallet and submits the customer's plain (QR) transfer first", "stranger failed TX_CONTESTED; customer failed TX_CONTESTED; exception contested 10.00", func() string {
+			victim := e.session(e.linkA, cust)
+			h := e.payPlain(e.customer, e.merchantA) // the EIP-681 QR's plain transfer
+			thief := e.session(e.linkA, cust)       // opened after seeing it, declaring the payer
+			if !e.submit(thief, h) {
+				return "stranger's submit refused"
+			}
+			got := "stranger " + e.judge(thief)
+			if !e.submit(victim, h) {
+				return got + "; customer's submit refused; " + e.exception(e.mA, h)
+			}
+			return got + "; customer " + e.judge(victim) + "; " + e.exception(e.mA, h)
+		}},
 		{"a stranger claims money held as a wrong_payer exception, declaring its sender", "customer failed INVALID_TRANSFER; stranger failed TX_CONTESTED; exception contested 10.00", func() string {
 			victim := e.session(e.linkA, cust)
 			h := e.payPlain(e.exchange, e.merchantA) // the customer withdraws from an exchange
@@ -383,7 +396,9 @@ func TestBindingVerdictTable(t *testing.T) {
 			"complete (bound), backed by the copy; no exception", func() string {
 				e := newBindEnv(t) // a chain and store of their own: the watcher sees only this
 				cust := e.addr(e.customer)
-				cs := e.session(e.linkA, cust)
+				// The page has the connected wallet sign: here not the one
+				// the session declares.
+				cs := e.session(e.linkA, e.addr(e.exchange))
 				a, sig := e.authorize(cs, e.customer, cust, e.domain)
 				// The payer's wallet signs and sends its transaction with a
 				// fixed gas limit; the page submits its hash at once.
