@@ -345,19 +345,6 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, h)
 			return e.judge(cs) + "; " + e.exception(e.mA, h)
 		}},
-		{"a stranger declares the customer's wallet and submits the customer's plain (QR) transfer first", "stranger failed TX_CONTESTED; customer failed TX_CONTESTED; exception contested 10.00", func() string {
-			victim := e.session(e.linkA, cust)
-			h := e.payPlain(e.customer, e.merchantA) // the EIP-681 QR's plain transfer
-			thief := e.session(e.linkA, cust)       // opened after seeing it, declaring the payer
-			if !e.submit(thief, h) {
-				return "stranger's submit refused"
-			}
-			got := "stranger " + e.judge(thief)
-			if !e.submit(victim, h) {
-				return got + "; customer's submit refused; " + e.exception(e.mA, h)
-			}
-			return got + "; customer " + e.judge(victim) + "; " + e.exception(e.mA, h)
-		}},
 		{"a stranger claims money held as a wrong_payer exception, declaring its sender", "customer failed INVALID_TRANSFER; stranger failed TX_CONTESTED; exception contested 10.00", func() string {
 			victim := e.session(e.linkA, cust)
 			h := e.payPlain(e.exchange, e.merchantA) // the customer withdraws from an exchange

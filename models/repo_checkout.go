@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/paygate/paygate/apperr"
@@ -373,18 +372,6 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 		cs.MerchantID, cs.Network, *cs.TxHash, cs.ID, []string{StatusFailed, StatusCancelled, StatusExpired}).Count(&rivals).Error; err != nil {
 		return nil, err
 	}
-	// Another open session of the merchant declaring the same payer, that
-	// this transfer would pay too, is as much its claimant: a plain transfer
-	// names no session, and a stranger may declare any wallet on a session
-	// of his own and submit the customer's transfer before the customer (or
-	// the watcher) does. Neither completes; the merchant attaches it.
-	if rivals == 0 && o.Payer != "" {
-		if err := tx.Model(&CheckoutSession{}).Where("merchant_id = ? AND network = ? AND id <> ? AND lower(wallet_address) = ? AND expected_amount <= ? AND status NOT IN ?",
-			cs.MerchantID, cs.Network, cs.ID, strings.ToLower(o.Payer), *received, []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}).
-			Count(&rivals).Error; err != nil {
-			return nil, err
-		}
-	}
 	// Money already held as an exception (of any kind: a wrong payer's, an
 	// underpayment, an unmatched transfer, a contested one) is the
 	// merchant's to attach: an unproven claim naming its sender does not
@@ -398,7 +385,7 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 		return nil, nil
 	}
 	o.Status, o.Reason = StatusFailed, ReasonTxContested
-	o.Message = "another checkout session claims or could claim the same transfer and neither proved it; the merchant will review it"
+	o.Message = "another checkout session claims the same transfer and neither proved it; the merchant will review it"
 	if rivals == 0 {
 		o.Message = "this transfer is held as a payment exception and nothing proves it this session's; the merchant will review it"
 	}
