@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchGoal is one of issue 16's goals judged on one run's figures.
@@ -183,5 +185,26 @@ func TestBenchGoals(t *testing.T) {
 				t.Errorf("%v: %q, want %q (%s)", c.pg, g.Verdict, c.want, g.Figure)
 			}
 		}
+	}
+}
+
+// The bench's CPU readings: /proc's ticks as seconds, this process's CPU
+// growing with work, the machine's idle CPU readable.
+func TestBenchCPUReadings(t *testing.T) {
+	if got := tickSeconds("150", "50"); got != 2 {
+		t.Fatalf("tickSeconds = %v", got)
+	}
+	before := processCPU(os.Getpid())
+	sum := 0
+	for start := time.Now(); processCPU(os.Getpid()) <= before; {
+		for i := range 1_000_000 {
+			sum += i
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("this process's CPU stayed at %v s over 20 s of work (%d)", before, sum)
+		}
+	}
+	if idleCPU() <= 0 {
+		t.Fatal("no idle CPU read from /proc/stat")
 	}
 }

@@ -749,10 +749,18 @@ func idleCPU() float64 {
 	if len(f) < 6 {
 		return 0
 	}
-	var idle, iowait float64
-	fmt.Sscan(f[4], &idle)
-	fmt.Sscan(f[5], &iowait)
-	return (idle + iowait) / 100
+	return tickSeconds(f[4], f[5]) // idle, iowait
+}
+
+// tickSeconds sums /proc's clock ticks (USER_HZ, 100 a second) as seconds.
+func tickSeconds(fields ...string) float64 {
+	var sum float64
+	for _, f := range fields {
+		var v float64
+		fmt.Sscan(f, &v)
+		sum += v
+	}
+	return sum / 100
 }
 
 // expiryRun opens n sessions on s with a receiver of checkout.expired, and
@@ -1232,10 +1240,7 @@ func processCPU(pid int) float64 {
 	if len(f) < 13 {
 		return 0
 	}
-	var utime, stime float64
-	fmt.Sscan(f[11], &utime)
-	fmt.Sscan(f[12], &stime)
-	return (utime + stime) / 100
+	return tickSeconds(f[11], f[12]) // utime, stime
 }
 
 // postgresCPU sums the CPU seconds of this machine's PostgreSQL server
