@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 
@@ -28,7 +29,9 @@ type ReferenceFinder interface {
 	// refs. On EVM it scans the canonical token's AuthorizationUsed logs
 	// from block `from` (0: the last few hundred blocks) to the head and
 	// returns the next block to scan; on Solana it asks for the signatures
-	// of each reference key (Solana Pay) and `from` is unused.
+	// of each reference key (Solana Pay) and `from` is unused; a key the
+	// node fails on is skipped, and the error that says so comes with what
+	// the other keys found.
 	FindByReference(ctx context.Context, network string, refs []string, from uint64) ([]Found, uint64, error)
 }
 
@@ -111,6 +114,7 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 		return nil, fmt.Errorf("chain: %s: the RPC client cannot list signatures", v.net.Name)
 	}
 	var found []Found
+	var failed []error
 	limit := 10
 	for _, r := range refs {
 		key, err := solana.PublicKeyFromBase58(r)
@@ -119,7 +123,14 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 		}
 		sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, key, &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed})
 		if err != nil {
-			return found, fmt.Errorf("chain: %s: signatures of %s: %w", v.net.Name, r, err)
+			// One reference the node fails on must not hide the others'
+			// payments (it is asked again on the next pass); a node that
+			// fails on all of them is an error.
+			failed = append(failed, fmt.Errorf("signatures of %s: %w", r, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		// Oldest successful first: the customer's first payment is the one.
 		for i := len(sigs) - 1; i >= 0; i-- {
@@ -129,6 +140,9 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 			found = append(found, Found{Reference: r, TxHash: sigs[i].Signature.String(), Block: sigs[i].Slot})
 			break
 		}
+	}
+	if len(failed) > 0 {
+		return found, fmt.Errorf("chain: %s: %d of %d references not searched: %w", v.net.Name, len(failed), len(refs), errors.Join(failed...))
 	}
 	return found, nil
 }

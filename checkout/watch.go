@@ -215,8 +215,11 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		}
 		found, next, err := s.Finder.FindByReference(ctx, name, refs, s.cursors[name])
 		if err != nil {
-			s.log().Warn("watch: chain not searched", "network", name, "err", err)
-			continue
+			s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
+			if len(found) == 0 {
+				continue
+			}
+			// What was found is attached; the rest is looked for again.
 		}
 		s.cursors[name] = next
 		for _, f := range found {
