@@ -118,6 +118,13 @@ func (p *Pages) renderPayment(c *gin.Context, status int, problem *apiError) {
 			data["ExplorerURL"] = n.TxURL(*d.Payment.TxHash)
 		}
 	}
+	// The link's page exists for the merchant's own links only (a hosted
+	// checkout's single-use link is the checkout's): name it, and link it
+	// where it has a page.
+	if d.Payment.PaymentLinkID != nil {
+		_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-links/" + *d.Payment.PaymentLinkID, query: modeQuery(c, nil)}, nil)
+		data["LinkPage"] = err == nil
+	}
 	if d.Transaction != nil && d.Transaction.CustomerID != nil {
 		var cu dCustomer
 		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/customers/" + *d.Transaction.CustomerID, query: modeQuery(c, nil)}, &cu); err == nil {

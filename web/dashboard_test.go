@@ -434,6 +434,10 @@ func TestDashboardPayments(t *testing.T) {
 	if !strings.Contains(dp.body, "Ann &lt;i&gt;") {
 		t.Error("customer name not shown escaped")
 	}
+	// The payment's link has a page of its own: linked.
+	if dp.doc.Find(".hint a[href*='/links/']").Length() != 1 {
+		t.Error("the payment's link is not linked")
+	}
 	action, _ := dp.doc.Find("#deliveries form").Attr("action")
 	r := a.post(action, nil)
 	if r.status != http.StatusSeeOther || !strings.HasSuffix(r.loc, "?done=delivery.retried#deliveries") {
