@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/apperr"
@@ -53,8 +54,10 @@ func (s *Server) idempotent(c *gin.Context) {
 		c.Next()
 		return
 	}
-	if len(key) > maxIdempotencyKey {
-		fail(c, apperr.Invalid(HeaderIdempotencyKey, "must be at most 255 characters"))
+	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		// Printable ASCII: a byte above it is no text the database will
+		// store (PostgreSQL refuses invalid UTF-8 with an error).
+		fail(c, apperr.Invalid(HeaderIdempotencyKey, "must be 1 to 255 printable ASCII characters"))
 		return
 	}
 	// Read what the largest route accepts (an upload) and one byte more: a

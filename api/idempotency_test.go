@@ -38,6 +38,11 @@ func TestIdempotencyKeys(t *testing.T) {
 		expect(t, h.doWith("POST", "/api/customers", m.TestKey, map[string]any{"email": "nope"}, key("cust-2")), 400, "BAD_REQUEST")
 		expect(t, h.doWith("POST", "/api/customers", m.TestKey, map[string]any{"email": "fixed@example.com"}, key("cust-2")), 201, "")
 		expect(t, h.doWith("POST", "/api/customers", m.TestKey, body, key(strings.Repeat("k", 256))), 400, "BAD_REQUEST")
+		// Bytes that are no text (PostgreSQL refuses invalid UTF-8) or no
+		// printable ASCII are a 400, not a 500.
+		for _, bad := range []string{"k\xff\xfe", "clé", "a b"} {
+			expect(t, h.doWith("POST", "/api/customers", m.TestKey, body, key(bad)), 400, "BAD_REQUEST")
+		}
 
 		// Keys are per merchant: another merchant's same key is another request.
 		m2 := h.signup()
