@@ -230,11 +230,16 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 // over an hour on the fastest networks here, longer than a session).
 const authorizationLookback = maxLogRange - 1
 
+// TransferWithAuthorizationSelector is the selector of FiatToken v2.2's
+// transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes),
+// the call the hosted page's script encodes.
+var TransferWithAuthorizationSelector = crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"))[:4]
+
 // transferWithAuthorizationSelectors are the selectors of USDC's
-// transferWithAuthorization: FiatToken v2.2's with the signature as bytes
-// (what the hosted page sends) and the older one with v, r and s.
+// transferWithAuthorization: v2.2's with the signature as bytes and the
+// older one with v, r and s.
 var transferWithAuthorizationSelectors = [][]byte{
-	crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"))[:4],
+	TransferWithAuthorizationSelector,
 	crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"))[:4],
 }
 

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
@@ -27,11 +26,9 @@ import (
 	"github.com/paygate/paygate/models"
 )
 
-// transferWithAuthorizationSelector is the selector of FiatToken v2.2's
-// transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes),
-// which the page's script encodes a call of (no keccak in the browser).
-var transferWithAuthorizationSelector = "0x" + fmt.Sprintf("%x",
-	crypto.Keccak256([]byte("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"))[:4])
+// transferWithAuthorizationSelector is chain.TransferWithAuthorizationSelector
+// in hex, for the page's script to encode its call (no keccak in the browser).
+var transferWithAuthorizationSelector = fmt.Sprintf("0x%x", chain.TransferWithAuthorizationSelector)
 
 type option struct{ Value, Label string }
 
