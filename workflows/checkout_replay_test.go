@@ -20,10 +20,15 @@ import (
 	"github.com/paygate/paygate/temporaldev"
 )
 
-// The bound session's transfer and payment reference (an EIP-3009 nonce).
+// The bound session's transfer and payment reference (an EIP-3009 nonce);
+// the reference of a session whose submitted transfer reverted because a
+// relayed copy of its authorization paid first, and that copy's hash.
 const (
-	checkoutHash3     = "0x" + "ab00000000000000000000000000000000000000000000000000000000000003"
-	checkoutReference = "0x" + "5e00000000000000000000000000000000000000000000000000000000000001"
+	checkoutHash3           = "0x" + "ab00000000000000000000000000000000000000000000000000000000000003"
+	checkoutReference       = "0x" + "5e00000000000000000000000000000000000000000000000000000000000001"
+	checkoutReferenceCopied = "0x" + "5e00000000000000000000000000000000000000000000000000000000000002"
+	checkoutHashReverted    = "0x" + "ab00000000000000000000000000000000000000000000000000000000000005"
+	checkoutHashCopy        = "0x" + "ab00000000000000000000000000000000000000000000000000000000000004"
 )
 
 // checkoutHistoryFiles are the saved checkout histories, recorded on a real
@@ -40,13 +45,18 @@ var checkoutHistoryFiles = []string{
 }
 
 // checkoutLocalHistoryFiles are the same five sessions recorded in the
-// local shape (ShapeLocalEffects: local activities, derived entry ids).
+// local shape (ShapeLocalEffects: local activities, derived entry ids), and
+// a sixth recorded later.
 var checkoutLocalHistoryFiles = []string{
 	"testdata/checkout_local_completed.json",
 	"testdata/checkout_local_expired.json",
 	"testdata/checkout_local_cancelled.json",
 	"testdata/checkout_local_link_deleted.json",
 	"testdata/checkout_local_bound_by_chain.json",
+	// Recorded with the verifier's PaidBy (local shape only, the shape new
+	// sessions run): the submitted transfer reverted, a relayed copy of
+	// the payer's authorization paid, and the session completed with it.
+	"testdata/checkout_local_paid_by_copy.json",
 }
 
 // TestCheckoutReplay replays every saved history against the current
@@ -107,8 +117,9 @@ func TestCheckoutRecordHistories(t *testing.T) {
 	}
 }
 
-// recordCheckoutHistories runs the five recorded sessions in one shape and
-// saves their histories to files (keeping those that exist).
+// recordCheckoutHistories runs the recorded sessions in one shape (the
+// sixth only where files names it) and saves their histories to files
+// (keeping those that exist).
 func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client, shape int, files []string) {
 	checkoutHistoryFiles := files
 	store := newCheckoutFakeStore(time.Now)
@@ -167,6 +178,20 @@ func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client,
 		t.Fatalf("attach by the watcher: %+v %v", res, err)
 	}
 	rec.finish(run, models.StatusComplete, checkoutHistoryFiles[4])
+
+	// 6. (Local shape.) The customer's transfer reverted: a copy of the
+	// authorization, relayed by someone else, was mined first and paid.
+	if len(files) > 5 {
+		run = rec.startBound("cs_replay_paid_by_copy", checkoutReferenceCopied)
+		if res, err := rec.submit(run, checkoutHashReverted); err != nil || res.Status != models.StatusBroadcast {
+			t.Fatalf("submit: %+v %v", res, err)
+		}
+		rec.finish(run, models.StatusComplete, files[5])
+		var out CheckoutResult
+		if err := run.Get(ctx, &out); err != nil || out.TxHash != checkoutHashCopy {
+			t.Fatalf("paid by the copy: %+v %v", out, err)
+		}
+	}
 	store.check(t)
 }
 
@@ -191,6 +216,9 @@ func (r *checkoutRecorder) answer(n int, req chain.VerifyRequest) (chain.VerifyR
 	if req.Reference != "" {
 		res := checkoutComplete(checkoutUnits).res
 		res.Bound = true
+		if req.Reference == checkoutReferenceCopied {
+			res.PaidBy = checkoutHashCopy
+		}
 		return res, nil
 	}
 	switch {
