@@ -31,7 +31,11 @@ type ReferenceFinder interface {
 	// returns the next block to scan; on Solana it asks for the signatures
 	// of each reference key (Solana Pay) and `from` is unused; a key the
 	// node fails on is skipped, and the error that says so comes with what
-	// the other keys found.
+	// the other keys found. Every transaction carrying a reference is
+	// returned, in chain order: a reference proves nothing about who paid
+	// (anyone may sign an EIP-3009 authorization with a session's
+	// reference as its nonce, or carry its key), so the caller verifies
+	// each before it takes one as the session's payment.
 	FindByReference(ctx context.Context, network string, refs []string, from uint64) ([]Found, uint64, error)
 }
 
@@ -108,6 +112,12 @@ type solanaSignatureLister interface {
 	GetSignaturesForAddressWithOpts(ctx context.Context, account solana.PublicKey, opts *rpc.GetSignaturesForAddressOpts) ([]*rpc.TransactionSignature, error)
 }
 
+// solanaSignaturesPerReference bounds the signatures asked of one reference
+// key per pass (the newest ones; the node's maximum is 1,000). A reference
+// is a fresh key per session, so only its payments and whatever a stranger
+// adds to them touch it.
+const solanaSignaturesPerReference = 1000
+
 func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]Found, error) {
 	sl, ok := v.client.(solanaSignatureLister)
 	if !ok {
@@ -115,7 +125,7 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 	}
 	var found []Found
 	var failed []error
-	limit := 10
+	limit := solanaSignaturesPerReference
 	for _, r := range refs {
 		key, err := solana.PublicKeyFromBase58(r)
 		if err != nil {
@@ -132,13 +142,14 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 			}
 			continue
 		}
-		// Oldest successful first: the customer's first payment is the one.
+		// Every successful one, oldest first: anyone can put a session's
+		// reference key in a transfer of their own, so the first is not
+		// necessarily the customer's; the caller judges each.
 		for i := len(sigs) - 1; i >= 0; i-- {
 			if sigs[i] == nil || sigs[i].Err != nil {
 				continue
 			}
 			found = append(found, Found{Reference: r, TxHash: sigs[i].Signature.String(), Block: sigs[i].Slot})
-			break
 		}
 	}
 	if len(failed) > 0 {

@@ -61,3 +61,29 @@ func TestFindReferencesSkipsAFailingKey(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Every successful transaction carrying a reference is found, oldest
+// first, failed ones left out: a stranger's transfer with the session's
+// key mined before the customer's must not hide the customer's.
+func TestFindReferencesReturnsEverySuccessfulTransfer(t *testing.T) {
+	ref := solana.NewWallet().PublicKey()
+	var stranger, failed, customer solana.Signature
+	stranger[0], failed[0], customer[0] = 1, 2, 3
+	node := &signatureNode{sigs: map[solana.PublicKey][]*rpc.TransactionSignature{ref: {
+		// Newest first, as the node answers.
+		{Signature: customer, Slot: 30},
+		{Signature: failed, Slot: 20, Err: map[string]any{"InstructionError": []any{0, "Custom"}}},
+		{Signature: stranger, Slot: 10},
+	}}}
+	v, err := NewSolanaVerifier(Network{Name: NetworkSolanaDevnet, Family: FamilySolana, USDC: solana.NewWallet().PublicKey().String()}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := v.findReferences(context.Background(), []string{ref.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 2 || found[0].TxHash != stranger.String() || found[1].TxHash != customer.String() {
+		t.Fatalf("found %+v", found)
+	}
+}

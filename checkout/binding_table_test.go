@@ -438,6 +438,38 @@ func TestBindingVerdictTable(t *testing.T) {
 				svc.WatchOnce(e.ctx, nil)
 				return got + "; " + e.exception(e.mA, copyHash)
 			}},
+		{"a stranger's own authorization (one unit) with the session's reference as its nonce, found by the watcher",
+			"session open, no hash; exception unmatched 0.000001", func() string {
+				e := newBindEnv(t) // a chain and store of their own: the watcher sees only this
+				cs := e.session(e.linkA, e.addr(e.customer))
+				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
+				a.Value = big.NewInt(1)
+				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				h := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
+				// No Temporal client: attaching (a submit) would panic.
+				svc := &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute,
+					UnmatchedGrace: time.Millisecond}
+				svc.WatchOnce(e.ctx, nil)
+				time.Sleep(5 * time.Millisecond)
+				svc.WatchOnce(e.ctx, nil)
+				stored, err := e.st.CheckoutSession(e.ctx, cs.ID)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				got := "session " + stored.Status
+				if stored.Status == models.StatusCreated {
+					got = "session open"
+				}
+				if stored.TxHash != nil {
+					got += ", hash " + *stored.TxHash
+				} else {
+					got += ", no hash"
+				}
+				return got + "; " + e.exception(e.mA, h)
+			}},
 		{"late payment after the session expired", "exception late 10.00", func() string {
 			e := newBindEnv(t) // a chain and store of its own: no other session is open
 			cs := e.session(e.linkA, e.addr(e.customer))

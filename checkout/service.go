@@ -67,6 +67,11 @@ type Service struct {
 	candidates      map[string]unmatchedCandidate
 	walletCache     map[string]walletCacheEntry
 	knownWallets    map[string]map[string]bool
+	// retryFound: payments found by reference that a pass could not
+	// settle; declined: found transfers that do not pay their session
+	// (session id/hash), not verified again.
+	retryFound map[string][]chain.Found
+	declined   map[string]time.Time
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

@@ -200,6 +200,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	if s.cursors == nil {
 		s.cursors, s.transferCursors, s.candidates = map[string]uint64{}, map[string]uint64{}, map[string]unmatchedCandidate{}
 		s.knownWallets = map[string]map[string]bool{}
+		s.retryFound, s.declined = map[string][]chain.Found{}, map[string]time.Time{}
 	}
 	since := s.now().Add(-s.Lifetime - s.lateGrace())
 	n := 0
@@ -222,39 +223,158 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			// What was found is attached; the rest is looked for again.
 		}
 		s.cursors[name] = next
+		// What a pass could not settle (a node or the workers failing) is
+		// tried again: the EVM cursor has moved past it.
+		// (Solana finds it again by itself: once is enough.)
+		found = uniqueFound(append(s.retryFound[name], found...))
+		s.retryFound[name] = nil
 		for _, f := range found {
-			if s.attachFound(ctx, name, f, dispatch) {
+			attached, retry := s.attachFound(ctx, name, f, dispatch)
+			if attached {
 				n++
+			}
+			if retry && len(s.retryFound[name]) < maxRetryFound {
+				s.retryFound[name] = append(s.retryFound[name], f)
 			}
 		}
 	}
+	s.pruneDeclined()
 	return n
 }
 
-func (s *Service) attachFound(ctx context.Context, network string, f chain.Found, dispatch Dispatcher) bool {
+func uniqueFound(found []chain.Found) []chain.Found {
+	seen := make(map[chain.Found]bool, len(found))
+	out := found[:0]
+	for _, f := range found {
+		k := chain.Found{Reference: f.Reference, TxHash: strings.ToLower(f.TxHash)}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// maxRetryFound bounds the found payments kept for the next pass per
+// network (a node down for long: the rest are found again by the late
+// and unmatched scans).
+const maxRetryFound = 1000
+
+// attachFound attaches a payment found by its reference to the session
+// (or keeps it as a late payment when the session has ended). It reports
+// whether it did, and whether to try again on the next pass.
+func (s *Service) attachFound(ctx context.Context, network string, f chain.Found, dispatch Dispatcher) (attached, retry bool) {
 	cs, err := s.Store.SessionByReference(ctx, f.Reference)
 	if err != nil {
-		return false
+		return false, !errors.Is(err, apperr.ErrNotFound)
 	}
 	if cs.TxHash != nil {
-		return false // submitted meanwhile
+		return false, false // submitted meanwhile
+	}
+	if !models.TerminalStatus(cs.Status) && s.now().Before(cs.ExpiresAt) {
+		switch d, err := s.wouldPay(ctx, cs, f); {
+		case err != nil:
+			s.log().Warn("watch: found payment not verified; retrying", "sessionId", cs.ID, "txHash", f.TxHash, "err", err)
+			return false, true
+		case d == payLater:
+			return false, true
+		case d == payDeclined:
+			return false, false
+		}
 	}
 	res, err := s.submit(ctx, cs.ID, f.TxHash, "chain")
 	if err == nil {
 		s.log().Info("watch: payment found by reference and attached", "sessionId", cs.ID, "txHash", res.TxHash)
-		return true
+		return true, false
 	}
 	if !errors.Is(err, apperr.ErrNotFound) && !errors.Is(err, apperr.ErrConflict) {
 		s.log().Warn("watch: found payment not attached; retrying", "sessionId", cs.ID, "err", err)
-		return false
+		return false, true
 	}
 	// The session ended (expired, cancelled) before its payment arrived:
 	// keep it as a late-payment exception.
 	cur, lerr := s.Store.CheckoutSession(ctx, cs.ID)
-	if lerr != nil || cur.TxHash != nil || !models.TerminalStatus(cur.Status) {
+	if lerr != nil {
+		return false, true
+	}
+	if cur.TxHash != nil || !models.TerminalStatus(cur.Status) {
+		// Another payment attached meanwhile, or the session is about to
+		// end (its expiry is due): looked at again until it has.
+		return false, cur.TxHash == nil
+	}
+	return s.lateException(ctx, network, cur, f, dispatch), false
+}
+
+// payDecision is what a found transfer is to its open session.
+type payDecision int
+
+const (
+	payAttach   payDecision = iota // the session's payment (or its payer's own short one)
+	payLater                       // not known yet (unseen, amount not final): asked again next pass
+	payDeclined                    // does not pay the session: left to the merchant
+)
+
+// wouldPay decides whether a transaction found by a session's reference
+// may be attached to the open session: only one that pays it in full, or
+// one from the wallet the session declares (the customer's own short
+// payment fails the session, which the customer sees and the merchant
+// holds as an exception). A reference proves nothing about who paid:
+// anyone can sign an EIP-3009 authorization with a session's reference as
+// its nonce (nonces are per authorizer) or carry its Solana Pay key, so a
+// stranger's transfer of one unit, attached, would fail the session of a
+// customer about to pay. A transfer declined here stays the merchant's
+// money: the unmatched scan (EVM) or the late-payment scan (once the
+// session has ended) makes it an exception.
+func (s *Service) wouldPay(ctx context.Context, cs *models.CheckoutSession, f chain.Found) (payDecision, error) {
+	if s.Verifier == nil || cs.PaymentReference == nil {
+		return payAttach, nil // the workflow verifies what is submitted
+	}
+	key := cs.ID + "/" + strings.ToLower(f.TxHash)
+	if _, ok := s.declined[key]; ok {
+		return payDeclined, nil
+	}
+	res, err := s.Verifier.Verify(ctx, chain.VerifyRequest{Network: cs.Network, TxHash: f.TxHash, MerchantAddress: cs.MerchantWalletAddress,
+		ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), Reference: *cs.PaymentReference})
+	if err != nil {
+		return payLater, err
+	}
+	if res.Verdict == chain.VerdictPending && res.ReceivedUnits == "" {
+		// Unseen, or (Solana) confirmed but not final: its content is read
+		// once final, the verdict's own wait.
+		return payLater, nil
+	}
+	received, _ := strconv.ParseInt(res.ReceivedUnits, 10, 64)
+	pays := res.Verdict == chain.VerdictComplete ||
+		(res.Verdict == chain.VerdictPending && res.Bound && received >= cs.ExpectedAmount.Units())
+	if pays || samePayer(cs.Network, cs.WalletAddress, res.Payer) {
+		return payAttach, nil
+	}
+	s.declined[key] = s.now()
+	s.log().Warn("watch: a transfer carrying a session's reference does not pay it; left to the merchant",
+		"sessionId", cs.ID, "txHash", f.TxHash, "receivedUnits", res.ReceivedUnits, "payer", res.Payer, "verdict", res.Verdict)
+	return payDeclined, nil
+}
+
+// samePayer: the payer of a transfer is the wallet a session declares.
+func samePayer(network, declared, payer string) bool {
+	if declared == "" || payer == "" {
 		return false
 	}
-	return s.lateException(ctx, network, cur, f, dispatch)
+	if chainFamily(network) == chain.FamilyEVM {
+		return strings.EqualFold(declared, payer)
+	}
+	return declared == payer
+}
+
+// pruneDeclined forgets declined transfers of sessions that can no longer
+// be paid (their lifetime and the late grace are over).
+func (s *Service) pruneDeclined() {
+	horizon := s.now().Add(-s.Lifetime - s.lateGrace())
+	for k, at := range s.declined {
+		if at.Before(horizon) {
+			delete(s.declined, k)
+		}
+	}
 }
 
 // lateException verifies a payment bound to an ended session and, when

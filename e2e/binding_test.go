@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"io"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,7 +22,9 @@ import (
 // customer's own cannot take or burn a bound payment; a payment nobody
 // submits is found by its reference; the relayer pays for a customer
 // without gas; a stranger's unbound transfer fails the session it was
-// offered to and stays with the merchant as an exception to resolve.
+// offered to and stays with the merchant as an exception to resolve; a
+// stranger's own authorization carrying a session's reference does not
+// fail it.
 func TestDevChainBinding(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 200*time.Millisecond, stackOptions{watch: true})
@@ -98,6 +101,19 @@ func TestDevChainBinding(t *testing.T) {
 		map[string]any{"sessionId": offered, "note": "the customer paid from a friend's wallet"}, 200)
 	if tx := res["transaction"].(map[string]any); tx["source"] != "exception" || tx["sessionId"] != offered {
 		t.Fatalf("resolved into %v", tx)
+	}
+
+	// 6. A stranger signs an authorization of their own with the session's
+	// reference as its nonce (EIP-3009 nonces are per authorizer) for one
+	// unit, mined before the customer's payment; nobody submits either.
+	// The watcher finds both by the reference and attaches only the one
+	// that pays: the stranger's unit does not fail the session.
+	raced, _ := s.openSession(key, link, "")
+	pay(devchain.PayOptions{SessionID: raced, Key: devchain.StrangerKey(), Units: big.NewInt(1), NoSubmit: true})
+	p = pay(devchain.PayOptions{SessionID: raced, NoSubmit: true})
+	d = s.waitStatus(raced, "complete", 30*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("completed with %v, the customer paid %s", h, p.TxHash)
 	}
 }
 
