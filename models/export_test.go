@@ -71,6 +71,37 @@ func (s *Store) CaptureQueries(fn func()) []CapturedQuery {
 	return got
 }
 
+// CaptureStatements runs fn and returns every statement it sent through
+// the store's pools (reads, writes, raw), in order; the transactions'
+// BEGIN and COMMIT are not statements of gorm's and are not in it.
+func (s *Store) CaptureStatements(fn func()) []string {
+	var got []string
+	name := "statements_" + NewID()
+	for _, db := range []*gorm.DB{s.db, s.reads} {
+		if db == nil {
+			continue
+		}
+		cb := db.Callback()
+		record := func(d *gorm.DB) { got = append(got, d.Statement.SQL.String()) }
+		_ = cb.Create().After("gorm:create").Register(name, record)
+		_ = cb.Query().After("gorm:query").Register(name, record)
+		_ = cb.Update().After("gorm:update").Register(name, record)
+		_ = cb.Delete().After("gorm:delete").Register(name, record)
+		_ = cb.Row().After("gorm:row").Register(name, record)
+		_ = cb.Raw().After("gorm:raw").Register(name, record)
+		defer func() {
+			_ = cb.Create().Remove(name)
+			_ = cb.Query().Remove(name)
+			_ = cb.Update().Remove(name)
+			_ = cb.Delete().Remove(name)
+			_ = cb.Row().Remove(name)
+			_ = cb.Raw().Remove(name)
+		}()
+	}
+	fn()
+	return got
+}
+
 // Explain runs a captured query under EXPLAIN (ANALYZE, FORMAT JSON) on
 // PostgreSQL and answers the plan with what each node actually read.
 func (s *Store) Explain(q CapturedQuery) (string, error) {

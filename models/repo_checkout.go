@@ -264,9 +264,15 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 			}
 			received = money.Amount(v)
 		}
-		link, err := s.linkUnscoped(tx, cs.PaymentLinkID)
-		if err != nil {
-			return err
+		// The link (its totals, its token for the events) matters to a
+		// payment only: an expiry, a cancel or a failure does without the
+		// read, the commonest outcomes' one round trip less.
+		var link *PaymentLink
+		var err error
+		if o.Status == StatusComplete {
+			if link, err = s.linkUnscoped(tx, cs.PaymentLinkID); err != nil {
+				return err
+			}
 		}
 		var txn *Transaction
 		var exc *EventSpec
