@@ -363,7 +363,11 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 	case s.st.Invoice.Reminders < len(s.st.Policy.Reminders) && utcNow(ctx).Before(s.st.Invoice.PastDueAt.Add(s.st.Policy.DunningPeriod)):
 		return false, s.remind(ctx)
 	}
-	return false, s.cancel(ctx, CancelReasonUnpaid, false, nil)
+	// Dunning is over. A payment that reached the session since the look
+	// above still wins: cancel holds for one on its way and renews for
+	// one completed.
+	err = s.cancel(ctx, CancelReasonUnpaid, false, nil)
+	return s.st.Status == models.SubActive, err
 }
 
 // takeNotices applies the session outcomes received: a completed session
@@ -467,12 +471,22 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 	if inv := s.st.Invoice; inv != nil {
 		var status string
 		err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, inv.SessionID).Get(ctx, &status)
+		if reason == CancelReasonUnpaid && isPaymentInFlight(err) {
+			// The customer's transfer was submitted as dunning ended: its
+			// verdict decides (the deadline looks again).
+			s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.InFlightRecheck)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		if status == models.StatusComplete {
 			if err := s.settle(ctx, inv.SessionID); err != nil {
 				return err
+			}
+			if reason == CancelReasonUnpaid {
+				// Paid as dunning ended: renewed, not canceled.
+				return nil
 			}
 			if atPeriodEnd {
 				// Paid after all: the period it paid for is the one that ends.
@@ -499,6 +513,13 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 	}
 	events = append(events, subEvent("subscription.canceled", map[string]any{"reason": reason}))
 	return s.record(ctx, events...)
+}
+
+// isPaymentInFlight: the invoice's session could not be voided because a
+// transfer to it is being confirmed.
+func isPaymentInFlight(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == activities.ErrTypePaymentInFlight
 }
 
 // invoiceData describes the open invoice in an event.

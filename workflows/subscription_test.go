@@ -137,6 +137,9 @@ type subFakeSessions struct {
 	order    []string
 	voided   []string
 	statuses int // InvoiceSessionStatus calls
+	// beforeVoid, when set, runs (locked) as a void begins: a customer
+	// acting between the workflow's look at the session and its void.
+	beforeVoid func(s *subFakeSession)
 }
 
 func newSubFakeSessions() *subFakeSessions {
@@ -186,6 +189,9 @@ func (f *subFakeSessions) VoidInvoiceSession(_ context.Context, id string) (stri
 	s, ok := f.byID[id]
 	if !ok {
 		return "", apperr.New(apperr.ErrNotFound, "no session "+id)
+	}
+	if f.beforeVoid != nil {
+		f.beforeVoid(s)
 	}
 	switch st := f.statusLocked(s); {
 	case st == models.StatusBroadcast || st == models.StatusConfirming:
@@ -883,6 +889,54 @@ func TestSubscriptionPaymentInFlightAtDunningEnd(t *testing.T) {
 	r := h.store.ofType("subscription.renewed")
 	if len(r) != 1 || !r[0].At.Equal(end.Add(4*time.Minute)) || len(h.store.ofType("subscription.canceled")) != 0 {
 		t.Fatalf("events %v, renewed %v", h.store.types(), r)
+	}
+}
+
+// The customer submits a transfer to the last session between the
+// workflow's look at it and its void as dunning ends: the void is refused
+// (payment in flight), and the cancellation waits for the verdict instead
+// of failing the workflow; paid, the subscription renews.
+func TestSubscriptionPaymentSubmittedAsDunningEnds(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+	end := subStart.Add(7*24*time.Hour + 72*time.Hour + 168*time.Hour)
+	h.sessions.beforeVoid = func(s *subFakeSession) {
+		if subOpen(s.Status) || s.Status == models.StatusExpired {
+			s.Status = models.StatusBroadcast
+			h.at(end.Add(4*time.Minute), func() {
+				h.sessions.mu.Lock()
+				s.Status = models.StatusComplete
+				h.sessions.mu.Unlock()
+				h.signal(s)
+			})
+		}
+	}
+	h.runUntil(3, func() bool { return len(h.carried) == 1 })
+	r := h.store.ofType("subscription.renewed")
+	if len(r) != 1 || !r[0].At.Equal(end.Add(4*time.Minute)) || len(h.store.ofType("subscription.canceled")) != 0 {
+		t.Fatalf("events %v, renewed %v", h.store.types(), r)
+	}
+}
+
+// The customer's payment completes between the workflow's look at the
+// session and its void as dunning ends: the void finds it paid, and the
+// subscription renews; it is not canceled as unpaid right after.
+func TestSubscriptionPaidAsDunningEnds(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+	end := subStart.Add(7*24*time.Hour + 72*time.Hour + 168*time.Hour)
+	h.sessions.beforeVoid = func(s *subFakeSession) {
+		if subOpen(s.Status) || s.Status == models.StatusExpired {
+			s.Status = models.StatusComplete
+		}
+	}
+	h.runUntil(3, func() bool { return len(h.carried) == 1 })
+	r := h.store.ofType("subscription.renewed")
+	if len(r) != 1 || !r[0].At.Equal(end) || len(h.store.ofType("subscription.canceled")) != 0 {
+		t.Fatalf("events %v, renewed %v", h.store.types(), r)
+	}
+	if st := h.carried[0]; st.Status != models.SubActive || st.PaidPeriods != 1 {
+		t.Fatalf("carried %+v", st)
 	}
 }
 
