@@ -126,7 +126,19 @@ type Invoice struct {
 	SessionExpiresAt time.Time
 	CheckoutURL      string
 	Sessions         []string
+	// Reopened counts the sessions opened again after the current one
+	// ended unpaid before its expiry (cancelled by the customer, failed).
+	Reopened int
 }
+
+// maxReopened bounds the sessions an invoice opens again between two
+// steps of its schedule (each says so with subscription.renewal_due).
+const maxReopened = 3
+
+// reopenVersion marks the workflows that open a new session when the
+// invoice's current one ends unpaid before its expiry (histories from
+// before only logged it).
+const reopenVersion = "reopen-ended-invoice-session"
 
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
@@ -386,8 +398,33 @@ func (s *subscriptionRun) takeNotices(ctx workflow.Context) (bool, error) {
 			return true, s.settle(ctx, n.SessionID)
 		}
 		workflow.GetLogger(ctx).Info("invoice session ended unpaid", "sessionId", n.SessionID, "status", n.Status)
+		if err := s.reopen(ctx, n); err != nil {
+			return false, err
+		}
 	}
 	return false, nil
+}
+
+// reopen gives the customer a new session when the invoice's current one
+// ended unpaid before its expiry: cancelled on the hosted page, or failed
+// (a short transfer, the wrong wallet). Without it the invoice had nothing
+// to pay with until its next step, days later, and the checkoutUrl the
+// merchant sent was dead. The new session keeps the old one's expiry and
+// is announced with subscription.renewal_due (its checkoutUrl).
+func (s *subscriptionRun) reopen(ctx workflow.Context, n activities.SessionNotice) error {
+	inv := s.st.Invoice
+	if n.SessionID != inv.SessionID || (n.Status != models.StatusCancelled && n.Status != models.StatusFailed) ||
+		!utcNow(ctx).Before(inv.SessionExpiresAt) || inv.Reopened >= maxReopened {
+		return nil
+	}
+	if workflow.GetVersion(ctx, reopenVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	inv.Reopened++
+	if err := s.openSession(ctx, inv.SessionExpiresAt); err != nil {
+		return err
+	}
+	return s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(inv.Reminders)))
 }
 
 func (s *subscriptionRun) sessionStatus(ctx workflow.Context) (string, error) {

@@ -28,6 +28,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_canceled_now.json", // the next run: invoice issued, cancel_now voids its session
 	"testdata/subscription_dunning.json",      // trial, invoice unpaid, past_due, reminders, canceled
 	"testdata/subscription_actions.json",      // pause, resume, cancel at period end, cancel_now
+	"testdata/subscription_reopened.json",     // the invoice's session cancelled by the customer: a new one, paid
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -77,6 +78,15 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	if err := temporaldev.RegisterSearchAttributes(ctx, c, namespace, temporaldev.PaygateSearchAttributes()); err != nil {
 		t.Fatal(err)
 	}
+	// A saved history is kept: it is what an earlier version of the
+	// workflow wrote, which the replay test must keep replaying.
+	save := func(id, runID, file string) {
+		if _, err := os.Stat(file); err == nil {
+			t.Logf("kept %s (delete it to record it again)", file)
+			return
+		}
+		webhookSaveHistory(ctx, t, c, id, runID, file)
+	}
 	rec := &subRecorder{t: t, ctx: ctx, c: c, queue: "subscription-record-" + time.Now().UTC().Format("150405.000")}
 	rec.sessions = newSubFakeSessions()
 	rec.sessions.now = time.Now
@@ -98,18 +108,18 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	s1 := rec.waitSessions(1)
 	rec.pay(id, s1[0])
 	first := rec.waitContinued(id)
-	webhookSaveHistory(ctx, t, c, id.id, first, subscriptionHistoryFiles[0])
+	save(id.id, first, subscriptionHistoryFiles[0])
 	rec.waitSessions(2)
 	if st, err := rec.action(id, ActionCancelNow); err != nil || st.Status != models.SubCanceled {
 		t.Fatalf("cancel_now: %+v %v", st, err)
 	}
 	last := rec.finish(id, CancelReasonRequested)
-	webhookSaveHistory(ctx, t, c, id.id, last, subscriptionHistoryFiles[1])
+	save(id.id, last, subscriptionHistoryFiles[1])
 
 	// 3. A one-second trial, then nothing paid: past_due, two reminders,
 	// canceled.
 	id = rec.start("sub_replay_dunning", policy, time.Second)
-	webhookSaveHistory(ctx, t, c, id.id, rec.finish(id, CancelReasonUnpaid), subscriptionHistoryFiles[2])
+	save(id.id, rec.finish(id, CancelReasonUnpaid), subscriptionHistoryFiles[2])
 
 	// 4. Actions on a long trial: pause, a refused pause, resume, cancel at
 	// period end, cancel again (no change), cancel_now.
@@ -130,7 +140,22 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 			t.Fatalf("%s: %+v %v", step.action, st, err)
 		}
 	}
-	webhookSaveHistory(ctx, t, c, id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[3])
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[3])
+
+	// 5. The first invoice's session cancelled by the customer: a new
+	// session (reopenVersion), paid; the run continues as new.
+	long.FixedPeriod, long.GracePeriod = time.Hour, time.Hour
+	base := len(rec.sessions.all())
+	id = rec.start("sub_replay_reopened", long, 0)
+	cancelled := rec.waitSessions(base + 1)[base]
+	rec.sessions.mu.Lock()
+	cancelled.Status = models.StatusCancelled
+	rec.sessions.mu.Unlock()
+	if err := c.SignalWorkflow(ctx, id.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: cancelled.ID, Status: models.StatusCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	rec.pay(id, rec.waitSessions(base + 2)[base+1])
+	save(id.id, rec.waitContinued(id), subscriptionHistoryFiles[4])
 }
 
 // subSeqStore keeps one fake store per subscription (each has its own

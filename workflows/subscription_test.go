@@ -940,6 +940,46 @@ func TestSubscriptionPaidAsDunningEnds(t *testing.T) {
 	}
 }
 
+// The customer cancels the renewal's session on the hosted page an hour
+// after it opened: a new session opens at once with the same expiry and
+// subscription.renewal_due announces its checkoutUrl, so the customer can
+// pay within the grace period (the dead session used to leave nothing to
+// pay with until past_due). Paid, it renews.
+func TestSubscriptionCancelledInvoiceSessionReopens(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	n := 0
+	h.plan = func(s *subFakeSession) subPayment {
+		n++
+		if n == 1 {
+			h.at(s.OpenedAt.Add(time.Hour), func() {
+				h.sessions.mu.Lock()
+				s.Status = models.StatusCancelled
+				h.sessions.mu.Unlock()
+				h.signal(s)
+			})
+			return subPayment{}
+		}
+		return payAfter(2 * time.Hour)
+	}
+	h.runUntil(3, func() bool { return len(h.carried) == 1 })
+	if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.renewal_due", "subscription.renewal_due",
+		"subscription.renewed"}) {
+		t.Fatalf("events %v", got)
+	}
+	sessions := h.sessions.all()
+	if len(sessions) != 2 || !sessions[1].OpenedAt.Equal(trialEnd.Add(time.Hour)) || !sessions[1].Req.ExpiresAt.Equal(sessions[0].Req.ExpiresAt) {
+		t.Fatalf("sessions %+v", sessions)
+	}
+	due := h.store.ofType("subscription.renewal_due")
+	if inv := invoiceOf(t, due[1]); inv["sessionId"] != sessions[1].ID || inv["checkoutUrl"] != "https://pay.example/checkout/"+sessions[1].ID {
+		t.Fatalf("second renewal_due %+v", inv)
+	}
+	if r := h.store.ofType("subscription.renewed"); !r[0].At.Equal(trialEnd.Add(3 * time.Hour)) {
+		t.Fatalf("renewed at %v", r[0].At)
+	}
+}
+
 // A record whose write committed but whose answer was lost is retried with
 // the same sequence number: nothing is written or emitted twice.
 func TestSubscriptionRecordRetried(t *testing.T) {
