@@ -491,11 +491,7 @@ func (s *Service) Session(ctx context.Context, id string) (*models.CheckoutSessi
 }
 
 // DefaultUpdateTimeout is Service.UpdateTimeout's default.
-const DefaultUpdateTimeout = 10 * time.Second
-
-// unavailableRetryAfter is the Retry-After of the 503 answered when the
-// workflow did not answer in time.
-const unavailableRetryAfter = 5 * time.Second
+const DefaultUpdateTimeout = workflows.DefaultUpdateTimeout
 
 func (s *Service) updateTimeout() time.Duration {
 	if s.UpdateTimeout > 0 {
@@ -509,22 +505,11 @@ func (s *Service) updateTimeout() time.Duration {
 // Temporal is unreachable). A submit may still be applied once they are
 // back: retrying with the same hash is answered as the first time.
 func errWorkersUnavailable() error {
-	return apperr.Unavailable("the checkout service is temporarily unavailable; retry shortly", unavailableRetryAfter)
+	return apperr.Unavailable("the checkout service is temporarily unavailable; retry shortly", workflows.UnavailableRetryAfter)
 }
 
-// unavailable reports whether err means the deadline of uctx (not the
-// caller's own) passed or Temporal could not be reached.
-func unavailable(parent, uctx context.Context, err error) bool {
-	if err == nil || parent.Err() != nil {
-		return false
-	}
-	if uctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var de *serviceerror.DeadlineExceeded
-	var ua *serviceerror.Unavailable
-	return errors.As(err, &de) || errors.As(err, &ua)
-}
+// unavailable: the session's workflow did not answer in time.
+var unavailable = workflows.UpdateUnanswered
 
 // update sends an update to a session's workflow and maps its refusals. It
 // waits at most UpdateTimeout for the answer (503 after that). A non-empty

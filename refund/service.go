@@ -52,7 +52,11 @@ type Service struct {
 	Window time.Duration
 	// NotFoundWindow is how long a submitted hash may stay unseen (1 h).
 	NotFoundWindow time.Duration
-	Log            *slog.Logger
+	// UpdateTimeout bounds the wait for the workflow's answer to an
+	// update (0: workflows.DefaultUpdateTimeout); past it the caller gets
+	// a 503 with Retry-After.
+	UpdateTimeout time.Duration
+	Log           *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
 }
@@ -207,13 +211,20 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 			return nil, err
 		}
 	}
-	hd, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	uctx, cancel := context.WithTimeout(ctx, updateTimeout(s.UpdateTimeout))
+	defer cancel()
+	hd, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
-		Args: []any{workflows.RefundSubmitRequest{TxHash: h}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		// One update per hash: a submit retried after a 503 joins the first.
+		UpdateID: "submit:" + h,
+		Args:     []any{workflows.RefundSubmitRequest{TxHash: h}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
 		var res workflows.RefundSubmitResult
-		err = hd.Get(ctx, &res)
+		err = hd.Get(uctx, &res)
+	}
+	if workflows.UpdateUnanswered(ctx, uctx, err) {
+		return nil, apperr.Unavailable("the refund service is temporarily unavailable; retry shortly", workflows.UnavailableRetryAfter)
 	}
 	if err := s.mapWorkflowError(ctx, r, err); err != nil {
 		return nil, err
@@ -277,4 +288,12 @@ func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration
 			s.log().Warn("refund repair pass failed", "err", err)
 		}
 	})
+}
+
+// updateTimeout is d, or workflows.DefaultUpdateTimeout when unset.
+func updateTimeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return workflows.DefaultUpdateTimeout
 }

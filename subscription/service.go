@@ -35,7 +35,11 @@ type Service struct {
 	// Policy is the dunning schedule given to new workflows (zero value:
 	// workflows.DefaultSubscriptionPolicy).
 	Policy workflows.SubscriptionPolicy
-	Log    *slog.Logger
+	// UpdateTimeout bounds the wait for the workflow's answer to an
+	// update (0: workflows.DefaultUpdateTimeout); past it the caller gets
+	// a 503 with Retry-After.
+	UpdateTimeout time.Duration
+	Log           *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
 }
@@ -255,13 +259,22 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 			return workflows.SubscriptionState{}, err
 		}
 	}
-	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	timeout := s.UpdateTimeout
+	if timeout <= 0 {
+		timeout = workflows.DefaultUpdateTimeout
+	}
+	uctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.SubscriptionWorkflowID(id), UpdateName: workflows.SubscriptionActionUpdate,
 		Args: []any{workflows.ActionRequest{Action: action}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var st workflows.SubscriptionState
 	if err == nil {
-		err = h.Get(ctx, &st)
+		err = h.Get(uctx, &st)
+	}
+	if workflows.UpdateUnanswered(ctx, uctx, err) {
+		return st, apperr.Unavailable("the subscription service is temporarily unavailable; retry shortly", workflows.UnavailableRetryAfter)
 	}
 	if err != nil {
 		return st, s.mapError(ctx, sc, id, err)
