@@ -83,17 +83,18 @@ func waitStatus(t *testing.T, st *models.Store, id, want string) *models.Webhook
 	}
 }
 
-// TestDeliveryReconciler runs the reconciler against a real Temporal dev
-// server and a webhook worker:
-//   - a pending delivery whose workflow was never started (the dispatch was
-//     lost) is started and delivered;
-//   - a delivery whose workflow was terminated while it waited for its next
-//     attempt (closed without an outcome) is resumed with an immediate
-//     attempt under the same webhook-id, numbered after the recorded one;
-//   - a pending delivery whose workflow completed with a verdict the row did
-//     not get is settled from the workflow's result;
-//   - a delivery whose workflow is running is left alone.
-func TestDeliveryReconciler(t *testing.T) {
+// deliveryRig is a real Temporal dev server with a webhook worker, a
+// store, a merchant with one endpoint at a receiver failing its first
+// `fail` requests, and emit, which makes one pending delivery to it.
+type deliveryRig struct {
+	c     client.Client
+	st    *models.Store
+	queue string
+	rcv   *flakyReceiver
+	emit  func() string
+}
+
+func newDeliveryRig(t *testing.T, fail int) *deliveryRig {
 	ts := temporaldev.StartForTest(t)
 	c, err := client.Dial(client.Options{HostPort: ts.Address(), Namespace: ts.Namespace(), Logger: quietTemporal{}})
 	if err != nil {
@@ -116,7 +117,7 @@ func TestDeliveryReconciler(t *testing.T) {
 	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Type: models.ModeTest}); err != nil {
 		t.Fatal(err)
 	}
-	rcv := newFlakyReceiver(t, 1) // the first request fails, every later one is delivered
+	rcv := newFlakyReceiver(t, fail)
 	secret, _ := webhook.NewSecret()
 	ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: rcv.URL + "/hook",
 		Events: models.StringList{"checkout.completed"}, Secret: secret}
@@ -131,6 +132,23 @@ func TestDeliveryReconciler(t *testing.T) {
 		}
 		return ids[0]
 	}
+	return &deliveryRig{c: c, st: st, queue: queue, rcv: rcv, emit: emit}
+}
+
+// TestDeliveryReconciler runs the reconciler against a real Temporal dev
+// server and a webhook worker:
+//   - a pending delivery whose workflow was never started (the dispatch was
+//     lost) is started and delivered;
+//   - a delivery whose workflow was terminated while it waited for its next
+//     attempt (closed without an outcome) is resumed with an immediate
+//     attempt under the same webhook-id, numbered after the recorded one;
+//   - a pending delivery whose workflow completed with a verdict the row did
+//     not get is settled from the workflow's result;
+//   - a delivery whose workflow is running is left alone.
+func TestDeliveryReconciler(t *testing.T) {
+	rig := newDeliveryRig(t, 1) // the first request fails, every later one is delivered
+	c, st, queue, rcv, emit := rig.c, rig.st, rig.queue, rig.rcv, rig.emit
+	ctx := context.Background()
 	rec := &DeliveryReconciler{Client: c, Queue: queue, Store: st, Grace: time.Nanosecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 

@@ -15,7 +15,9 @@ import (
 // retry signal with SignalWithStartWorkflow: a running delivery workflow
 // answers the signal with an extra attempt; when the workflow has closed
 // (delivered, failed or gone), a new run of webhook-delivery:<id> starts with
-// ManualRetry and makes exactly one attempt, numbered after d.Attempts. The
+// ManualRetry and makes exactly one attempt, numbered after d.Attempts; a
+// pending delivery without a running workflow gets a run that keeps the
+// retry schedule. The
 // API's retry route and `paygate deliveries retry` both call it.
 func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models.WebhookDelivery) (client.WorkflowRun, error) {
 	if c == nil || queue == "" {
@@ -24,10 +26,19 @@ func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models
 	if d == nil || d.ID == "" {
 		return nil, errors.New("retry delivery: no delivery")
 	}
+	in := workflows.WebhookDeliveryInput{DeliveryID: d.ID, ManualRetry: true, PreviousAttempts: d.Attempts, Shape: workflows.ShapeCurrent}
+	if d.Status == models.DeliveryPending {
+		// Pending: its workflow runs (the signal asks it for an extra
+		// attempt), or it is not running (a lost dispatch, a run closed
+		// without a verdict). A run started here keeps the retry schedule,
+		// as the reconciler's would, its first attempt at once answering
+		// the signal: one manual attempt made final would fail the delivery
+		// after a single refusal, short of SPEC.md's eight.
+		in = workflows.WebhookDeliveryInput{DeliveryID: d.ID, PreviousAttempts: d.Attempts,
+			ResumeSlot: min(d.Attempts, workflows.WebhookDeliveryMaxAttempts-1), Shape: workflows.ShapeCurrent}
+	}
 	run, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(d.ID), workflows.WebhookRetrySignal, nil,
-		client.StartWorkflowOptions{TaskQueue: queue},
-		workflows.WebhookDeliveryWorkflow,
-		workflows.WebhookDeliveryInput{DeliveryID: d.ID, ManualRetry: true, PreviousAttempts: d.Attempts, Shape: workflows.ShapeCurrent})
+		client.StartWorkflowOptions{TaskQueue: queue}, workflows.WebhookDeliveryWorkflow, in)
 	if err != nil {
 		return nil, fmt.Errorf("signal-with-start %s: %w", workflows.WebhookDeliveryWorkflowID(d.ID), err)
 	}
