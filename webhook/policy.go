@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -230,8 +231,10 @@ func parseEndpointURL(raw string, p Policy) (*url.URL, string, error) {
 	if strings.Contains(host, "%") {
 		return nil, "", invalidURL("must not use a zoned address")
 	}
-	if port := u.Port(); port != "" && (port == "0" || len(port) > 5) {
-		return nil, "", invalidURL("has an invalid port")
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, "", invalidURL("has an invalid port")
+		}
 	}
 	return u, host, nil
 }

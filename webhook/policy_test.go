@@ -141,6 +141,8 @@ func TestValidateEndpointURL(t *testing.T) {
 		{"javascript:alert(1)", strict, "must be an absolute URL"},
 		{"https:///path", strict, "must have a host"},
 		{"https://hooks.example.com:0/", strict, "has an invalid port"},
+		{"https://1.1.1.1:99999/x", strict, "has an invalid port"},
+		{"https://1.1.1.1:65536/x", strict, "has an invalid port"},
 		{"https://[fe80::1%25eth0]/", strict, "must not use a zoned address"},
 		{"", strict, "is required"},
 		{"https://hooks.example.com/\x7f", strict, "is not a valid URL"},
