@@ -308,6 +308,9 @@ func (s *Server) patchWebhook(c *gin.Context) {
 	ctx := c.Request.Context()
 	p := principal(c)
 	ep, err := s.Store.WebhookEndpoint(ctx, p.MerchantID, id)
+	if err == nil {
+		err = inMode(c, ep.Mode)
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -346,6 +349,10 @@ func (s *Server) deleteWebhook(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if err := s.endpointInMode(c, id); err != nil {
+		fail(c, err)
+		return
+	}
 	if err := s.Store.DeleteWebhookEndpoint(c.Request.Context(), principal(c).MerchantID, id); err != nil {
 		fail(c, err)
 		return
@@ -361,6 +368,10 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if err := s.endpointInMode(c, id); err != nil {
+		fail(c, err)
+		return
+	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
 		fail(c, err)
@@ -372,6 +383,37 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusOK, toWebhookEndpointJSON(ep, true))
+}
+
+// inMode: with ?mode= (the dashboard's pages send it) a thing of the other
+// mode is not found, so a test-mode page cannot rotate, disable, delete,
+// test or resend anything live. Without it the session routes act on any
+// endpoint or delivery of the merchant, as before.
+func inMode(c *gin.Context, mode models.Mode) error {
+	if c.Query("mode") == "" {
+		return nil
+	}
+	want, err := dashboardMode(c)
+	if err != nil {
+		return err
+	}
+	if mode != want {
+		return apperr.New(apperr.ErrNotFound, "not found in "+string(want)+" mode")
+	}
+	return nil
+}
+
+// endpointInMode loads the merchant's endpoint and checks it against
+// ?mode= (inMode).
+func (s *Server) endpointInMode(c *gin.Context, id string) error {
+	if c.Query("mode") == "" {
+		return nil
+	}
+	ep, err := s.Store.WebhookEndpoint(c.Request.Context(), principal(c).MerchantID, id)
+	if err != nil {
+		return err
+	}
+	return inMode(c, ep.Mode)
 }
 
 // errRetryUnavailable is returned when the API runs without a Temporal
@@ -390,6 +432,9 @@ func (s *Server) retryDelivery(c *gin.Context) {
 	ctx := c.Request.Context()
 	p := principal(c)
 	d, err := s.Store.WebhookDeliveryOfMerchant(ctx, p.MerchantID, id)
+	if err == nil {
+		err = inMode(c, d.Mode)
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -540,6 +585,10 @@ func (s *Server) sendTestEvent(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
+	if err := s.endpointInMode(c, id); err != nil {
+		fail(c, err)
+		return
+	}
 	d, err := s.Store.SendTestEvent(ctx, principal(c).MerchantID, id)
 	if err != nil {
 		fail(c, err)

@@ -308,6 +308,47 @@ func TestWebhookPatchValidation(t *testing.T) {
 	})
 }
 
+// TestWebhookActionsInMode: with ?mode= (what the dashboard's pages send)
+// an endpoint or delivery of the other mode is not found: a test-mode page
+// cannot rotate, disable, delete, test or resend anything live. The same
+// calls with the right mode (or none) act.
+func TestWebhookActionsInMode(t *testing.T) {
+	forEachWebhookStore(t, func(t *testing.T, h *harness, _ *fakeRetrier) {
+		m := h.withLive(h.signup())
+		liveID := h.endpoint(m.Session, map[string]any{"url": hookURL, "events": []string{"checkout.completed"}, "mode": "live"})["id"].(string)
+		delivery := h.emit(m.ID, models.ModeLive, "checkout.completed")[0]
+		calls := []struct{ method, path string }{
+			{"PATCH", "/api/webhooks/" + liveID},
+			{"POST", "/api/webhooks/" + liveID + "/rotate-secret"},
+			{"POST", "/api/webhooks/" + liveID + "/test"},
+			{"POST", "/api/webhooks/deliveries/" + delivery + "/retry"},
+			{"DELETE", "/api/webhooks/" + liveID},
+		}
+		for _, c := range calls {
+			var body any
+			if c.method == "PATCH" {
+				body = map[string]any{"active": false}
+			}
+			expect(t, h.do(c.method, c.path+"?mode=test", m.Session, body), 404, "NOT_FOUND")
+			expectField(t, h.do(c.method, c.path+"?mode=nope", m.Session, body), "mode")
+		}
+		ep, _ := h.store.WebhookEndpoint(context.Background(), m.ID, liveID)
+		if !ep.Active {
+			t.Fatal("a test-mode call disabled a live endpoint")
+		}
+		for _, c := range calls {
+			var body any
+			if c.method == "PATCH" {
+				body = map[string]any{"active": true}
+			}
+			r := h.do(c.method, c.path+"?mode=live", m.Session, body)
+			if r.Status >= 300 {
+				t.Fatalf("%s %s?mode=live: %d %s", c.method, c.path, r.Status, r.Raw)
+			}
+		}
+	})
+}
+
 // TestWebhookListRecentDeliveries: recentDeliveries are the mode's newest
 // 50, newest first, without payload, responseStatus or lastAttemptAt.
 func TestWebhookListRecentDeliveries(t *testing.T) {

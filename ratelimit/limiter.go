@@ -187,8 +187,9 @@ func (l *Limiter) Middleware() gin.HandlerFunc {
 		method, p := c.Request.Method, cleanPath(c.Request.URL.Path)
 		matched := make([]Tier, 0, len(l.tiers))
 		rules := make([]Rule, 0, len(l.tiers))
+		pageRead := isPageRead(c.Request)
 		for _, t := range l.tiers {
-			if t.Match(method, p) {
+			if t.Match(method, p) && !(pageRead && t.SkipPageReads) {
 				matched = append(matched, t)
 				rules = append(rules, t.Rule())
 			}

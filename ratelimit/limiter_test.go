@@ -427,3 +427,48 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestPageReadsSkipManagementTiers: the dashboard's own reads (GET marked
+// with PageRead in process) count against the global and read tiers only:
+// opening the webhooks or developers page a dozen times a minute is fine,
+// while the same GETs from a client stop at the management tiers' limits,
+// and a page's mutation (a POST, even marked) still counts.
+func TestPageReadsSkipManagementTiers(t *testing.T) {
+	lim := New(NewMemoryStore(), testConfig())
+	e := newEngine(t, lim, nil)
+	addr := "198.51.100.70:1234"
+	do := func(method, path string, page bool) int {
+		req := httptest.NewRequest(method, path, nil)
+		req.RemoteAddr = addr
+		if page {
+			req = req.WithContext(PageRead(req.Context()))
+		}
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		return w.Code
+	}
+	for i := 0; i < 12; i++ { // 24 reads: within the read tier's 30 / 10 s
+		if got := do(http.MethodGet, "/api/webhooks", true); got != http.StatusOK {
+			t.Fatalf("page read %d of the webhooks list: %d", i+1, got)
+		}
+		if got := do(http.MethodGet, "/api/developer/keys", true); got != http.StatusOK {
+			t.Fatalf("page read %d of the keys: %d", i+1, got)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		if got := do(http.MethodPost, "/api/developer/keys", true); got != http.StatusOK {
+			t.Fatalf("key request %d: %d", i+1, got)
+		}
+	}
+	if got := do(http.MethodPost, "/api/developer/keys", true); got != http.StatusTooManyRequests {
+		t.Fatalf("the sixth key mutation of a minute: %d, want 429", got)
+	}
+	// A client's own reads of the webhooks list stop at ten.
+	addr = "198.51.100.71:1234"
+	for i := 0; i < 10; i++ {
+		do(http.MethodGet, "/api/webhooks", false)
+	}
+	if got := do(http.MethodGet, "/api/webhooks", false); got != http.StatusTooManyRequests {
+		t.Fatalf("the eleventh client read of the webhooks list: %d, want 429", got)
+	}
+}

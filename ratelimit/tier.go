@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"net/http"
 	"path"
 	"strings"
@@ -38,6 +39,24 @@ type Tier struct {
 	// inside Window every request from it is refused with 401 until the
 	// oldest of them leaves the window. At most one tier sets it.
 	AuthFailures bool
+	// SkipPageReads leaves out the dashboard's own reads (GET requests the
+	// pages send in process, marked with PageRead): a management tier
+	// limits API clients' calls, not how often a merchant opens a page.
+	SkipPageReads bool
+}
+
+type pageReadKey struct{}
+
+// PageRead marks ctx as a read the dashboard sends to the API in process
+// to render a page. Only process-internal code can set it: it is a context
+// value, not anything a client sends.
+func PageRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pageReadKey{}, true)
+}
+
+// isPageRead: r is a GET or HEAD marked with PageRead.
+func isPageRead(r *http.Request) bool {
+	return isRead(r.Method) && r.Context().Value(pageReadKey{}) != nil
 }
 
 // Rule returns the tier as the Store sees it.
@@ -50,6 +69,9 @@ func (t Tier) Rule() Rule { return Rule{Name: t.Name, Limit: t.Limit, Window: t.
 //	checkout_poll        30 / 1 min GET /api/checkout/session/{id}
 //	key_management        5 / 1 min /api/developer/keys and below
 //	webhook_management   10 / 1 min /api/webhooks and below
+//
+// (the two management tiers leave out the dashboard's own page reads)
+//
 //	read                 30 / 10 s  every GET under /api
 //	auth_failures        10 / 5 min failed authentications (RecordAuthFailure)
 //
@@ -64,10 +86,10 @@ func DefaultTiers() []Tier {
 			return m != http.MethodOptions && under(p, "/api/checkout") && !isCheckoutPoll(m, p) || isHostedPagePost(m, p)
 		}},
 		{Name: TierCheckoutPoll, Limit: 30, Window: time.Minute, Match: isCheckoutPoll},
-		{Name: TierKeyManagement, Limit: 5, Window: time.Minute, Match: func(m, p string) bool {
+		{Name: TierKeyManagement, Limit: 5, Window: time.Minute, SkipPageReads: true, Match: func(m, p string) bool {
 			return m != http.MethodOptions && under(p, "/api/developer/keys")
 		}},
-		{Name: TierWebhookManagement, Limit: 10, Window: time.Minute, Match: func(m, p string) bool {
+		{Name: TierWebhookManagement, Limit: 10, Window: time.Minute, SkipPageReads: true, Match: func(m, p string) bool {
 			return m != http.MethodOptions && under(p, "/api/webhooks")
 		}},
 		{Name: TierRead, Limit: 30, Window: 10 * time.Second, Match: func(m, p string) bool {

@@ -152,7 +152,7 @@ func (p *Pages) paymentRetryForm(c *gin.Context) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
 	}
-	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/deliveries/" + did + "/retry"}, nil); err != nil {
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/deliveries/" + did + "/retry", query: modeQuery(c, nil)}, nil); err != nil {
 		p.renderPayment(c, err.Status, err)
 		return
 	}

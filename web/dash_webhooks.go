@@ -40,7 +40,14 @@ func (p *Pages) renderWebhooks(c *gin.Context, status int, v webhookView) {
 		Endpoints []dEndpoint `json:"endpoints"`
 	}
 	_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/webhooks", query: modeQuery(c, nil)}, &hooks)
-	if err != nil {
+	switch {
+	case err != nil && v.secret != nil:
+		// The secret is shown once, and it is in force already: the page
+		// shows it whatever else failed.
+		if v.actionErr == nil {
+			v.actionErr = err
+		}
+	case err != nil:
 		p.dashError(c, err)
 		return
 	}
@@ -108,7 +115,7 @@ func (p *Pages) endpointAction(c *gin.Context, call apiCall, done string) {
 }
 
 func (p *Pages) webhookRotateForm(c *gin.Context) {
-	p.endpointAction(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/rotate-secret"}, "")
+	p.endpointAction(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/rotate-secret", query: modeQuery(c, nil)}, "")
 }
 
 func (p *Pages) webhookActiveForm(c *gin.Context) {
@@ -117,11 +124,12 @@ func (p *Pages) webhookActiveForm(c *gin.Context) {
 	if active {
 		done = "webhook.enabled"
 	}
-	p.endpointAction(c, apiCall{method: http.MethodPatch, path: "/api/webhooks/" + c.Param("id"), json: map[string]any{"active": active}}, done)
+	p.endpointAction(c, apiCall{method: http.MethodPatch, path: "/api/webhooks/" + c.Param("id"), query: modeQuery(c, nil),
+		json: map[string]any{"active": active}}, done)
 }
 
 func (p *Pages) webhookDeleteForm(c *gin.Context) {
-	p.endpointAction(c, apiCall{method: http.MethodDelete, path: "/api/webhooks/" + c.Param("id")}, "webhook.deleted")
+	p.endpointAction(c, apiCall{method: http.MethodDelete, path: "/api/webhooks/" + c.Param("id"), query: modeQuery(c, nil)}, "webhook.deleted")
 }
 
 func (p *Pages) webhookTestForm(c *gin.Context) {
@@ -129,7 +137,7 @@ func (p *Pages) webhookTestForm(c *gin.Context) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
 	}
-	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/test"}, nil); err != nil {
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/test", query: modeQuery(c, nil)}, nil); err != nil {
 		p.renderWebhooks(c, err.Status, webhookView{actionErr: err})
 		return
 	}
@@ -142,7 +150,7 @@ func (p *Pages) webhookRetryForm(c *gin.Context) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
 	}
-	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/deliveries/" + did + "/retry"}, nil); err != nil {
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks/deliveries/" + did + "/retry", query: modeQuery(c, nil)}, nil); err != nil {
 		p.renderWebhooks(c, err.Status, webhookView{actionErr: err})
 		return
 	}

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/ratelimit"
 )
 
 // dashViews are the dashboard's pages; each is parsed with
@@ -228,7 +230,13 @@ func (p *Pages) api(c *gin.Context, call apiCall, out any) (*apiEnvelope, *apiEr
 	if len(call.query) > 0 {
 		target += "?" + call.query.Encode()
 	}
-	req, err := http.NewRequestWithContext(c.Request.Context(), call.method, target, body)
+	ctx := c.Request.Context()
+	if call.method == http.MethodGet {
+		// A read to render a page: the management tiers limit API
+		// clients, not how often a merchant opens the webhooks page.
+		ctx = ratelimit.PageRead(ctx)
+	}
+	req, err := http.NewRequestWithContext(ctx, call.method, target, body)
 	if err != nil {
 		return nil, &apiError{Status: 500, Message: "could not build the request"}
 	}
