@@ -175,6 +175,18 @@ func New(store Store, cfg Config, opts ...Option) *Limiter {
 // capacity, and an outage of the limiter should not become an outage of
 // payments.
 func (l *Limiter) Middleware() gin.HandlerFunc {
+	return l.middleware(func(c *gin.Context, status int, body any, _ int64) { c.AbortWithStatusJSON(status, body) })
+}
+
+// PageMiddleware is Middleware for pages a person sees: a refused request
+// (its headers set: Retry-After, X-RateLimit-*) is answered by refuse,
+// which renders a page with status (429, or 401 for a blocked address) and
+// retryAfter seconds, and must abort the request.
+func (l *Limiter) PageMiddleware(refuse func(c *gin.Context, status int, retryAfter int64)) gin.HandlerFunc {
+	return l.middleware(func(c *gin.Context, status int, _ any, retryAfter int64) { refuse(c, status, retryAfter) })
+}
+
+func (l *Limiter) middleware(refuse func(c *gin.Context, status int, body any, retryAfter int64)) gin.HandlerFunc {
 	if !l.cfg.Enabled {
 		return func(c *gin.Context) { c.Next() }
 	}
@@ -210,12 +222,12 @@ func (l *Limiter) Middleware() gin.HandlerFunc {
 			retry := retryAfter(now, res.Block.Reset)
 			l.setHeaders(c, l.auth.Limit, 0, res.Block.Reset)
 			c.Header("Retry-After", strconv.FormatInt(retry, 10))
-			c.AbortWithStatusJSON(http.StatusUnauthorized, errorBody{
+			refuse(c, http.StatusUnauthorized, errorBody{
 				Status: "error",
 				Message: fmt.Sprintf("too many failed authentication attempts from this address; try again in %d seconds",
 					retry),
 				Code: "UNAUTHORIZED",
-			})
+			}, retry)
 		case !res.Allowed:
 			// Report the refusing tier that frees last: the request can pass
 			// only once every refusing tier has a slot.
@@ -229,13 +241,13 @@ func (l *Limiter) Middleware() gin.HandlerFunc {
 			retry := retryAfter(now, st.Reset)
 			l.setHeaders(c, t.Limit, 0, st.Reset)
 			c.Header("Retry-After", strconv.FormatInt(retry, 10))
-			c.AbortWithStatusJSON(http.StatusTooManyRequests, rateLimitedBody{
+			refuse(c, http.StatusTooManyRequests, rateLimitedBody{
 				Status: "error",
 				Message: fmt.Sprintf("rate limit exceeded: %d requests per %s; try again in %d seconds",
 					t.Limit, humanDuration(t.Window), retry),
 				Code:       "RATE_LIMITED",
 				RetryAfter: retry,
-			})
+			}, retry)
 		default:
 			if best := mostRestrictive(matched, res.States); best >= 0 {
 				st := res.States[best]

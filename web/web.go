@@ -29,6 +29,7 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/ratelimit"
 )
 
 //go:embed templates/*.html static/* i18n/*.json
@@ -56,11 +57,11 @@ type Pages struct {
 	// PublicURL is where customers reach the hosted pages (links' URLs);
 	// empty: the request's own scheme and host.
 	PublicURL string
-	// Limit, when set, runs before the hosted page's forms (the rate
-	// limiter's middleware: they count as checkout mutations, as the
-	// checkout API's routes do). Without it anyone could open sessions,
-	// submit and cancel through the forms without bound.
-	Limit gin.HandlerFunc
+	// Limiter, when set, limits the hosted page's forms (they count as
+	// checkout mutations, as the checkout API's routes do; a refusal is a
+	// page, not JSON). Without it anyone could open sessions, submit and
+	// cancel through the forms without bound.
+	Limiter *ratelimit.Limiter
 
 	tmpl     map[string]*template.Template
 	dashTmpl map[string]*template.Template
@@ -125,9 +126,9 @@ func New(p Pages) (*Pages, error) {
 // Register mounts the pages and their assets on the engine.
 func (p *Pages) Register(e *gin.Engine) {
 	e.GET("/pay/:linkId", p.secure, p.payPage)
-	limit := p.Limit
-	if limit == nil {
-		limit = func(*gin.Context) {}
+	limit := func(*gin.Context) {}
+	if p.Limiter != nil {
+		limit = p.Limiter.PageMiddleware(p.tooMany)
 	}
 	e.POST("/pay/:linkId", p.secure, limit, p.payForm)
 	e.GET("/checkout/:sessionId", p.secure, p.checkoutPage)
@@ -137,6 +138,13 @@ func (p *Pages) Register(e *gin.Engine) {
 	e.GET("/static/:hash/:name", p.static)
 	e.GET("/favicon.ico", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, p.assets["favicon.svg"].path) })
 	p.registerDashboard(e)
+}
+
+// tooMany answers a hosted page's form the limiter refused: the error
+// page in the customer's language, with the wait (Retry-After is set).
+func (p *Pages) tooMany(c *gin.Context, status int, retryAfter int64) {
+	p.render(c, status, "error.html", map[string]any{"Message": "error.tooMany", "Seconds": max(retryAfter, 1)})
+	c.Abort()
 }
 
 // secure sets the security headers of every page.

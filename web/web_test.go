@@ -157,7 +157,7 @@ func TestPayPageToCheckoutWithoutJavaScript(t *testing.T) {
 // the eleventh in a minute from one address is refused, whichever form.
 func TestHostedFormsAreRateLimited(t *testing.T) {
 	limiter := ratelimit.New(ratelimit.NewMemoryStore(), ratelimit.Config{Enabled: true, Tiers: ratelimit.DefaultTiers()})
-	s := newSite(t, func(p *web.Pages) { p.Limit = limiter.Middleware() })
+	s := newSite(t, func(p *web.Pages) { p.Limiter = limiter })
 	form := url.Values{"network": {"base_sepolia"}, "email": {"ann@example.com"}, "country": {"FR"},
 		"wallet": {"0x8617E340B3D01FA5F11F306F4090FD50E238070D"}}
 	first := s.post("/pay/"+s.link.ID, form)
@@ -173,8 +173,13 @@ func TestHostedFormsAreRateLimited(t *testing.T) {
 			t.Fatalf("request %d refused", i+2)
 		}
 	}
-	if r := s.post(first.loc+"/submit", url.Values{"txHash": {"0x" + strings.Repeat("ab", 32)}}); r.status != http.StatusTooManyRequests {
+	r := s.post(first.loc+"/submit", url.Values{"txHash": {"0x" + strings.Repeat("ab", 32)}})
+	if r.status != http.StatusTooManyRequests {
 		t.Fatalf("the eleventh form in a minute: %d", r.status)
+	}
+	// A page for the customer, not the API's JSON.
+	if !strings.Contains(r.body, "<html") || !strings.Contains(r.body, "Too many attempts") || strings.Contains(r.body, "RATE_LIMITED") {
+		t.Fatalf("the refusal is not a page: %.300s", r.body)
 	}
 	if r := s.get(first.loc); r.status != http.StatusOK {
 		t.Fatalf("the page itself is not limited: %d", r.status)

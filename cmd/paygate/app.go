@@ -152,7 +152,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 	if svc != nil {
 		public := os.Getenv("PAYGATE_PUBLIC_URL")
 		pages, err := web.New(web.Pages{Checkout: svc, Store: a.store, Log: a.log, FrameAncestors: os.Getenv("CHECKOUT_FRAME_ANCESTORS"),
-			PublicURL: public, SecureCookies: strings.HasPrefix(public, "https://"), Limit: limiter.Middleware()})
+			PublicURL: public, SecureCookies: strings.HasPrefix(public, "https://"), Limiter: limiter})
 		if err != nil {
 			return nil, err
 		}
