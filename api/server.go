@@ -116,6 +116,10 @@ type Deps struct {
 	PublicURL string
 	// Root registers routes outside /api (the hosted pages, web.Pages).
 	Root []func(e *gin.Engine)
+	// PageNotFound, when set, answers a request that matched no route (or
+	// not its method) on a path the pages own (web.Pages.NotFound) with a
+	// page, and reports whether it did; the API's JSON answers the rest.
+	PageNotFound func(c *gin.Context) bool
 	// Ready lists what GET /readyz checks (store, Temporal); nil means a
 	// ping of Store.
 	Ready []ReadyCheck
@@ -177,9 +181,15 @@ func New(d Deps) (*Server, error) {
 	e.Use(s.requestID, s.observe, s.recovery, s.accessLog)
 	s.handler = s.withOps(e)
 	e.NoRoute(func(c *gin.Context) {
+		if d.PageNotFound != nil && d.PageNotFound(c) {
+			return
+		}
 		fail(c, apperr.New(apperr.ErrNotFound, "not found: no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})
 	e.NoMethod(func(c *gin.Context) {
+		if d.PageNotFound != nil && d.PageNotFound(c) {
+			return
+		}
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Status: "error", Code: CodeBadRequest,
 			Message: "method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path})
 	})

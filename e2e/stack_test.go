@@ -185,12 +185,13 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	refunds := &refund.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Window: 24 * time.Hour,
 		NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	var root []func(e *gin.Engine)
+	var pageNotFound func(*gin.Context) bool
 	if o.pages {
 		pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		root = append(root, pages.Register)
+		root, pageNotFound = append(root, pages.Register), pages.NotFound
 	}
 	var changes *models.SessionChanges
 	if !o.noPollCache {
@@ -201,10 +202,10 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Networks: o.networks, Checkout: svc, Refunds: refunds, Subscriptions: subs, Root: root,
-		SessionChanges: changes,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: true},
-		Deliveries:     pworker.Retrier{Client: c, Queue: webhookQueue}})
+		PageNotFound: pageNotFound, SessionChanges: changes,
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
+		Deliveries:    pworker.Retrier{Client: c, Queue: webhookQueue}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func (p *Pages) requireMerchant(c *gin.Context) {
 		return
 	}
 	if p.sessionToken(c) == "" {
-		c.Redirect(http.StatusSeeOther, dashPrefix+"/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/login?next="+url.QueryEscape(returnTo(c)))
 		c.Abort()
 		return
 	}
@@ -104,7 +104,7 @@ func (p *Pages) requireMerchant(c *gin.Context) {
 	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &m); err != nil {
 		if err.Status == http.StatusUnauthorized {
 			p.clearSession(c)
-			c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=expired&next="+url.QueryEscape(c.Request.URL.RequestURI()))
+			c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=expired&next="+url.QueryEscape(returnTo(c)))
 			c.Abort()
 			return
 		}
@@ -114,6 +114,21 @@ func (p *Pages) requireMerchant(c *gin.Context) {
 	}
 	c.Set(merchantKey, m)
 	c.Next()
+}
+
+// returnTo is where to go back after signing in: the page asked for, or
+// for a form (a POST cannot be replayed by a redirect) the section of the
+// dashboard it was sent from.
+func returnTo(c *gin.Context) string {
+	if c.Request.Method == http.MethodGet {
+		return c.Request.URL.RequestURI()
+	}
+	rest := strings.TrimPrefix(c.Request.URL.Path, dashPrefix+"/"+c.Param("mode"))
+	section, _, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	if section == "" {
+		section = "payments"
+	}
+	return dashPrefix + "/" + c.Param("mode") + "/" + section
 }
 
 // liveBlocked answers the notice of a live page without an approved KYB

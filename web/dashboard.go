@@ -102,13 +102,45 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 }
 
 // dashHeaders: dashboard pages are never cached, framed or indexed.
+// dashCSP is the dashboard's Content-Security-Policy.
+const dashCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
 func (p *Pages) dashHeaders(c *gin.Context) {
 	h := c.Writer.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
-		"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", dashCSP)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Robots-Tag", "noindex")
 	c.Next()
+}
+
+// NotFound answers a request that matched no route (or not its method)
+// under the dashboard or the hosted pages with a page of theirs, headers
+// included, and reports whether the path was theirs (api.Deps.PageNotFound):
+// an unknown dashboard URL, or a form's URL opened with GET, was the API's
+// JSON.
+func (p *Pages) NotFound(c *gin.Context) bool {
+	path := c.Request.URL.Path
+	switch {
+	case path == dashPrefix || strings.HasPrefix(path, dashPrefix+"/"):
+		p.frame(c, nil)
+		h := c.Writer.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", dashCSP)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Robots-Tag", "noindex")
+		p.renderDash(c, http.StatusNotFound, "dash_error.html", map[string]any{"Title": "Not found", "Message": "There is no such page."})
+	case strings.HasPrefix(path, "/pay/") || strings.HasPrefix(path, "/checkout/"):
+		p.frame(c, nil)
+		c.Writer.Header().Set("X-Content-Type-Options", "nosniff")
+		p.render(c, http.StatusNotFound, "error.html", map[string]any{"Message": "error.notFound"})
+	default:
+		return false
+	}
+	c.Abort()
+	return true
 }
 
 // sameOrigin refuses cross-origin unsafe requests (CSRF) with

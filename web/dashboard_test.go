@@ -70,7 +70,7 @@ func newDash(t *testing.T) *dash {
 	r := &retrier{}
 	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, UploadDir: t.TempDir(), Deliveries: r,
 		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
-		Root:          []func(*gin.Engine){pages.Register}})
+		Root:          []func(*gin.Engine){pages.Register}, PageNotFound: pages.NotFound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +267,36 @@ func TestDashboardSignInAndOut(t *testing.T) {
 	}
 	if p := a.get("/dashboard/test/payments"); p.status != http.StatusSeeOther {
 		t.Fatalf("signed out but the page answered %d", p.status)
+	}
+	// A form sent after the session ended comes back to its section after
+	// signing in, not to its POST-only URL (a GET there has no page).
+	if p := a.post("/dashboard/test/links/"+models.NewID()+"/delete", nil); p.status != http.StatusSeeOther ||
+		p.loc != "/dashboard/login?done=expired&next="+url.QueryEscape("/dashboard/test/links") &&
+			p.loc != "/dashboard/login?next="+url.QueryEscape("/dashboard/test/links") {
+		t.Fatalf("a form without a session: %d %s", p.status, p.loc)
+	}
+}
+
+// TestDashboardUnknownPages: an unknown dashboard URL, or a form's URL
+// opened with GET, is a dashboard page with the dashboard's headers (it
+// was the API's JSON); an unknown hosted page is the customer's 404 page;
+// /api keeps its JSON.
+func TestDashboardUnknownPages(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Roastery")
+	for _, path := range []string{"/dashboard/test/nope", "/dashboard/test/links/" + models.NewID() + "/delete", "/dashboard/nope/x/y"} {
+		p := a.get(path)
+		if p.status != http.StatusNotFound || !strings.Contains(p.header.Get("Content-Type"), "text/html") ||
+			p.header.Get("X-Frame-Options") != "DENY" || !strings.Contains(p.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") ||
+			!strings.Contains(p.body, "There is no such page.") {
+			t.Fatalf("%s: %d %v %.200s", path, p.status, p.header, p.body)
+		}
+	}
+	if p := a.get("/checkout/" + models.NewID() + "/nope"); p.status != http.StatusNotFound || !strings.Contains(p.header.Get("Content-Type"), "text/html") {
+		t.Fatalf("hosted page 404: %d %s", p.status, p.header.Get("Content-Type"))
+	}
+	if p := a.get("/api/nope"); p.status != http.StatusNotFound || !strings.Contains(p.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("api 404: %d %s", p.status, p.header.Get("Content-Type"))
 	}
 }
 

@@ -149,6 +149,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		subs = a.subscriptionService(svc.Temporal)
 	}
 	var root []func(e *gin.Engine)
+	var pageNotFound func(*gin.Context) bool
 	if svc != nil {
 		public := os.Getenv("PAYGATE_PUBLIC_URL")
 		pages, err := web.New(web.Pages{Checkout: svc, Store: a.store, Log: a.log, FrameAncestors: os.Getenv("CHECKOUT_FRAME_ANCESTORS"),
@@ -156,7 +157,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		if err != nil {
 			return nil, err
 		}
-		root = append(root, pages.Register)
+		root, pageNotFound = append(root, pages.Register), pages.NotFound
 	}
 	var changes *models.SessionChanges
 	if pollCacheOn() {
@@ -166,6 +167,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 	return api.New(api.Deps{
 		SessionChanges: changes,
 		Root:           root,
+		PageNotFound:   pageNotFound,
 		PublicURL:      os.Getenv("PAYGATE_PUBLIC_URL"),
 		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback},
 		Deliveries:     deliveries,
