@@ -79,8 +79,15 @@ func (p *Pages) signupForm(c *gin.Context) {
 
 func (p *Pages) logoutForm(c *gin.Context) {
 	if p.sessionToken(c) != "" {
-		// Ends the session on the server; the cookie goes either way.
-		_, _ = p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/logout"}, nil)
+		// Ends the session on the server. A 401 means it had ended
+		// already; any other failure leaves it valid, which the merchant
+		// must know (on a shared computer, say) rather than read "signed
+		// out".
+		if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/logout"}, nil); err != nil && err.Status != http.StatusUnauthorized {
+			p.renderDash(c, err.Status, "dash_error.html", map[string]any{"Title": "Not signed out",
+				"Message": "The session could not be ended on the server (" + err.Message + "); it is still valid. Please try again."})
+			return
+		}
 	}
 	p.clearSession(c)
 	c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=signed-out")
