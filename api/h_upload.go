@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -17,6 +18,15 @@ import (
 
 // MaxUploadBytes bounds an uploaded image (a logo).
 const MaxUploadBytes = 2 << 20
+
+// Each merchant's uploads are bounded (signup is open: without a bound one
+// account could fill the disk): at most MaxUploadsPerMerchant files and
+// MaxUploadBytesPerMerchant bytes; a merchant at the bound deletes files it
+// no longer uses (DELETE /api/upload/{key}).
+const (
+	MaxUploadsPerMerchant     = 50
+	MaxUploadBytesPerMerchant = 20 << 20
+)
 
 // uploadTypes are the image types accepted, by sniffed content type.
 var uploadTypes = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
@@ -69,9 +79,19 @@ func (s *Server) upload(c *gin.Context) {
 		fail(c, apperr.Invalid("file", "must be a PNG, JPEG, GIF or WebP image"))
 		return
 	}
-	key := fmt.Sprintf("merchants/%s/%s%s", principal(c).MerchantID, uuid.NewString(), ext)
+	merchant := principal(c).MerchantID
+	key := fmt.Sprintf("merchants/%s/%s%s", merchant, uuid.NewString(), ext)
 	path := filepath.Join(s.UploadDir, filepath.FromSlash(key))
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		fail(c, err)
+		return
+	}
+	// One upload of a merchant at a time in this process, so two cannot
+	// both pass the bound.
+	mu := s.uploadLock(merchant)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := uploadRoom(filepath.Dir(path), len(data)); err != nil {
 		fail(c, err)
 		return
 	}
@@ -80,6 +100,32 @@ func (s *Server) upload(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusCreated, gin.H{"key": key, "url": "/uploads/" + key, "contentType": http.DetectContentType(data), "size": len(data)})
+}
+
+// uploadLock is the merchant's upload mutex.
+func (s *Server) uploadLock(merchantID string) *sync.Mutex {
+	mu, _ := s.uploadLocks.LoadOrStore(merchantID, &sync.Mutex{})
+	return mu.(*sync.Mutex)
+}
+
+// uploadRoom refuses a file of size bytes in dir when the merchant's files
+// there would pass MaxUploadsPerMerchant or MaxUploadBytesPerMerchant.
+func uploadRoom(dir string, size int) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	total := int64(size)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			total += info.Size()
+		}
+	}
+	if len(entries) >= MaxUploadsPerMerchant || total > MaxUploadBytesPerMerchant {
+		return apperr.WithHint(apperr.ErrConflict, fmt.Sprintf("upload quota reached: at most %d files and %d MiB per merchant",
+			MaxUploadsPerMerchant, MaxUploadBytesPerMerchant>>20), "delete files you no longer use with DELETE /api/upload/{key}")
+	}
+	return nil
 }
 
 // deleteUpload removes one of the merchant's own files; any key outside
@@ -109,12 +155,30 @@ func (s *Server) serveUpload(c *gin.Context) {
 		fail(c, apperr.NotFound())
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(s.UploadDir, filepath.FromSlash(key)))
+	f, err := os.Open(filepath.Join(s.UploadDir, filepath.FromSlash(key)))
 	if err != nil {
 		fail(c, apperr.NotFound())
 		return
 	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		fail(c, apperr.NotFound())
+		return
+	}
+	// The type the upload was sniffed as, named by its extension; streamed
+	// (with ranges and Last-Modified), not read whole per request.
+	c.Header("Content-Type", uploadContentTypes[filepath.Ext(key)])
 	c.Header("X-Content-Type-Options", "nosniff")
 	c.Header("Cache-Control", "public, max-age=86400")
-	c.Data(http.StatusOK, http.DetectContentType(data), data)
+	http.ServeContent(c.Writer, c.Request, "", info.ModTime(), f)
 }
+
+// uploadContentTypes maps a stored file's extension to its type.
+var uploadContentTypes = func() map[string]string {
+	m := map[string]string{}
+	for t, ext := range uploadTypes {
+		m[ext] = t
+	}
+	return m
+}()

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -144,6 +145,8 @@ type Server struct {
 	hub *checkout.StatusHub
 	// polls keeps the status poll's answers (nil without SessionChanges).
 	polls *pollCache
+	// uploadLocks serialise each merchant's uploads (h_upload.go).
+	uploadLocks sync.Map
 }
 
 // New builds the router.

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
 )
 
 // A 1x1 PNG.
@@ -87,4 +89,28 @@ func TestUploads(t *testing.T) {
 		expect(t, h.do("DELETE", "/api/upload/"+key, a.Session, nil), 404, "NOT_FOUND")
 		expect(t, h.do("DELETE", "/api/upload/merchants/"+a.ID+"/"+models.NewID()+".png", a.Session, nil), 404, "NOT_FOUND")
 	})
+}
+
+// TestUploadQuota: a merchant's uploads are bounded (50 files): the next
+// one is a 409 with a hint, nothing is written, and deleting a file makes
+// room. Another merchant is not affected.
+func TestUploadQuota(t *testing.T) {
+	h := newHarness(t, storetest.Open(t, "sqlite"))
+	a, b := h.signup(), h.signup()
+	var first string
+	for i := 0; i < api.MaxUploadsPerMerchant; i++ {
+		r := h.upload(a.Session, "logo.png", pngPixel)
+		expect(t, r, 201, "")
+		if i == 0 {
+			first = r.str("data", "key")
+		}
+	}
+	full := h.upload(a.Session, "logo.png", pngPixel)
+	expect(t, full, 409, "CONFLICT")
+	if !strings.Contains(full.str("message"), "upload quota") || !strings.Contains(full.str("hint"), "DELETE /api/upload/") {
+		t.Fatalf("quota answer %s", full.Raw)
+	}
+	expect(t, h.upload(b.Session, "logo.png", pngPixel), 201, "")
+	expect(t, h.do("DELETE", "/api/upload/"+first, a.Session, nil), 200, "")
+	expect(t, h.upload(a.Session, "logo.png", pngPixel), 201, "")
 }
