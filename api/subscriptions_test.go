@@ -198,6 +198,10 @@ func TestSubscriptionsOnTemporal(t *testing.T) {
 		t.Fatalf("cancel_now %v", g)
 	}
 	expectField(t, patch("resume"), "action")
+	// Cancelling a canceled subscription again answers it as it is.
+	if again := patch("cancel"); again.Status != 200 || again.str("data", "status") != "canceled" {
+		t.Fatalf("cancel again: %d %s", again.Status, again.Raw)
+	}
 
 	// Without a trial the first invoice is due at once: its session is an
 	// ordinary checkout session of the subscription's amount.

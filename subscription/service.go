@@ -252,6 +252,11 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 		return workflows.SubscriptionState{}, err
 	}
 	if sub.Status == models.SubCanceled {
+		if action == workflows.ActionCancel || action == workflows.ActionCancelNow {
+			// Asked again (a client retrying, SPEC.md: cancel from any
+			// status): it is canceled, nothing changes.
+			return workflows.SubscriptionState{SubscriptionID: sub.ID, Status: sub.Status, CancelAtPeriodEnd: sub.CancelAtPeriodEnd}, nil
+		}
 		return workflows.SubscriptionState{}, apperr.Invalid("action", "the subscription is already canceled")
 	}
 	if !sub.WorkflowStarted {
