@@ -13,6 +13,8 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/refund"
+	"github.com/paygate/paygate/subscription"
 	"github.com/paygate/paygate/temporaldev"
 	"github.com/paygate/paygate/webhook"
 	pworker "github.com/paygate/paygate/worker"
@@ -28,7 +30,8 @@ func (silentTemporalLogger) Error(string, ...any) {}
 // TestUpdatesAnswer503WithoutWorkers runs the API on a real Temporal dev
 // server whose checkout task queue nobody polls (the workers are down): the
 // session's workflow is started, but no update can be answered. Submit, the
-// wallet report, the customer's and the merchant's cancel each answer within
+// wallet report, the customer's and the merchant's cancel, a refund's hash
+// and a subscription's action each answer within
 // the update timeout with 503 SERVICE_UNAVAILABLE in SPEC's error envelope
 // and a Retry-After header (every response is checked against the OpenAPI
 // document), instead of hanging until the client gives up. Once a worker
@@ -46,6 +49,10 @@ func TestUpdatesAnswer503WithoutWorkers(t *testing.T) {
 		d.Checkout.Temporal = c
 		d.Checkout.TaskQueue = queue
 		d.Checkout.UpdateTimeout = timeout
+		d.Refunds = &refund.Service{Store: d.Store, Temporal: c, Networks: chain.DefaultRegistry(), TaskQueue: queue,
+			Window: time.Hour, NotFoundWindow: time.Hour, UpdateTimeout: timeout, Log: d.Logger}
+		d.Subscriptions = &subscription.Service{Store: d.Store, Temporal: c, Networks: chain.DefaultRegistry(), TaskQueue: queue,
+			UpdateTimeout: timeout, Log: d.Logger}
 	})
 	m := h.signup()
 	link := h.link(m.TestKey, nil)
@@ -73,10 +80,18 @@ func TestUpdatesAnswer503WithoutWorkers(t *testing.T) {
 	if err != nil || !cs.WorkflowStarted {
 		t.Fatalf("the session's workflow must be started (no worker needed for that): %+v %v", cs, err)
 	}
+	// A refund's hash and a subscription's action are workflow updates too.
+	txID := h.paidTransaction(m, models.ModeTest)
+	rf := h.do("POST", "/api/refunds", m.TestKey, map[string]any{"transactionId": txID, "amount": "1.00"})
+	expect(t, rf, 201, "")
+	sub := h.do("POST", "/api/subscriptions", m.TestKey, subBody(map[string]any{"trialDays": 14}))
+	expect(t, sub, 201, "")
 	calls := []struct {
 		name, method, path, token string
 		body                      any
 	}{
+		{"refund submit", "POST", "/api/refunds/" + rf.str("data", "id") + "/submit", m.TestKey, map[string]any{"txHash": hash64}},
+		{"subscription action", "PATCH", "/api/subscriptions", m.TestKey, map[string]any{"subscriptionId": sub.str("data", "id"), "action": "pause"}},
 		{"submit", "POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": hash64}},
 		{"wallet", "POST", "/api/checkout/session/" + newSession() + "/wallet", "", map[string]any{"status": "wallet_ready"}},
 		{"customer cancel", "POST", "/api/checkout/session/" + newSession() + "/cancel", "", nil},
