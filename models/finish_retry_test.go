@@ -9,7 +9,6 @@ import (
 
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
-	"github.com/paygate/paygate/money"
 )
 
 // TestFinishSessionRetriedAfterCommit: the FinishSession activity retried
@@ -22,27 +21,8 @@ import (
 func TestFinishSessionRetriedAfterCommit(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
-		m := newMerchant(t, st, "retry@example.com")
-		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/r",
-			Events: models.StringList{"checkout.expired", "checkout.completed", "payment.completed"}, Secret: "whsec_dGVzdA=="}
-		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
-			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
-		newSession := func(ref string) *models.CheckoutSession {
-			cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
-				ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
-				CustomerEmail: "ann@example.com"}
-			if err := st.CreateCheckoutSession(ctx, cs); err != nil {
-				t.Fatal(err)
-			}
-			return cs
-		}
+		f := newLinkFixture(t, st, "retry@example.com", "checkout.expired", "checkout.completed", "payment.completed")
+		m, newSession := f.m, f.session
 		twice := func(o models.Outcome) {
 			t.Helper()
 			first, err := st.FinishSession(ctx, o)

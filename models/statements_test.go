@@ -9,7 +9,6 @@ import (
 
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
-	"github.com/paygate/paygate/money"
 )
 
 // TestStatementsPerLifecycle counts the statements of an expired session's
@@ -19,25 +18,7 @@ import (
 func TestStatementsPerLifecycle(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
-		m := newMerchant(t, st, "count@example.com")
-		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/c",
-			Events: models.StringList{"checkout.expired"}, Secret: "whsec_dGVzdA=="}
-		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
-			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
-		ref := "0x" + strings.Repeat("3", 64)
-		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
-			ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
-			CustomerEmail: "ann@example.com"}
-		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		cs := newLinkFixture(t, st, "count@example.com", "checkout.expired").session("0x" + strings.Repeat("3", 64))
 		var res models.FinishResult
 		finish := st.CaptureStatements(func() {
 			var err error

@@ -390,3 +390,41 @@ func TestDeliveryOfDeletedEndpointStaysFailed(t *testing.T) {
 		}
 	})
 }
+
+// linkFixture is a merchant with one webhook endpoint subscribed to events
+// and one payment link of 5.00 on base_sepolia; session opens a session of
+// the link with the payment reference ref.
+type linkFixture struct {
+	m       *models.Merchant
+	ep      *models.WebhookEndpoint
+	link    *models.PaymentLink
+	session func(ref string) *models.CheckoutSession
+}
+
+func newLinkFixture(t *testing.T, st *models.Store, email string, events ...string) *linkFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &linkFixture{m: newMerchant(t, st, email)}
+	f.ep = &models.WebhookEndpoint{MerchantID: f.m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/r",
+		Events: models.StringList(events), Secret: "whsec_dGVzdA=="}
+	if err := st.CreateWebhookEndpoint(ctx, f.ep); err != nil {
+		t.Fatal(err)
+	}
+	f.link = &models.PaymentLink{MerchantID: f.m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
+		Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+	if err := st.CreatePaymentLink(ctx, f.link); err != nil {
+		t.Fatal(err)
+	}
+	f.session = func(ref string) *models.CheckoutSession {
+		t.Helper()
+		cs := &models.CheckoutSession{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: f.link.ID, Network: "base_sepolia",
+			ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
+			CustomerEmail: "ann@example.com"}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	return f
+}
