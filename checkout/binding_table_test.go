@@ -492,6 +492,16 @@ func TestBindingVerdictTable(t *testing.T) {
 			svc.WatchOnce(e.ctx, nil) // still unaccounted for after the grace
 			return e.exception(e.mA, h)
 		}},
+		{"zero-value transfer to the merchant's wallet (address-poisoning spam)", "no exception", func() string {
+			e := newBindEnv(t)
+			h := e.mine(e.transactor(e.stranger).Transact(e.ctx, contracts.MustLoad(contracts.TestUSDC), e.usdc, "transfer", e.merchantA, big.NewInt(0)))
+			svc := &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute,
+				UnmatchedGrace: time.Millisecond}
+			svc.WatchOnce(e.ctx, nil)
+			time.Sleep(5 * time.Millisecond)
+			svc.WatchOnce(e.ctx, nil)
+			return e.exception(e.mA, h)
+		}},
 		{"one transfer offered to another network (another chain)", "pending (not seen)", func() string {
 			cs := e.session(e.linkA, cust)
 			h := e.payBound(cs)

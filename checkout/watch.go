@@ -98,6 +98,11 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	s.transferCursors[name] = next
 	now := s.now()
 	for _, in := range found {
+		if units, err := strconv.ParseInt(in.Units, 10, 64); err != nil || units <= 0 {
+			// Zero-value transfers are address-poisoning spam (anyone can
+			// emit one in any sender's name); nothing was received.
+			continue
+		}
 		hash, _ := chain.ParseTxHash(chain.FamilyEVM, in.TxHash)
 		in.TxHash = hash
 		for _, w := range byAddr[strings.ToLower(in.To)] {

@@ -46,11 +46,19 @@ func (s *Store) upsertException(tx *gorm.DB, e *PaymentException, at time.Time) 
 	}
 	fields := map[string]any{"session_ids": ids, "updated_at": at}
 	escalate := e.Kind == ExceptionContested && cur.Kind != ExceptionContested && cur.Status == ExceptionOpen
+	q := tx.Model(&PaymentException{}).Where("id = ?", cur.ID)
 	if escalate {
 		fields["kind"], fields["message"] = e.Kind, e.Message
+		// Only while it is open: one resolved or dismissed meanwhile (a
+		// concurrent transaction, PostgreSQL's read committed) stays so.
+		q = q.Where("status = ?", ExceptionOpen)
 	}
-	if err := tx.Model(&PaymentException{}).Where("id = ?", cur.ID).Updates(fields).Error; err != nil {
-		return nil, nil, err
+	res = q.Updates(fields)
+	if res.Error != nil {
+		return nil, nil, res.Error
+	}
+	if escalate && res.RowsAffected == 0 {
+		return &cur, nil, nil
 	}
 	cur.SessionIDs = ids
 	if escalate {
@@ -145,6 +153,9 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 		if exc.Status != ExceptionOpen {
 			return apperr.Conflict("the payment exception is already " + exc.Status)
 		}
+		if exc.Amount <= 0 {
+			return apperr.Invalid("id", "the payment exception has no amount to record")
+		}
 		now := s.Now()
 		t := &Transaction{ID: NewID(), MerchantID: sc.MerchantID, Mode: sc.Mode, Amount: exc.Amount, Token: "USDC", Network: exc.Network,
 			TxHash: exc.TxHash, Status: "completed", Verification: VerificationVerified, WalletAddress: exc.PayerAddress,
@@ -161,6 +172,12 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 			if cs.Network != exc.Network {
 				return apperr.Invalid("sessionId", "the checkout session is on another network")
 			}
+			if !TerminalStatus(cs.Status) {
+				// Its own payment may still complete it: the session would
+				// then take this transaction as its own, and the customer's
+				// transfer would go unrecorded. Ended sessions never change.
+				return apperr.Conflict("the checkout session is still " + cs.Status + "; attach the payment once it has ended")
+			}
 			var n int64
 			if err := tx.Model(&Transaction{}).Where("session_id = ?", cs.ID).Count(&n).Error; err != nil {
 				return err
@@ -176,9 +193,16 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 		if err := s.applyTransaction(tx, t); err != nil {
 			return err
 		}
-		if err := tx.Model(&PaymentException{}).Where("id = ?", exc.ID).Updates(map[string]any{"status": ExceptionResolved,
-			"transaction_id": t.ID, "note": truncate(r.Note, 500), "resolved_at": now, "updated_at": now}).Error; err != nil {
-			return err
+		// Conditional: a dismiss (or another resolve) that committed since
+		// the read above wins, and this one rolls back (PostgreSQL reads
+		// committed rows; SQLite serialises writers anyway).
+		res := tx.Model(&PaymentException{}).Where("id = ? AND status = ?", exc.ID, ExceptionOpen).Updates(map[string]any{
+			"status": ExceptionResolved, "transaction_id": t.ID, "note": truncate(r.Note, 500), "resolved_at": now, "updated_at": now})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return apperr.Conflict("the payment exception was closed meanwhile")
 		}
 		exc.Status, exc.TransactionID, exc.Note, exc.ResolvedAt = ExceptionResolved, &t.ID, r.Note, &now
 		data := map[string]any{"transactionId": t.ID, "exceptionId": exc.ID, "sessionId": t.SessionID, "paymentLinkId": t.PaymentLinkID,
@@ -206,8 +230,12 @@ func (s *Store) DismissException(ctx context.Context, sc Scope, id, note string)
 		}
 		now := s.Now()
 		exc.Status, exc.Note, exc.ResolvedAt, exc.UpdatedAt = ExceptionDismissed, truncate(note, 500), &now, now
-		return tx.Model(&PaymentException{}).Where("id = ?", exc.ID).Updates(map[string]any{"status": exc.Status, "note": exc.Note,
-			"resolved_at": now, "updated_at": now}).Error
+		res := tx.Model(&PaymentException{}).Where("id = ? AND status = ?", exc.ID, ExceptionOpen).Updates(map[string]any{
+			"status": exc.Status, "note": exc.Note, "resolved_at": now, "updated_at": now})
+		if res.Error == nil && res.RowsAffected == 0 {
+			return apperr.Conflict("the payment exception was closed meanwhile")
+		}
+		return res.Error
 	})
 	return &exc, err
 }

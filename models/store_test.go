@@ -341,6 +341,11 @@ func TestPaymentClaims(t *testing.T) {
 		if _, _, _, err := st.ResolveException(ctx, models.Scope{MerchantID: other.ID, Mode: models.ModeTest}, excs[0].ID, models.Resolution{}); !errors.Is(err, apperr.ErrNotFound) {
 			t.Fatalf("another merchant resolves: %v", err)
 		}
+		// Not into a session still open: its own payment may still
+		// complete it, and would then take this transaction as its own.
+		if _, _, _, err := st.ResolveException(ctx, sc, excs[0].ID, models.Resolution{SessionID: session("").ID}); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("resolve into an open session: %v", err)
+		}
 		exc, txn, _, err := st.ResolveException(ctx, sc, excs[0].ID, models.Resolution{SessionID: short.ID, Note: "customer topped up by e-mail"})
 		if err != nil || exc.Status != models.ExceptionResolved || txn.Amount != money.FromCents(400) || txn.SessionID == nil ||
 			*txn.SessionID != short.ID || txn.Source != models.SourceException || txn.Verification != models.VerificationVerified {
@@ -348,6 +353,9 @@ func TestPaymentClaims(t *testing.T) {
 		}
 		if _, _, _, err := st.ResolveException(ctx, sc, excs[0].ID, models.Resolution{}); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("resolve twice: %v", err)
+		}
+		if _, err := st.DismissException(ctx, sc, excs[0].ID, "x"); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("dismiss a resolved exception: %v", err)
 		}
 
 		// A record the merchant makes while the session is verifying is
