@@ -461,7 +461,7 @@ func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *Payme
 	err = tx.Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, cs.Network, *cs.TxHash).Take(&existing).Error
 	switch {
 	case err == nil && existing.SessionID == nil:
-		return s.adoptRecord(tx, cs, link, &existing, at)
+		return s.adoptRecord(tx, cs, link, &existing, received, at)
 	case err == nil:
 		return nil, true, nil
 	case !errors.Is(err, gorm.ErrRecordNotFound):
@@ -482,25 +482,52 @@ func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *Payme
 }
 
 // adoptRecord links a transaction the merchant recorded to the session the
-// transfer turned out to pay: it is verified now, and counted toward the
-// link once (the record did not name a link, or named this one).
-func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, t *Transaction, at time.Time) (*Transaction, bool, error) {
-	fields := map[string]any{"session_id": cs.ID, "verification": VerificationVerified, "verification_message": ""}
-	if t.PaymentLinkID == nil {
-		fields["payment_link_id"] = link.ID
-		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", link.ID).Updates(map[string]any{
-			"total_collected":    gorm.Expr("total_collected + ?", int64(t.Amount)),
-			"total_transactions": gorm.Expr("total_transactions + 1"),
+// transfer turned out to pay: it is verified now, with the amount the chain
+// shows the session received (a record typed with another amount, or
+// judged failed for it, is corrected, and the totals with it), and it is
+// counted toward the session's link once (moved off another link the
+// record named).
+func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, t *Transaction, received money.Amount, at time.Time) (*Transaction, bool, error) {
+	if received <= 0 {
+		received = t.Amount // an outcome without the amount (not the workflow's)
+	}
+	delta := int64(received) - int64(t.Amount)
+	fields := map[string]any{"session_id": cs.ID, "verification": VerificationVerified, "verification_message": "",
+		"amount": received, "payment_link_id": link.ID}
+	linkTotals := func(id string, collected int64, count int) error {
+		return tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", id).Updates(map[string]any{
+			"total_collected":    gorm.Expr("total_collected + ?", collected),
+			"total_transactions": gorm.Expr("total_transactions + ?", count),
 			"updated_at":         at,
-		}).Error; err != nil {
+		}).Error
+	}
+	switch {
+	case t.PaymentLinkID == nil:
+		if err := linkTotals(link.ID, int64(received), 1); err != nil {
 			return nil, false, err
 		}
-		t.PaymentLinkID = &link.ID
+	case *t.PaymentLinkID != link.ID:
+		if err := linkTotals(*t.PaymentLinkID, -int64(t.Amount), -1); err != nil {
+			return nil, false, err
+		}
+		if err := linkTotals(link.ID, int64(received), 1); err != nil {
+			return nil, false, err
+		}
+	case delta != 0:
+		if err := linkTotals(link.ID, delta, 0); err != nil {
+			return nil, false, err
+		}
+	}
+	if t.CustomerID != nil && delta != 0 {
+		if err := tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
+			"total_spent": gorm.Expr("total_spent + ?", delta), "updated_at": at}).Error; err != nil {
+			return nil, false, err
+		}
 	}
 	if err := tx.Model(&Transaction{}).Where("id = ?", t.ID).Updates(fields).Error; err != nil {
 		return nil, false, err
 	}
-	t.SessionID, t.Verification = &cs.ID, VerificationVerified
+	t.SessionID, t.Verification, t.VerificationMessage, t.Amount, t.PaymentLinkID = &cs.ID, VerificationVerified, "", received, &link.ID
 	return t, false, nil
 }
 

@@ -376,6 +376,39 @@ func TestPaymentClaims(t *testing.T) {
 		if len(txs) != 1 || txs[0].SessionID == nil || *txs[0].SessionID != adopter.ID || txs[0].Verification != models.VerificationVerified {
 			t.Fatalf("adopted record: %+v", txs)
 		}
+
+		// A record typed with another amount (and judged failed for it) is
+		// adopted with what the chain shows the session received; the
+		// record's customer and the link count that, not the typo.
+		h = hash('f')
+		typo := session(h)
+		before, _ := st.PaymentLink(ctx, sc, link.ID)
+		rec := &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, Amount: money.FromCents(100000), Token: "USDC",
+			Network: "base_sepolia", TxHash: h, CustomerEmail: "typo@x.io"}
+		if err := st.RecordTransaction(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetRecordVerification(ctx, rec.ID, models.VerificationFailed, "merchant received 5000000 units, expected 1000000000"); err != nil {
+			t.Fatal(err)
+		}
+		if got := finish(typo, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Bound: true}); got.Status != models.StatusComplete {
+			t.Fatalf("adopting a mistyped record: %+v", got)
+		}
+		txs, _, _ = st.Transactions(ctx, sc, models.TransactionFilter{TxHash: h}, models.Page{Limit: 10})
+		if len(txs) != 1 || txs[0].Amount != money.FromCents(500) || txs[0].Verification != models.VerificationVerified ||
+			txs[0].PaymentLinkID == nil || *txs[0].PaymentLinkID != link.ID {
+			t.Fatalf("adopted mistyped record: %+v", txs)
+		}
+		after, _ := st.PaymentLink(ctx, sc, link.ID)
+		if after.TotalCollected-before.TotalCollected != money.FromCents(500) || after.TotalTransactions != before.TotalTransactions+1 {
+			t.Fatalf("link totals %v/%d -> %v/%d", before.TotalCollected, before.TotalTransactions, after.TotalCollected, after.TotalTransactions)
+		}
+		custs, _, _ := st.Customers(ctx, sc, models.Page{Limit: 100})
+		for _, c := range custs {
+			if c.Email == "typo@x.io" && (c.TotalSpent != money.FromCents(500) || c.TransactionCount != 1) {
+				t.Fatalf("the record's customer: %+v", c)
+			}
+		}
 	})
 }
 
