@@ -408,11 +408,16 @@ func (s *Server) cancelHostedCheckout(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if open, err := s.Store.OpenSessionsOfLink(ctx, hc.PaymentLinkID); err == nil {
-		for i := range open {
-			if _, err := s.Checkout.Cancel(context.WithoutCancel(ctx), &open[i], workflows.CancelByMerchant); err != nil {
-				s.Logger.WarnContext(ctx, "hosted checkout cancelled; a session was not", "sessionId", open[i].ID, "err", err)
-			}
+	// Its open sessions are cancelled now where the workers answer; any
+	// not reached (or created while this ran) are cancelled by the
+	// checkout repairer (OpenSessionsOfClosedCheckouts).
+	open, err := s.Store.OpenSessionsOfLink(ctx, hc.PaymentLinkID)
+	if err != nil {
+		s.Logger.WarnContext(ctx, "hosted checkout cancelled; its sessions are left to the repairer", "checkoutId", hc.ID, "err", err)
+	}
+	for i := range open {
+		if _, err := s.Checkout.Cancel(context.WithoutCancel(ctx), &open[i], workflows.CancelByMerchant); err != nil {
+			s.Logger.WarnContext(ctx, "hosted checkout cancelled; a session is left to the repairer", "sessionId", open[i].ID, "err", err)
 		}
 	}
 	respond(c, http.StatusOK, s.toHostedJSON(c, hc))

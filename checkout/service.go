@@ -387,7 +387,15 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 		return n, err
 	}
 	if len(orphans) > 0 {
-		n += s.failOpenSessions(ctx, orphans)
+		n += s.failOpenSessions(ctx, orphans, workflows.CancelByLinkDeleted)
+	}
+	// Sessions of hosted checkouts cancelled, or paid through a sibling.
+	closed, err := s.Store.OpenSessionsOfClosedCheckouts(ctx, 100)
+	if err != nil {
+		return n, err
+	}
+	if len(closed) > 0 {
+		n += s.failOpenSessions(ctx, closed, workflows.CancelByMerchant)
 	}
 	return n, nil
 }
@@ -715,25 +723,27 @@ func (s *Service) LinkDeleted(ctx context.Context, link *models.PaymentLink) err
 		s.log().WarnContext(ctx, "link deleted; its open sessions will be failed by the repairer", "linkId", link.ID, "err", err)
 		return nil
 	}
-	s.failOpenSessions(ctx, open)
+	s.failOpenSessions(ctx, open, workflows.CancelByLinkDeleted)
 	return nil
 }
 
-// failOpenSessions tells the workflows of sessions whose link is gone. A
-// session that cannot be reached now is left to the repairer, which sends
-// the signal again: the link is deleted either way.
-func (s *Service) failOpenSessions(ctx context.Context, open []models.CheckoutSession) int {
+// failOpenSessions tells the workflows of sessions whose link is gone
+// (source CancelByLinkDeleted: failed) or whose hosted checkout closed
+// (CancelByMerchant: cancelled). A session that cannot be reached now is
+// left to the repairer, which sends the signal again.
+func (s *Service) failOpenSessions(ctx context.Context, open []models.CheckoutSession, source string) int {
 	n := 0
 	for i := range open {
 		cs := &open[i]
 		err := s.ensureWorkflow(ctx, cs)
 		if err == nil {
 			err = s.Temporal.SignalWorkflow(ctx, workflows.CheckoutWorkflowID(cs.ID), "", workflows.CheckoutCancelSignal,
-				workflows.CancelRequest{Source: workflows.CancelByLinkDeleted})
+				workflows.CancelRequest{Source: source})
 		}
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) {
-			s.log().WarnContext(ctx, "session of a deleted link not reached; the repairer will retry", "sessionId", cs.ID, "err", err)
+			s.log().WarnContext(ctx, "session of a deleted link or closed checkout not reached; the repairer will retry",
+				"sessionId", cs.ID, "err", err)
 			continue
 		}
 		n++

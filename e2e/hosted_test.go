@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/models"
 )
 
 // TestHostedCheckoutCompletes: an integration creates a hosted checkout of
@@ -44,4 +46,53 @@ func TestHostedCheckoutCompletes(t *testing.T) {
 	q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": link, "network": "base_sepolia",
 		"customer": map[string]any{"country": "DE"}}, 400)
 	_ = q
+}
+
+// TestHostedCheckoutClosedCancelsItsSessions: sessions a cancel did not
+// reach (the workers were down, or the session was created while the
+// cancel ran) are cancelled by the checkout repairer, with
+// checkout.cancelled; so are the other open sessions of a single-use
+// checkout once one of them paid it.
+func TestHostedCheckoutClosedCancelsItsSessions(t *testing.T) {
+	ctx := context.Background()
+	v := &scriptedVerifier{}
+	s := startStack(t, stackOptions{verifier: v})
+	key, session := s.merchant()
+	hc := s.call("POST", "/api/v1/checkouts", key, map[string]any{"name": "Order A-7", "amount": "12.00", "network": "base_sepolia"}, 201)
+	link := hc["paymentLinkId"].(string)
+	missed, _ := s.openSession(key, link, "")
+	// Cancelled in the store alone: no session heard of it.
+	sc := models.Scope{MerchantID: s.merchantID(session), Mode: models.ModeTest}
+	if _, err := s.store.CancelHostedCheckout(ctx, sc, hc["id"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.checkout.RepairOnce(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("repair: %d %v", n, err)
+	}
+	s.waitStatus(missed, "cancelled", 10*time.Second)
+	if after := s.call("GET", "/api/v1/checkouts/"+hc["id"].(string), key, nil, 200); after["status"] != "cancelled" {
+		t.Fatalf("checkout %v", after)
+	}
+	if n, _ := s.checkout.RepairOnce(ctx, time.Hour); n != 0 {
+		t.Fatalf("a second pass acted on %d sessions", n)
+	}
+
+	// A customer who opened the pay page twice pays through one session:
+	// the checkout is complete, and the other session is cancelled, not
+	// left open to be paid a second time.
+	hc = s.call("POST", "/api/v1/checkouts", key, map[string]any{"name": "Order A-8", "amount": "12.00", "network": "base_sepolia"}, 201)
+	link = hc["paymentLinkId"].(string)
+	first, _ := s.openSession(key, link, "")
+	second, _ := s.openSession(key, link, "")
+	h := hashN(8)
+	v.set(h, chain.VerifyResult{Seen: true, Verdict: chain.VerdictComplete, ReceivedUnits: "100000000"})
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": second, "txHash": h}, 200)
+	s.waitStatus(second, "complete", 10*time.Second)
+	if after := s.call("GET", "/api/v1/checkouts/"+hc["id"].(string), key, nil, 200); after["status"] != "complete" || after["sessionId"] != second {
+		t.Fatalf("checkout after payment %v", after)
+	}
+	if n, err := s.checkout.RepairOnce(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("repair after payment: %d %v", n, err)
+	}
+	s.waitStatus(first, "cancelled", 10*time.Second)
 }

@@ -73,18 +73,19 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		}
 	}
 	calls := map[string]func(){
-		"CheckoutSession":            func() { _, _ = st.CheckoutSession(ctx, id) },
-		"SessionHistory":             func() { _, _ = st.SessionHistory(ctx, id) },
-		"SessionByReference":         func() { _, _ = st.SessionByReference(ctx, "0x"+strings.Repeat("ab", 32)) },
-		"APIKeyByHash":               func() { _, _ = st.APIKeyByHash(ctx, strings.Repeat("f", 64)) },
-		"PaymentLinkByID":            func() { _, _ = st.PaymentLinkByID(ctx, id) },
-		"Merchant":                   func() { _, _ = st.Merchant(ctx, id) },
-		"DeliveryTarget":             func() { _, _ = st.DeliveryTarget(ctx, id) },
-		"OpenSessionsOfLink":         func() { _, _ = st.OpenSessionsOfLink(ctx, id) },
-		"SessionsWithoutWorkflow":    func() { _, _ = st.SessionsWithoutWorkflow(ctx, now, 100) },
-		"OverdueSessions":            func() { _, _ = st.OverdueSessions(ctx, now, now, 100) },
-		"OpenSessionsOfDeletedLinks": func() { _, _ = st.OpenSessionsOfDeletedLinks(ctx, 100) },
-		"PendingDeliveries":          func() { _, _ = st.PendingDeliveries(ctx, "", now, 100) },
+		"CheckoutSession":               func() { _, _ = st.CheckoutSession(ctx, id) },
+		"SessionHistory":                func() { _, _ = st.SessionHistory(ctx, id) },
+		"SessionByReference":            func() { _, _ = st.SessionByReference(ctx, "0x"+strings.Repeat("ab", 32)) },
+		"APIKeyByHash":                  func() { _, _ = st.APIKeyByHash(ctx, strings.Repeat("f", 64)) },
+		"PaymentLinkByID":               func() { _, _ = st.PaymentLinkByID(ctx, id) },
+		"Merchant":                      func() { _, _ = st.Merchant(ctx, id) },
+		"DeliveryTarget":                func() { _, _ = st.DeliveryTarget(ctx, id) },
+		"OpenSessionsOfLink":            func() { _, _ = st.OpenSessionsOfLink(ctx, id) },
+		"SessionsWithoutWorkflow":       func() { _, _ = st.SessionsWithoutWorkflow(ctx, now, 100) },
+		"OverdueSessions":               func() { _, _ = st.OverdueSessions(ctx, now, now, 100) },
+		"OpenSessionsOfDeletedLinks":    func() { _, _ = st.OpenSessionsOfDeletedLinks(ctx, 100) },
+		"OpenSessionsOfClosedCheckouts": func() { _, _ = st.OpenSessionsOfClosedCheckouts(ctx, 100) },
+		"PendingDeliveries":             func() { _, _ = st.PendingDeliveries(ctx, "", now, 100) },
 	}
 	for name, call := range calls {
 		qs := st.CaptureQueries(call)

@@ -145,14 +145,30 @@ func (s *Store) CancelHostedCheckout(ctx context.Context, sc Scope, id string) (
 }
 
 // completeHosted marks a session's hosted checkout complete and closes its
-// single-use link (inside FinishSession's transaction).
+// single-use link (inside FinishSession's transaction). A checkout cancelled
+// or expired while its session's transfer was already on its way is
+// complete too: the customer paid it (its other open sessions are
+// cancelled by the checkout repairer).
 func completeHosted(tx *gorm.DB, cs *CheckoutSession, at time.Time) error {
 	if cs.CheckoutID == nil {
 		return nil
 	}
-	if err := tx.Model(&HostedCheckout{}).Where("id = ? AND status = ?", *cs.CheckoutID, HostedOpen).
+	if err := tx.Model(&HostedCheckout{}).Where("id = ? AND status <> ?", *cs.CheckoutID, HostedComplete).
 		Updates(map[string]any{"status": HostedComplete, "session_id": cs.ID, "updated_at": at}).Error; err != nil {
 		return err
 	}
 	return tx.Model(&PaymentLink{}).Where("checkout_id = ?", *cs.CheckoutID).Updates(map[string]any{"active": false, "updated_at": at}).Error
+}
+
+// OpenSessionsOfClosedCheckouts lists sessions without a broadcast whose
+// hosted checkout is no longer open (cancelled by the merchant, or paid
+// through another of its sessions): their workflows must hear of it. The
+// cancel route tells them at once; this is the repairer's sweep for those
+// it could not reach, or that were created while it ran.
+func (s *Store) OpenSessionsOfClosedCheckouts(ctx context.Context, limit int) ([]CheckoutSession, error) {
+	var rows []CheckoutSession
+	err := s.ctx(ctx).Where("status IN ? AND checkout_id IN (?)", PreBroadcastStatuses,
+		s.db.Model(&HostedCheckout{}).Select("id").Where("status IN ('"+HostedCancelled+"', '"+HostedComplete+"')")).
+		Order("id asc").Limit(limit).Find(&rows).Error
+	return rows, err
 }
