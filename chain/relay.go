@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"strings"
 	"sync"
+	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi"
@@ -50,8 +51,8 @@ func TransferWithAuthorizationData(a Authorization) ([]byte, error) {
 		[32]byte(a.Nonce), a.Signature)
 }
 
-// relayClient is what the relayer needs of an EVM JSON-RPC client.
-type relayClient interface {
+// RelayClient is what the relayer needs of an EVM JSON-RPC client.
+type RelayClient interface {
 	ethereum.ChainIDReader
 	ethereum.ContractCaller
 	ethereum.GasEstimator
@@ -59,6 +60,7 @@ type relayClient interface {
 	ethereum.TransactionSender
 	ethereum.GasPricer1559
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
 }
 
 // Relayer broadcasts customers' signed authorizations from a wallet of the
@@ -68,14 +70,28 @@ type Relayer struct {
 	reg  *Registry
 	keys map[string]*ecdsa.PrivateKey
 	// Dial connects to a network (default: ethclient on its RPC URL).
-	Dial func(ctx context.Context, n Network) (relayClient, error)
+	Dial func(ctx context.Context, n Network) (RelayClient, error)
 
 	mu sync.Mutex // one broadcast at a time keeps the relayer's nonces in order
+	// pending is the last transaction relayed for each payer (network/from)
+	// until it is mined: another authorization of theirs waits for it.
+	pending map[string]pendingRelay
 }
+
+type pendingRelay struct {
+	hash common.Hash
+	at   time.Time
+}
+
+// ErrRelayBusy: a transaction relayed for the same payer is not mined yet.
+// Simulated against the latest block, a second authorization of theirs
+// (the same one posted twice, or one balance signed away to several
+// sessions) would pass and then revert when mined, at the relayer's cost.
+var ErrRelayBusy = errors.New("chain: a relayed payment from this wallet is still waiting to be mined")
 
 // NewRelayer returns a relayer with a key per network name.
 func NewRelayer(reg *Registry, keys map[string]*ecdsa.PrivateKey) *Relayer {
-	return &Relayer{reg: reg, keys: keys, Dial: func(ctx context.Context, n Network) (relayClient, error) {
+	return &Relayer{reg: reg, keys: keys, Dial: func(ctx context.Context, n Network) (RelayClient, error) {
 		return ethclient.DialContext(ctx, n.RPCURL)
 	}}
 }
@@ -138,6 +154,17 @@ func (r *Relayer) Relay(ctx context.Context, network string, a Authorization) (s
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	payer := network + "/" + strings.ToLower(a.From.Hex())
+	if prev, ok := r.pending[payer]; ok {
+		_, err := c.TransactionReceipt(ctx, prev.hash)
+		switch {
+		case errors.Is(err, ethereum.NotFound) && time.Since(prev.at) < relayPendingFor:
+			return "", ErrRelayBusy
+		case err != nil && !errors.Is(err, ethereum.NotFound):
+			return "", fmt.Errorf("chain: relay on %s: receipt of %s: %w", network, prev.hash.Hex(), scrubRPC(err, n.RPCURL))
+		}
+		delete(r.pending, payer) // mined (or dropped long ago)
+	}
 	nonce, err := c.PendingNonceAt(ctx, from)
 	if err != nil {
 		return "", fmt.Errorf("chain: relay on %s: nonce: %w", network, err)
@@ -163,5 +190,14 @@ func (r *Relayer) Relay(ctx context.Context, network string, a Authorization) (s
 	if err := c.SendTransaction(ctx, tx); err != nil {
 		return "", fmt.Errorf("chain: relay on %s: send: %w", network, scrubRPC(err, n.RPCURL))
 	}
+	if r.pending == nil || len(r.pending) > 10_000 {
+		r.pending = map[string]pendingRelay{}
+	}
+	r.pending[payer] = pendingRelay{hash: tx.Hash(), at: time.Now()}
 	return tx.Hash().Hex(), nil
 }
+
+// relayPendingFor is how long a relayed transaction that is not mined
+// holds its payer's next one (a transaction dropped by the network must
+// not hold them for ever).
+const relayPendingFor = 10 * time.Minute

@@ -127,6 +127,10 @@ func (s *Service) PaymentInstructions(cs *models.CheckoutSession, label string) 
 	return in
 }
 
+// RelayMinValidity is the least time an authorization must have left for
+// the relayer to broadcast it.
+const RelayMinValidity = time.Minute
+
 // AuthorizationRequest is a signed authorization for a session, sent by
 // the checkout page for the relayer to broadcast.
 type AuthorizationRequest struct {
@@ -158,12 +162,21 @@ func (s *Service) Relay(ctx context.Context, sessionID string, r AuthorizationRe
 	if r.ValidBefore.Cmp(big.NewInt(s.now().Unix())) <= 0 {
 		return workflows.SubmitResult{}, apperr.Invalid("validBefore", "is in the past")
 	}
+	if r.ValidBefore.Cmp(big.NewInt(s.now().Add(RelayMinValidity).Unix())) < 0 {
+		// It could expire before a block takes it: the token would revert
+		// the relayer's transaction, its gas spent for nothing.
+		return workflows.SubmitResult{}, apperr.Invalid("validBefore",
+			fmt.Sprintf("expires in under %s: too soon to relay; broadcast transferWithAuthorization from the wallet", RelayMinValidity))
+	}
 	a := chain.Authorization{From: common.HexToAddress(r.From), To: common.HexToAddress(cs.MerchantWalletAddress),
 		Value: big.NewInt(cs.ExpectedAmount.Units()), ValidAfter: r.ValidAfter, ValidBefore: r.ValidBefore,
 		Nonce: common.HexToHash(*cs.PaymentReference), Signature: r.Signature}
 	relayCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hash, err := s.Relayer.Relay(relayCtx, cs.Network, a)
+	if errors.Is(err, chain.ErrRelayBusy) {
+		return workflows.SubmitResult{}, apperr.Conflict("a relayed payment from this wallet is still waiting to be mined; retry in a few seconds")
+	}
 	if errors.Is(err, chain.ErrAuthorizationRejected) {
 		return workflows.SubmitResult{}, apperr.Invalid("signature", "the token refuses this authorization (wrong signer, amount, recipient, expiry or nonce, or too little USDC)")
 	}

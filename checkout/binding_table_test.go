@@ -3,6 +3,7 @@ package checkout_test
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -564,3 +565,48 @@ func refused(err error) string {
 	}
 	return "refused by the token: " + err.Error()
 }
+
+// TestRelayerRefusesWhatWouldRevert: the relayer simulates an authorization
+// against the latest block, so a second one of the same payer sent before
+// the first is mined (the same authorization posted twice, or one balance
+// signed away to two sessions) would pass and then revert at the
+// relayer's cost: it is refused (ErrRelayBusy) until the first is mined;
+// after that the same authorization is refused by the token (nonce used)
+// and another session's is relayed.
+func TestRelayerRefusesWhatWouldRevert(t *testing.T) {
+	e := newBindEnv(t)
+	r := chain.NewRelayer(e.reg, map[string]*ecdsa.PrivateKey{chain.NetworkBaseSepolia: e.relayer})
+	// Without Close: the relayer closes what it dialled.
+	r.Dial = func(context.Context, chain.Network) (chain.RelayClient, error) { return relayOnly{e.sim.Client()}, nil }
+	cust := e.addr(e.customer)
+	signed := func(cs *models.CheckoutSession) chain.Authorization {
+		a, sig := e.authorize(cs, e.customer, cust, e.domain)
+		return chain.Authorization{From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter, ValidBefore: a.ValidBefore,
+			Nonce: a.Nonce, Signature: sig}
+	}
+	first := signed(e.session(e.linkA, cust))
+	h, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, first); !errors.Is(err, chain.ErrRelayBusy) {
+		t.Fatalf("the same authorization again before a block: %v", err)
+	}
+	other := signed(e.session(e.linkA, cust))
+	if _, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, other); !errors.Is(err, chain.ErrRelayBusy) {
+		t.Fatalf("the payer's next authorization before a block: %v", err)
+	}
+	e.sim.Commit()
+	if rc, err := e.sim.Client().TransactionReceipt(e.ctx, common.HexToHash(h)); err != nil || rc.Status != types.ReceiptStatusSuccessful {
+		t.Fatalf("the relayed payment: %+v %v", rc, err)
+	}
+	if _, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, first); !errors.Is(err, chain.ErrAuthorizationRejected) {
+		t.Fatalf("a used authorization: %v", err)
+	}
+	if _, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, other); err != nil {
+		t.Fatalf("another session's authorization once the first is mined: %v", err)
+	}
+}
+
+// relayOnly is a client with only the relayer's methods.
+type relayOnly struct{ chain.RelayClient }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -77,6 +78,13 @@ func TestDevChainBinding(t *testing.T) {
 		"validAfter": "0", "validBefore": msg["validBefore"], "signature": "0x" + strings.Repeat("11", 65)})
 	if r.status != 400 || !strings.Contains(r.body, "signature") {
 		t.Fatalf("forged authorization: %d %s", r.status, r.body)
+	}
+	// One about to expire is refused too: it could revert when mined, the
+	// relayer's gas spent for nothing.
+	r = s.callRaw("POST", "/api/checkout/session/"+forged+"/authorization", "", map[string]any{"from": msg["from"],
+		"validAfter": "0", "validBefore": fmt.Sprint(time.Now().Add(10 * time.Second).Unix()), "signature": "0x" + strings.Repeat("11", 65)})
+	if r.status != 400 || !strings.Contains(r.body, "validBefore") {
+		t.Fatalf("an authorization about to expire: %d %s", r.status, r.body)
 	}
 
 	// 4. A plain transfer (a phone wallet paying the QR code's EIP-681
