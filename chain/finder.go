@@ -67,6 +67,7 @@ func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, fro
 	if err != nil {
 		return nil, from, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
 	}
+	from = resumeFrom(from, head)
 	if from == 0 && head > 300 {
 		from = head - 300
 	}
@@ -160,6 +161,21 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
 
+// resumeFrom is the block a scan resumes at: from, unless the chain is far
+// behind it (a dev chain started afresh under a stored cursor, a node of
+// another chain): then the recent blocks (0). A node a few blocks behind
+// is waited for.
+func resumeFrom(from, head uint64) uint64 {
+	if from > head+maxCursorAhead {
+		return 0
+	}
+	return from
+}
+
+// maxCursorAhead is how far a cursor may be past the node's head before
+// the scan starts again at the recent blocks.
+const maxCursorAhead = 1000
+
 // Incoming is a transfer of the canonical token to a watched wallet.
 type Incoming struct {
 	TxHash string
@@ -207,6 +223,7 @@ func (v *EVMVerifier) findTransfersTo(ctx context.Context, wallets []string, fro
 		return nil, from, nil
 	}
 	last := head + 1 - conf // newest block with enough confirmations
+	from = resumeFrom(from, last)
 	if from == 0 && last > 300 {
 		from = last - 300
 	}

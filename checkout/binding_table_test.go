@@ -483,6 +483,24 @@ func TestBindingVerdictTable(t *testing.T) {
 			svc.WatchOnce(e.ctx, nil)
 			return e.exception(e.mA, h)
 		}},
+		{"late payment made while the workers were down for 400 blocks", "exception late 10.00", func() string {
+			e := newBindEnv(t)
+			cs := e.session(e.linkA, e.addr(e.customer))
+			if _, err := e.st.FinishSession(e.ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusExpired,
+				Source: "server", At: time.Now()}); err != nil {
+				return "error: " + err.Error()
+			}
+			watcher := func() *checkout.Service {
+				return &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute}
+			}
+			watcher().WatchOnce(e.ctx, nil) // the scans stand at the head; the worker stops
+			h := e.payBound(cs)
+			for range 400 {
+				e.sim.Commit()
+			}
+			watcher().WatchOnce(e.ctx, nil) // a new worker resumes where they stood
+			return e.exception(e.mA, h)
+		}},
 		{"transfer to the merchant's wallet with no session at all", "exception unmatched 10.00", func() string {
 			e := newBindEnv(t)
 			h := e.payPlain(e.exchange, e.merchantA)

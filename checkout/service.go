@@ -72,6 +72,9 @@ type Service struct {
 	// (session id/hash), not verified again.
 	retryFound map[string][]chain.Found
 	declined   map[string]time.Time
+	// cursorSaved: when each stored scan cursor (kind/network) was last
+	// written.
+	cursorSaved map[string]time.Time
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

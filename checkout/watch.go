@@ -67,14 +67,15 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 		}
 		byAddr[k] = append(byAddr[k], w)
 	}
-	found, next, err := tf.FindTransfersTo(ctx, name, addrs, s.transferCursors[name])
+	from := s.cursor(ctx, name, cursorTransfers, s.transferCursors)
+	found, next, err := tf.FindTransfersTo(ctx, name, addrs, from)
 	if err != nil {
 		s.log().Warn("watch: transfers not scanned", "network", name, "err", err)
 		return 0
 	}
 	// A wallet the scan did not watch before (a new link) is looked at
 	// over the recent blocks too: the cursor had moved past them.
-	if s.transferCursors[name] > 0 {
+	if from > 0 {
 		var fresh []string
 		for _, a := range addrs {
 			if !s.knownWallets[name][strings.ToLower(a)] {
@@ -95,7 +96,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	for _, a := range addrs {
 		s.knownWallets[name][strings.ToLower(a)] = true
 	}
-	s.transferCursors[name] = next
+	s.advance(ctx, name, cursorTransfers, s.transferCursors, next)
 	now := s.now()
 	for _, in := range found {
 		if units, err := strconv.ParseInt(in.Units, 10, 64); err != nil || units <= 0 {
@@ -205,7 +206,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	if s.cursors == nil {
 		s.cursors, s.transferCursors, s.candidates = map[string]uint64{}, map[string]uint64{}, map[string]unmatchedCandidate{}
 		s.knownWallets = map[string]map[string]bool{}
-		s.retryFound, s.declined = map[string][]chain.Found{}, map[string]time.Time{}
+		s.retryFound, s.declined, s.cursorSaved = map[string][]chain.Found{}, map[string]time.Time{}, map[string]time.Time{}
 	}
 	since := s.now().Add(-s.Lifetime - s.lateGrace())
 	n := 0
@@ -219,7 +220,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		if len(refs) == 0 {
 			continue
 		}
-		found, next, err := s.Finder.FindByReference(ctx, name, refs, s.cursors[name])
+		found, next, err := s.Finder.FindByReference(ctx, name, refs, s.cursor(ctx, name, cursorReferences, s.cursors))
 		if err != nil {
 			s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
 			if len(found) == 0 {
@@ -227,7 +228,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			}
 			// What was found is attached; the rest is looked for again.
 		}
-		s.cursors[name] = next
+		s.advance(ctx, name, cursorReferences, s.cursors, next)
 		// What a pass could not settle (a node or the workers failing) is
 		// tried again: the EVM cursor has moved past it.
 		// (Solana finds it again by itself: once is enough.)
@@ -258,6 +259,45 @@ func uniqueFound(found []chain.Found) []chain.Found {
 		}
 	}
 	return out
+}
+
+// The watcher's scan cursors, by kind, stored so that a restarted worker
+// resumes where the scans stood: starting again at the last few hundred
+// blocks, it missed what was paid while the workers were down for longer
+// (ten minutes of Base or Polygon), not even keeping it as an exception.
+const (
+	cursorReferences = "references"
+	cursorTransfers  = "transfers"
+)
+
+// cursor is a network's scan cursor of a kind: in memory, or as stored
+// (0, the last few hundred blocks, when none is).
+func (s *Service) cursor(ctx context.Context, network, kind string, m map[string]uint64) uint64 {
+	if v, ok := m[network]; ok {
+		return v
+	}
+	v, err := s.Store.ChainCursorOf(ctx, network, kind)
+	if err != nil {
+		s.log().Warn("watch: stored cursor not read; scanning the recent blocks", "network", network, "kind", kind, "err", err)
+		return 0
+	}
+	m[network] = v
+	return v
+}
+
+// advance moves a scan cursor and stores it (at most every few seconds: a
+// restart scans those blocks again, which finds nothing twice).
+func (s *Service) advance(ctx context.Context, network, kind string, m map[string]uint64, next uint64) {
+	m[network] = next
+	key := kind + "/" + network
+	if at, ok := s.cursorSaved[key]; ok && s.now().Sub(at) < 5*time.Second {
+		return
+	}
+	if err := s.Store.SaveChainCursor(ctx, network, kind, next); err != nil {
+		s.log().Warn("watch: cursor not stored", "network", network, "kind", kind, "err", err)
+		return
+	}
+	s.cursorSaved[key] = s.now()
 }
 
 // maxRetryFound bounds the found payments kept for the next pass per

@@ -17,7 +17,7 @@ func allModels() []any {
 		&PaymentException{}, &IdempotencyKey{}, &Product{}, &HostedCheckout{}, &Customer{}, &Subscription{}, &CheckoutSession{},
 		&CheckoutSessionEvent{}, &Settlement{}, &WebhookEndpoint{}, &Event{},
 		&WebhookDelivery{}, &DeliveryAttempt{}, &KYBApplication{}, &Notification{},
-		&Refund{},
+		&Refund{}, &ChainCursor{},
 	}
 }
 
@@ -263,6 +263,12 @@ func migrations() []*gormigrate.Migration {
 				}
 				return nil
 			},
+		},
+		{
+			// The watcher's scan cursors, kept across restarts.
+			ID:       "20261126_0011_chain_cursors",
+			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&ChainCursor{}) },
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&ChainCursor{}) },
 		},
 	}
 }

@@ -580,3 +580,14 @@ type Notification struct {
 	EmailedAt  *time.Time
 	CreatedAt  time.Time
 }
+
+// ChainCursor is how far a worker's watcher has scanned a network's blocks
+// for one kind of log (payments by reference, transfers to merchant
+// wallets): a restarted worker resumes there instead of at the last few
+// hundred blocks, so payments made while the workers were down are found.
+type ChainCursor struct {
+	Network   string `gorm:"primaryKey;size:32"`
+	Kind      string `gorm:"primaryKey;size:32"`
+	Block     uint64 `gorm:"not null"`
+	UpdatedAt time.Time
+}

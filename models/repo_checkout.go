@@ -613,3 +613,26 @@ func (s *Store) OpenSessionsPaidBy(ctx context.Context, merchantID, network, wal
 		merchantID, network, PreBroadcastStatuses, s.Now(), wallet, units).Limit(2).Find(&rows).Error
 	return rows, err
 }
+
+// ChainCursorOf is the stored scan cursor of a network and kind (0: none).
+func (s *Store) ChainCursorOf(ctx context.Context, network, kind string) (uint64, error) {
+	var c ChainCursor
+	err := s.ctx(ctx).Where("network = ? AND kind = ?", network, kind).Take(&c).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, nil
+	}
+	return c.Block, err
+}
+
+// SaveChainCursor stores a scan cursor; it only moves forward (two workers
+// scanning the same network both store theirs).
+func (s *Store) SaveChainCursor(ctx context.Context, network, kind string, block uint64) error {
+	c := ChainCursor{Network: network, Kind: kind, Block: block, UpdatedAt: s.Now()}
+	return s.ctx(ctx).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "network"}, {Name: "kind"}},
+		DoUpdates: clause.Assignments(map[string]any{
+			"block":      gorm.Expr("CASE WHEN excluded.block > chain_cursors.block THEN excluded.block ELSE chain_cursors.block END"),
+			"updated_at": c.UpdatedAt,
+		}),
+	}).Create(&c).Error
+}

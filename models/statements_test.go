@@ -82,3 +82,28 @@ func shortStatement(q string) string {
 	}
 	return strings.ToUpper(m[1]) + " " + m[2]
 }
+
+// TestChainCursors: a stored scan cursor only moves forward (two workers
+// store theirs), per network and kind.
+func TestChainCursors(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		if got, err := st.ChainCursorOf(ctx, "base", "references"); err != nil || got != 0 {
+			t.Fatalf("none stored: %d %v", got, err)
+		}
+		for _, b := range []uint64{10, 5, 20} {
+			if err := st.SaveChainCursor(ctx, "base", "references", b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.SaveChainCursor(ctx, "base", "transfers", 7); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.ChainCursorOf(ctx, "base", "references"); got != 20 {
+			t.Fatalf("references cursor %d, want 20", got)
+		}
+		if got, _ := st.ChainCursorOf(ctx, "base", "transfers"); got != 7 {
+			t.Fatalf("transfers cursor %d, want 7", got)
+		}
+	})
+}
