@@ -71,6 +71,10 @@ func (s *Server) checkoutEvents(c *gin.Context) {
 			return
 		case <-end:
 			return
+		case <-s.draining():
+			// The server is shutting down: the page's EventSource
+			// reconnects (retry: 2000) to a server that is up.
+			return
 		case <-beat.C:
 			if !write(": keep-alive\n\n") {
 				return
@@ -82,4 +86,18 @@ func (s *Server) checkoutEvents(c *gin.Context) {
 			}
 		}
 	}
+}
+
+// Drain ends the open status streams (call it when the HTTP server starts
+// shutting down: http.Server.Shutdown does not end long-lived responses,
+// and would wait for each until its deadline). Safe to call more than once.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.drainCh()) })
+}
+
+func (s *Server) draining() <-chan struct{} { return s.drainCh() }
+
+func (s *Server) drainCh() chan struct{} {
+	s.drainInit.Do(func() { s.drain = make(chan struct{}) })
+	return s.drain
 }

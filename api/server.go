@@ -147,6 +147,9 @@ type Server struct {
 	polls *pollCache
 	// uploadLocks serialise each merchant's uploads (h_upload.go).
 	uploadLocks sync.Map
+	// drain is closed when the server shuts down (Drain): status streams end.
+	drain                chan struct{}
+	drainInit, drainOnce sync.Once
 }
 
 // New builds the router.

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/money"
 )
 
@@ -70,4 +72,40 @@ func TestCheckoutEventStream(t *testing.T) {
 			t.Fatal("the stream goes on after a terminal status")
 		}
 	})
+}
+
+// TestStreamsEndOnShutdown: a real http.Server's Shutdown does not wait for
+// an open status stream (a customer's checkout page is the normal case
+// during a deploy): Drain, registered with RegisterOnShutdown, ends it, and
+// Shutdown returns at once instead of at its deadline.
+func TestStreamsEndOnShutdown(t *testing.T) {
+	st := storetest.Open(t, "sqlite")
+	h := newHarness(t, st)
+	m := h.signup()
+	link := h.link(m.TestKey, nil)
+	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link, Network: "base_sepolia", WalletType: "evm",
+		ExpectedAmount: money.FromCents(100), MerchantWalletAddress: evmA, TokenAddress: evmB, ExpiresAt: time.Now().Add(time.Hour)}
+	if err := st.CreateCheckoutSession(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h.srv.Handler()}
+	srv.RegisterOnShutdown(h.srv.Drain)
+	go func() { _ = srv.Serve(ln) }()
+	res, err := http.Get("http://" + ln.Addr().String() + "/api/checkout/session/" + cs.ID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if _, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with an open stream: %v", err)
+	}
 }

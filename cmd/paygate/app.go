@@ -210,10 +210,15 @@ func temporalOf(svc *checkout.Service) client.Client {
 	return svc.Temporal
 }
 
-// serveHTTP serves h until ctx ends, then lets in-flight requests finish.
-func serveHTTP(ctx context.Context, log *slog.Logger, addr string, h http.Handler) error {
+// serveHTTP serves h until ctx ends, then lets in-flight requests finish;
+// onShutdown (the API's Drain) ends the long-lived ones (status streams)
+// as shutdown starts.
+func serveHTTP(ctx context.Context, log *slog.Logger, addr string, h http.Handler, onShutdown ...func()) error {
 	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+	for _, f := range onShutdown {
+		srv.RegisterOnShutdown(f)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("PAYGATE_ADDR: %w", err)
@@ -260,7 +265,7 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	a.followSessionChanges(ctx)
-	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler())
+	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler(), srv.Drain)
 }
 
 func runMigrate(_ context.Context, args []string) error {

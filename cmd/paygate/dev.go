@@ -123,7 +123,7 @@ paygate is running (embedded profile, state in %s)
 	g, gctx := errgroup.WithContext(ctx)
 	a.followSessionChanges(gctx)
 	g.Go(func() error { return a.runWorkers(gctx, c) })
-	g.Go(func() error { return serveHTTP(gctx, a.log, a.cfg.Addr, srv.Handler()) })
+	g.Go(func() error { return serveHTTP(gctx, a.log, a.cfg.Addr, srv.Handler(), srv.Drain) })
 	return g.Wait()
 }
 
