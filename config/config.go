@@ -87,6 +87,11 @@ type TemporalConfig struct {
 	// StickyTimeout is the workers' sticky schedule-to-start timeout
 	// (TEMPORAL_STICKY_TIMEOUT, 15s); it applies only with a sticky cache.
 	StickyTimeout time.Duration
+	// StopTimeout is how long a stopping worker lets its running
+	// activities (a webhook attempt, a store write) finish
+	// (WORKER_STOP_TIMEOUT, 20s): abandoned, an attempt the receiver took
+	// is sent again after the restart.
+	StopTimeout time.Duration
 	// StickyCache is how many workflows a worker process keeps in memory
 	// between their tasks (TEMPORAL_STICKY_CACHE, 0: sticky execution off,
 	// every task goes to the shared queue and replays its history).
@@ -175,6 +180,7 @@ func Defaults() Config {
 			TaskQueueCheckout: "paygate-checkout",
 			TaskQueueWebhooks: "paygate-webhooks",
 			StickyTimeout:     15 * time.Second,
+			StopTimeout:       20 * time.Second,
 			Compression:       CompressionAuto,
 		},
 		RateLimit: RateLimitConfig{Enabled: true, ExemptLoopback: true, IPv6PrefixBits: 64},
@@ -252,6 +258,7 @@ func Load(getenv func(string) string) (Config, error) {
 	str("TEMPORAL_TASK_QUEUE_CHECKOUT", &c.Temporal.TaskQueueCheckout)
 	str("TEMPORAL_TASK_QUEUE_WEBHOOKS", &c.Temporal.TaskQueueWebhooks)
 	duration("TEMPORAL_STICKY_TIMEOUT", &c.Temporal.StickyTimeout)
+	duration("WORKER_STOP_TIMEOUT", &c.Temporal.StopTimeout)
 	str("TEMPORAL_GRPC_COMPRESSION", &c.Temporal.Compression)
 	if v := strings.TrimSpace(getenv("TEMPORAL_STICKY_CACHE")); v != "" {
 		n, err := strconv.Atoi(v)

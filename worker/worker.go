@@ -38,6 +38,10 @@ type Config struct {
 	// sticky queue before the server moves it to the shared queue
 	// (0: DefaultStickyTimeout). Only used with a StickyCache.
 	StickyTimeout time.Duration
+	// StopTimeout is how long Stop lets running activities, local ones
+	// included (a webhook attempt), finish before it abandons them (0:
+	// none, the SDK's default; the commands set 20 s).
+	StopTimeout time.Duration
 	// StickyCache is how many workflows this process keeps in memory
 	// between their workflow tasks (sticky execution). 0, the default,
 	// turns sticky execution off: see New.
@@ -63,7 +67,7 @@ func workerOptions(cfg Config) sdkworker.Options {
 	if sticky <= 0 {
 		sticky = DefaultStickyTimeout
 	}
-	return sdkworker.Options{StickyScheduleToStartTimeout: sticky}
+	return sdkworker.Options{StickyScheduleToStartTimeout: sticky, WorkerStopTimeout: cfg.StopTimeout}
 }
 
 // SubscriptionSignaler tells a subscription's workflow that one of its

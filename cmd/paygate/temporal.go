@@ -177,7 +177,7 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 	sender := webhook.NewSender(webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback})
 	ws, err := pworker.New(c, pworker.Config{CheckoutQueue: a.cfg.Temporal.TaskQueueCheckout, WebhookQueue: a.cfg.Temporal.TaskQueueWebhooks,
 		Store: a.store, Verifier: verifier, Sender: sender, Sessions: svc, PublicBaseURL: a.cfg.PublicBaseURL,
-		StickyTimeout: a.cfg.Temporal.StickyTimeout, StickyCache: a.cfg.Temporal.StickyCache})
+		StickyTimeout: a.cfg.Temporal.StickyTimeout, StickyCache: a.cfg.Temporal.StickyCache, StopTimeout: a.cfg.Temporal.StopTimeout})
 	if err != nil {
 		return err
 	}
