@@ -252,6 +252,16 @@ func TestSeparateProcesses(t *testing.T) {
 	if out, err := mig.CombinedOutput(); err != nil {
 		t.Fatalf("paygate migrate: %v\n%s", err, out)
 	}
+	// A namespace that does not exist stops the API at once, named (the
+	// dial alone does not look at it: the API answered 201 to sessions
+	// whose workflows never started).
+	bctx, bcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer bcancel()
+	bad := exec.CommandContext(bctx, bin, "api")
+	bad.Env = append(slices.Clone(env), "TEMPORAL_NAMESPACE=nope-"+suffix, "PAYGATE_ADDR="+loopbackAddr(t))
+	if out, err := bad.CombinedOutput(); err == nil || bctx.Err() != nil || !strings.Contains(string(out), "TEMPORAL_NAMESPACE") {
+		t.Fatalf("paygate api on a namespace that does not exist: %v\n%s", err, out)
+	}
 	// One API and two workers: each kind scales on its own (the second
 	// worker differs only in its metrics address).
 	apiProc := startChild(t, bin, "paygate api", append(slices.Clone(env), "PAYGATE_METRICS_ADDR="+apiOpsAddr), "api")

@@ -27,8 +27,7 @@ func (a *app) readyChecks(c client.Client) []api.ReadyCheck {
 	checks := []api.ReadyCheck{{Name: "store", Check: a.store.Ping}}
 	if c != nil {
 		checks = append(checks, api.ReadyCheck{Name: "temporal", Check: func(ctx context.Context) error {
-			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
-			return err
+			return namespaceReady(ctx, c, a.cfg.Temporal.Namespace)
 		}})
 	}
 	return checks

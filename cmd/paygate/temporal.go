@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/ecdsa"
+	"go.temporal.io/api/workflowservice/v1"
 	"strings"
 
 	"context"
@@ -70,7 +71,20 @@ func (a *app) dialTemporal(ctx context.Context) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TEMPORAL_ADDRESS %s: %w", t.Address, err)
 	}
+	// The dial does not look at the namespace: a wrong one would leave the
+	// API answering 201 to sessions whose workflows never start.
+	if err := namespaceReady(dctx, c, t.Namespace); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TEMPORAL_NAMESPACE %q: %w", t.Namespace, err)
+	}
 	return c, nil
+}
+
+// namespaceReady asks the frontend for the namespace: it fails when the
+// frontend is unreachable or the namespace does not exist.
+func namespaceReady(ctx context.Context, c client.Client, namespace string) error {
+	_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	return err
 }
 
 // checkoutService builds the checkout service on a Temporal client.
