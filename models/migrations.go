@@ -406,6 +406,26 @@ func encryptWebhookSecrets(tx *gorm.DB) error {
 
 // Migrate moves the schema to the newest version.
 func Migrate(db *gorm.DB) error {
+	if db.Dialector.Name() != "postgres" {
+		return migrate(db) // one process owns a SQLite file
+	}
+	// Replicas starting together (api, workers, a CLI command) would race
+	// on an empty or older database and all but one crash; an advisory
+	// lock held on one connection serialises them, and the later ones
+	// find the schema up to date.
+	return db.Connection(func(conn *gorm.DB) error {
+		if err := conn.Exec("SELECT pg_advisory_lock(?)", migrationLockKey).Error; err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+		defer conn.Exec("SELECT pg_advisory_unlock(?)", migrationLockKey)
+		return migrate(conn)
+	})
+}
+
+// migrationLockKey is the advisory lock of the schema's migrations.
+const migrationLockKey int64 = 0x70617967617465 // "paygate"
+
+func migrate(db *gorm.DB) error {
 	m := gormigrate.New(db, &gormigrate.Options{
 		TableName:                 "schema_migrations",
 		IDColumnName:              "id",
