@@ -439,6 +439,23 @@ func migrate(db *gorm.DB) error {
 	return nil
 }
 
+// AppliedMigrations reads which migrations the database has applied (none
+// when it has no migrations table yet).
+func (s *Store) AppliedMigrations() (map[string]bool, error) {
+	applied := map[string]bool{}
+	if !s.db.Migrator().HasTable("schema_migrations") {
+		return applied, nil
+	}
+	var ids []string
+	if err := s.db.Table("schema_migrations").Pluck("id", &ids).Error; err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		applied[id] = true
+	}
+	return applied, nil
+}
+
 // MigrationIDs lists the known migrations, oldest first (for `paygate migrate`).
 func MigrationIDs() []string {
 	var ids []string

@@ -247,6 +247,9 @@ func runAPI(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return runHealthcheck(ctx, envOr("PAYGATE_ADDR", config.Defaults().Addr), "PAYGATE_ADDR")
 	}
+	if err := noArgs("api", args); err != nil {
+		return err
+	}
 	a, err := newMigratedApp()
 	if err != nil {
 		return err
@@ -268,16 +271,46 @@ func runAPI(ctx context.Context, args []string) error {
 	return serveHTTP(ctx, a.log, a.cfg.Addr, srv.Handler(), srv.Drain)
 }
 
+// noArgs refuses arguments a command does not take (a typo, or -h, must
+// not start a server): help prints the usage.
+func noArgs(cmd string, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		return usageError("usage of " + cmd)
+	}
+	return usageError(fmt.Sprintf("%s takes no argument %q (only healthcheck)", cmd, args[0]))
+}
+
 func runMigrate(_ context.Context, args []string) error {
+	status := len(args) == 1 && args[0] == "status"
+	if len(args) > 0 && !status {
+		// Only "status" asks; anything else (a typo, -h) must not move the
+		// schema.
+		return usageError(fmt.Sprintf("migrate takes no argument but status (got %q)", strings.Join(args, " ")))
+	}
 	a, err := newApp()
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if len(args) > 0 && args[0] == "status" {
-		for _, id := range models.MigrationIDs() {
-			fmt.Println(id)
+	if status {
+		applied, err := a.store.AppliedMigrations()
+		if err != nil {
+			return err
 		}
+		pending := 0
+		for _, id := range models.MigrationIDs() {
+			state := "pending"
+			if applied[id] {
+				state = "applied"
+			} else {
+				pending++
+			}
+			fmt.Printf("%-8s %s\n", state, id)
+		}
+		fmt.Printf("%s: %d applied, %d pending\n", a.store.Dialect(), len(models.MigrationIDs())-pending, pending)
 		return nil
 	}
 	if err := a.store.Migrate(); err != nil {

@@ -57,8 +57,11 @@ const usage = `usage:
       --from merchant|0x<private key hex>   --units N   --no-submit
     (paygate dev refund -h for details)
   paygate api                          run the HTTP API
+  paygate api healthcheck              exit 0 when the API on PAYGATE_ADDR is ready (container health checks)
   paygate worker                       run the Temporal workers (checkouts, webhook deliveries)
-  paygate migrate [status]             apply pending schema migrations (or list them)
+  paygate worker healthcheck           exit 0 when the worker on WORKER_METRICS_ADDR is ready
+  paygate migrate                      apply pending schema migrations
+  paygate migrate status               list the migrations, applied or pending, without changing anything
   paygate kyb approve MERCHANT_ID [NOTE]
   paygate kyb reject MERCHANT_ID [NOTE]
   paygate refunds enable MERCHANT_ID   turn refunds on (test and live mode; by default only test mode)

@@ -225,6 +225,9 @@ func runWorker(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return runHealthcheck(ctx, os.Getenv(WorkerMetricsAddrEnv), WorkerMetricsAddrEnv)
 	}
+	if err := noArgs("worker", args); err != nil {
+		return err
+	}
 	a, err := newMigratedApp()
 	if err != nil {
 		return err
