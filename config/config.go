@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -318,6 +319,9 @@ func Load(getenv func(string) string) (Config, error) {
 	str("SMTP_PASSWORD", &c.SMTP.Password)
 	str("SMTP_FROM", &c.SMTP.From)
 	str("PAYGATE_PUBLIC_URL", &c.PublicBaseURL)
+	if u, err := url.Parse(c.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("PAYGATE_PUBLIC_URL: must be an absolute http(s) URL, got %q", c.PublicBaseURL))
+	}
 	duration("SUBSCRIPTION_GRACE_PERIOD", &c.Subscriptions.GracePeriod)
 	duration("SUBSCRIPTION_DUNNING_PERIOD", &c.Subscriptions.DunningPeriod)
 	if v := strings.TrimSpace(getenv("SUBSCRIPTION_REMINDERS")); v != "" {
@@ -334,6 +338,11 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	str("LOG_LEVEL", &c.LogLevel)
+	if c.Profile == ProfileProduction && strings.TrimSpace(getenv("PAYGATE_PUBLIC_URL")) == "" {
+		// Its default is the embedded profile's loopback address: the
+		// invoices' checkoutUrl would send customers to 127.0.0.1.
+		errs = append(errs, errors.New("PAYGATE_PUBLIC_URL: required in the production profile (where customers reach the hosted pages, e.g. https://pay.example.com)"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -376,6 +385,12 @@ func (c Config) Validate() error {
 		if c.WebhookAllowLoopback {
 			errs = append(errs, errors.New("WEBHOOK_ALLOW_LOOPBACK: embedded-only (http:// and loopback webhooks); not allowed in the production profile"))
 		}
+	}
+	if c.DatabaseURL != "" && c.SecretKey == "" && c.Profile != ProfileProduction {
+		// Without it each process makes a secret of its own in its data
+		// directory: processes sharing the database could not open each
+		// other's sealed webhook secrets, nor check API keys.
+		errs = append(errs, errors.New("PAYGATE_SECRET_KEY: required with DATABASE_URL (every process sharing the database must use the same secret)"))
 	}
 	if c.SecretKey != "" && len(c.SecretKey) < 32 {
 		errs = append(errs, errors.New("PAYGATE_SECRET_KEY: must be at least 32 characters"))

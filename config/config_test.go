@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 
 func TestEnvironmentOverrides(t *testing.T) {
 	c, err := Load(env(map[string]string{
-		"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/paygate", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32),
+		"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/paygate", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32),
 		"CHECKOUT_LIFETIME": "2m", "REFUND_WINDOW": "72h", "CHECKOUT_UPDATE_TIMEOUT": "3s", "TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1", "RATE_LIMIT_EXEMPT_LOOPBACK": "false",
 		"RATE_LIMIT_IPV6_PREFIX": "/56", "TEMPORAL_ADDRESS": "temporal:7233", "SMTP_HOST": "mail", "SMTP_FROM": "ops@shop.example", "SMTP_PORT": "2525",
 		"TEMPORAL_STICKY_CACHE": "2000",
@@ -37,7 +37,7 @@ func TestEnvironmentOverrides(t *testing.T) {
 		c.Temporal.Address != "temporal:7233" || c.SMTP.Port != 2525 || c.Embedded() || c.RateLimit.IPv6PrefixBits != 56 || c.Temporal.StickyCache != 2000 {
 		t.Fatalf("overrides %+v", c)
 	}
-	prod, err := Load(env(map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p",
+	prod, err := Load(env(map[string]string{"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p",
 		"PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}))
 	if err != nil || prod.RateLimit.ExemptLoopback {
 		t.Fatalf("production must rate-limit loopback by default: %v %v", prod.RateLimit.ExemptLoopback, err)
@@ -105,11 +105,15 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		"SMTP_PORT":                   {"SMTP_PORT": "99999"},
 		"SMTP_FROM":                   {"SMTP_HOST": "mail"},
 		"LOG_LEVEL":                   {"LOG_LEVEL": "verbose"},
-		"DATABASE_URL (production)":   {"PAYGATE_PROFILE": "production", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)},
+		"DATABASE_URL (production)":   {"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)},
 		"WEBHOOK_ALLOW_LOOPBACK":      {"WEBHOOK_ALLOW_LOOPBACK": "sometimes"},
-		"WEBHOOK_ALLOW_LOOPBACK (production)": {"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p",
+		"WEBHOOK_ALLOW_LOOPBACK (production)": {"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p",
 			"PAYGATE_SECRET_KEY": strings.Repeat("k", 32), "WEBHOOK_ALLOW_LOOPBACK": "true"},
-		"PAYGATE_SECRET_KEY (prod.)": {"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p"},
+		"PAYGATE_SECRET_KEY (prod.)":           {"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p"},
+		"PAYGATE_SECRET_KEY (shared database)": {"DATABASE_URL": "postgres://u@db/p"},
+		"PAYGATE_PUBLIC_URL (production)": {"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p",
+			"PAYGATE_SECRET_KEY": strings.Repeat("k", 32)},
+		"PAYGATE_PUBLIC_URL": {"PAYGATE_PUBLIC_URL": "pay.example.com"},
 	}
 	for name, vars := range cases {
 		_, err := Load(env(vars))
@@ -174,8 +178,8 @@ func TestMetricsAddr(t *testing.T) {
 		{nil, "127.0.0.1:9090"},
 		{map[string]string{"PAYGATE_METRICS_ADDR": "off"}, ""},
 		{map[string]string{"PAYGATE_METRICS_ADDR": "127.0.0.1:0"}, "127.0.0.1:0"},
-		{map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}, ""},
-		{map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32),
+		{map[string]string{"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}, ""},
+		{map[string]string{"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32),
 			"PAYGATE_METRICS_ADDR": "10.0.0.5:9090"}, "10.0.0.5:9090"},
 	}
 	for _, c := range cases {
@@ -199,12 +203,13 @@ func TestWebhookLoopbackAllowance(t *testing.T) {
 	}{
 		{"embedded defaults", nil, true},
 		{"embedded on localhost", map[string]string{"PAYGATE_ADDR": "localhost:8080", "TEMPORAL_ADDRESS": "[::1]:7233"}, true},
-		{"forgotten profile: PostgreSQL", map[string]string{"DATABASE_URL": "postgres://u@db/p"}, false},
+		{"forgotten profile: PostgreSQL", map[string]string{"DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}, false},
 		{"forgotten profile: public listener", map[string]string{"PAYGATE_ADDR": "0.0.0.0:8080"}, false},
 		{"forgotten profile: remote Temporal", map[string]string{"TEMPORAL_ADDRESS": "temporal:7233"}, false},
-		{"explicit on, embedded", map[string]string{"DATABASE_URL": "postgres://u@db/p", "WEBHOOK_ALLOW_LOOPBACK": "true"}, true},
+		{"explicit on, embedded", map[string]string{"DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32),
+			"WEBHOOK_ALLOW_LOOPBACK": "true"}, true},
 		{"explicit off, embedded", map[string]string{"WEBHOOK_ALLOW_LOOPBACK": "false"}, false},
-		{"production", map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}, false},
+		{"production", map[string]string{"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p", "PAYGATE_SECRET_KEY": strings.Repeat("k", 32)}, false},
 	}
 	for _, c := range cases {
 		got, err := Load(env(c.vars))
@@ -212,7 +217,7 @@ func TestWebhookLoopbackAllowance(t *testing.T) {
 			t.Errorf("%s: WebhookAllowLoopback %v (%v), want %v", c.name, got.WebhookAllowLoopback, err, c.want)
 		}
 	}
-	_, err := Load(env(map[string]string{"PAYGATE_PROFILE": "production", "DATABASE_URL": "postgres://u@db/p",
+	_, err := Load(env(map[string]string{"PAYGATE_PROFILE": "production", "PAYGATE_PUBLIC_URL": "https://pay.example.com", "DATABASE_URL": "postgres://u@db/p",
 		"PAYGATE_SECRET_KEY": strings.Repeat("k", 32), "WEBHOOK_ALLOW_LOOPBACK": "1"}))
 	if err == nil || !strings.Contains(err.Error(), "WEBHOOK_ALLOW_LOOPBACK: embedded-only") {
 		t.Fatalf("production with the loopback allowance must refuse to start: %v", err)

@@ -237,6 +237,7 @@ func TestSeparateProcesses(t *testing.T) {
 		"TEMPORAL_TASK_QUEUE_CHECKOUT=checkout-" + suffix,
 		"TEMPORAL_TASK_QUEUE_WEBHOOKS=webhooks-" + suffix,
 		"PAYGATE_ADDR=" + apiAddr,
+		"PAYGATE_PUBLIC_URL=http://" + apiAddr,
 		"WORKER_METRICS_ADDR=" + workerAddr,
 		"RPC_URL_BASE_SEPOLIA=" + dc.RPCURL(),
 		fmt.Sprintf("CHAIN_ID_BASE_SEPOLIA=%d", dc.ChainID()),
