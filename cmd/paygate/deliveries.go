@@ -64,6 +64,15 @@ func runDeliveries(ctx context.Context, args []string) error {
 			if now.ResponseStatus != nil {
 				code = fmt.Sprintf("HTTP %d", *now.ResponseStatus)
 			}
+			// The attempt's own error says why (a TLS name, a refused
+			// connection, a timeout): what support needs next.
+			if atts, err := a.store.DeliveryAttempts(ctx, []string{id}); err == nil {
+				for _, at := range atts[id] {
+					if at.Attempt == now.Attempts && at.Error != "" {
+						code += " (" + at.Error + ")"
+					}
+				}
+			}
 			fmt.Printf("attempt %d: %s; delivery is %s\n", now.Attempts, code, now.Status)
 			return nil
 		}
