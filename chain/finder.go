@@ -161,10 +161,11 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
 
-// resumeFrom is the block a scan resumes at: from, unless the chain is far
-// behind it (a dev chain started afresh under a stored cursor, a node of
-// another chain): then the recent blocks (0). A node a few blocks behind
-// is waited for.
+// resumeFrom is the block a scan resumes at: from, unless the chain is
+// behind it by more than a few blocks (a dev chain started afresh under a
+// stored cursor, a node of another chain, a node far behind): then the
+// recent blocks (0), scanned again harmlessly (what was attached stays
+// attached). A node a block or two behind is waited for.
 func resumeFrom(from, head uint64) uint64 {
 	if from > head+maxCursorAhead {
 		return 0
@@ -174,7 +175,7 @@ func resumeFrom(from, head uint64) uint64 {
 
 // maxCursorAhead is how far a cursor may be past the node's head before
 // the scan starts again at the recent blocks.
-const maxCursorAhead = 1000
+const maxCursorAhead = 10
 
 // Incoming is a transfer of the canonical token to a watched wallet.
 type Incoming struct {
