@@ -60,7 +60,7 @@ type RelayClient interface {
 	ethereum.TransactionSender
 	ethereum.GasPricer1559
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
-	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
+	TransactionByHash(ctx context.Context, hash common.Hash) (tx *types.Transaction, isPending bool, err error)
 }
 
 // Relayer broadcasts customers' signed authorizations from a wallet of the
@@ -156,14 +156,16 @@ func (r *Relayer) Relay(ctx context.Context, network string, a Authorization) (s
 	defer r.mu.Unlock()
 	payer := network + "/" + strings.ToLower(a.From.Hex())
 	if prev, ok := r.pending[payer]; ok {
-		_, err := c.TransactionReceipt(ctx, prev.hash)
+		// Busy only while the node holds it as pending: mined, or unknown
+		// to the node (dropped, replaced, another chain), it holds nothing.
+		_, isPending, err := c.TransactionByHash(ctx, prev.hash)
 		switch {
-		case errors.Is(err, ethereum.NotFound) && time.Since(prev.at) < relayPendingFor:
+		case err == nil && isPending && time.Since(prev.at) < relayPendingFor:
 			return "", ErrRelayBusy
 		case err != nil && !errors.Is(err, ethereum.NotFound):
-			return "", fmt.Errorf("chain: relay on %s: receipt of %s: %w", network, prev.hash.Hex(), scrubRPC(err, n.RPCURL))
+			return "", fmt.Errorf("chain: relay on %s: transaction %s: %w", network, prev.hash.Hex(), scrubRPC(err, n.RPCURL))
 		}
-		delete(r.pending, payer) // mined (or dropped long ago)
+		delete(r.pending, payer)
 	}
 	nonce, err := c.PendingNonceAt(ctx, from)
 	if err != nil {
