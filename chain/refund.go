@@ -85,7 +85,7 @@ func ExplainRefund(t RefundTransfer, res VerifyResult) (fault, message string) {
 		return RefundFaultNoTransfer, fmt.Sprintf("no USDC reached the refund's destination wallet %s in this transaction", t.To)
 	case received.Cmp(expected) < 0:
 		return RefundFaultShort, fmt.Sprintf("the destination wallet received %s USDC units, the refund is %s", received, expected)
-	case t.From != "" && !sameAddress(t.From, res.Payer):
+	case t.From != "" && !SameAddress(t.From, res.Payer):
 		payer := res.Payer
 		if payer == "" {
 			payer = "an unknown wallet"

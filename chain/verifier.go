@@ -254,7 +254,7 @@ func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
 	if res.Verdict != VerdictComplete || res.Bound {
 		return res
 	}
-	if req.PayerAddress != "" && !sameAddress(req.PayerAddress, res.Payer) {
+	if req.PayerAddress != "" && !SameAddress(req.PayerAddress, res.Payer) {
 		payer := res.Payer
 		if payer == "" {
 			payer = "an unknown wallet"
@@ -271,8 +271,8 @@ func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
 	return res
 }
 
-// sameAddress compares addresses; EVM hex addresses without regard to case.
-func sameAddress(a, b string) bool {
+// SameAddress compares addresses; EVM hex addresses without regard to case.
+func SameAddress(a, b string) bool {
 	if strings.HasPrefix(a, "0x") || strings.HasPrefix(a, "0X") {
 		return strings.EqualFold(a, b)
 	}

@@ -504,12 +504,7 @@ func (s *Service) Session(ctx context.Context, id string) (*models.CheckoutSessi
 // DefaultUpdateTimeout is Service.UpdateTimeout's default.
 const DefaultUpdateTimeout = workflows.DefaultUpdateTimeout
 
-func (s *Service) updateTimeout() time.Duration {
-	if s.UpdateTimeout > 0 {
-		return s.UpdateTimeout
-	}
-	return DefaultUpdateTimeout
-}
+func (s *Service) updateTimeout() time.Duration { return workflows.UpdateTimeout(s.UpdateTimeout) }
 
 // errWorkersUnavailable is the answer when a session's workflow did not
 // answer within the update timeout: the workers are down or overloaded (or

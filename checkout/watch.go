@@ -391,24 +391,13 @@ func (s *Service) wouldPay(ctx context.Context, cs *models.CheckoutSession, f ch
 	received, _ := strconv.ParseInt(res.ReceivedUnits, 10, 64)
 	pays := res.Verdict == chain.VerdictComplete ||
 		(res.Verdict == chain.VerdictPending && res.Bound && received >= cs.ExpectedAmount.Units())
-	if pays || samePayer(cs.Network, cs.WalletAddress, res.Payer) {
+	if pays || (cs.WalletAddress != "" && res.Payer != "" && chain.SameAddress(cs.WalletAddress, res.Payer)) {
 		return payAttach, nil
 	}
 	s.declined[key] = s.now()
 	s.log().Warn("watch: a transfer carrying a session's reference does not pay it; left to the merchant",
 		"sessionId", cs.ID, "txHash", f.TxHash, "receivedUnits", res.ReceivedUnits, "payer", res.Payer, "verdict", res.Verdict)
 	return payDeclined, nil
-}
-
-// samePayer: the payer of a transfer is the wallet a session declares.
-func samePayer(network, declared, payer string) bool {
-	if declared == "" || payer == "" {
-		return false
-	}
-	if chainFamily(network) == chain.FamilyEVM {
-		return strings.EqualFold(declared, payer)
-	}
-	return declared == payer
 }
 
 // pruneDeclined forgets declined transfers of sessions that can no longer

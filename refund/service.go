@@ -211,7 +211,7 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 			return nil, err
 		}
 	}
-	uctx, cancel := context.WithTimeout(ctx, updateTimeout(s.UpdateTimeout))
+	uctx, cancel := context.WithTimeout(ctx, workflows.UpdateTimeout(s.UpdateTimeout))
 	defer cancel()
 	hd, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
@@ -288,12 +288,4 @@ func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration
 			s.log().Warn("refund repair pass failed", "err", err)
 		}
 	})
-}
-
-// updateTimeout is d, or workflows.DefaultUpdateTimeout when unset.
-func updateTimeout(d time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return workflows.DefaultUpdateTimeout
 }

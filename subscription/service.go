@@ -264,11 +264,7 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 			return workflows.SubscriptionState{}, err
 		}
 	}
-	timeout := s.UpdateTimeout
-	if timeout <= 0 {
-		timeout = workflows.DefaultUpdateTimeout
-	}
-	uctx, cancel := context.WithTimeout(ctx, timeout)
+	uctx, cancel := context.WithTimeout(ctx, workflows.UpdateTimeout(s.UpdateTimeout))
 	defer cancel()
 	h, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.SubscriptionWorkflowID(id), UpdateName: workflows.SubscriptionActionUpdate,

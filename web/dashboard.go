@@ -107,11 +107,16 @@ const dashCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-sr
 	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 func (p *Pages) dashHeaders(c *gin.Context) {
-	h := c.Writer.Header()
+	setDashHeaders(c.Writer.Header())
+	c.Next()
+}
+
+// setDashHeaders sets what the dashboard's pages add to every page's
+// headers: no script or frame from elsewhere, no indexing.
+func setDashHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", dashCSP)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Robots-Tag", "noindex")
-	c.Next()
 }
 
 // NotFound answers a request that matched no route (or not its method)
@@ -123,18 +128,11 @@ func (p *Pages) NotFound(c *gin.Context) bool {
 	path := c.Request.URL.Path
 	switch {
 	case path == dashPrefix || strings.HasPrefix(path, dashPrefix+"/"):
-		p.frame(c, nil)
-		h := c.Writer.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Content-Security-Policy", dashCSP)
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("X-Robots-Tag", "noindex")
+		p.pageHeaders(c)
+		setDashHeaders(c.Writer.Header())
 		p.renderDash(c, http.StatusNotFound, "dash_error.html", map[string]any{"Title": "Not found", "Message": "There is no such page."})
 	case strings.HasPrefix(path, "/pay/") || strings.HasPrefix(path, "/checkout/"):
-		p.frame(c, nil)
-		c.Writer.Header().Set("X-Content-Type-Options", "nosniff")
+		p.pageHeaders(c)
 		p.render(c, http.StatusNotFound, "error.html", map[string]any{"Message": "error.notFound"})
 	default:
 		return false

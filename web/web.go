@@ -149,13 +149,19 @@ func (p *Pages) tooMany(c *gin.Context, status int, retryAfter int64) {
 
 // secure sets the security headers of every page.
 func (p *Pages) secure(c *gin.Context) {
+	p.pageHeaders(c)
+	c.Next()
+}
+
+// pageHeaders sets the security headers of every page (secure's, for a
+// handler outside the pages' routes: NotFound).
+func (p *Pages) pageHeaders(c *gin.Context) {
 	h := c.Writer.Header()
 	p.frame(c, nil)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
 	h.Set("Cache-Control", "no-store")
-	c.Next()
 }
 
 // frame sets the page's CSP with who may frame it: the operator's

@@ -15,6 +15,15 @@ import (
 // instead of a request that hangs until the server drops it.
 const DefaultUpdateTimeout = 10 * time.Second
 
+// UpdateTimeout is d, or DefaultUpdateTimeout when d is not positive (a
+// service's UpdateTimeout field left unset).
+func UpdateTimeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultUpdateTimeout
+}
+
 // UnavailableRetryAfter is the Retry-After of that 503.
 const UnavailableRetryAfter = 5 * time.Second
 
