@@ -24,6 +24,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_succeeded.json",
 	"testdata/refund_expired.json",
 	"testdata/refund_wrong_sender.json",
+	"testdata/refund_not_found.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -86,13 +87,14 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	defer w.Stop()
 	updates := 0
+	notFoundWindow := time.Hour
 	start := func(id string, window time.Duration) client.WorkflowRun {
 		t.Helper()
 		store.create(t, id, 5_000_000)
 		now := time.Now()
 		in := RefundInput{RefundID: id, MerchantID: "mer_replay", Network: refundNetwork, SourceWallet: refundMerchant,
 			DestinationWallet: refundPayer, Units: 5_000_000, CreatedAt: now, ExpiresAt: now.Add(window),
-			PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour}
+			PollInterval: 100 * time.Millisecond, NotFoundWindow: notFoundWindow}
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: RefundWorkflowID(id) + "-" + queue, TaskQueue: queue,
 			TypedSearchAttributes: temporal.NewSearchAttributes(MerchantIDAttr.ValueSet(in.MerchantID), NetworkAttr.ValueSet(in.Network)),
 			Memo:                  map[string]any{"amountUnits": fmt.Sprint(in.Units), "network": in.Network}}, RefundWorkflow, in)
@@ -112,11 +114,17 @@ func TestRefundRecordHistories(t *testing.T) {
 		var res RefundSubmitResult
 		return h.Get(ctx, &res)
 	}
+	// A saved history is kept: it is what an earlier version of the
+	// workflow wrote, which the replay test must keep replaying.
 	finish := func(run client.WorkflowRun, status, file string) {
 		t.Helper()
 		var res RefundResult
 		if err := run.Get(ctx, &res); err != nil || res.Status != status {
 			t.Fatalf("%s: result %+v %v, want %s", run.GetID(), res, err, status)
+		}
+		if _, err := os.Stat(file); err == nil {
+			t.Logf("kept %s (delete it to record it again)", file)
+			return
 		}
 		webhookSaveHistory(ctx, t, c, run.GetID(), run.GetRunID(), file)
 	}
@@ -150,8 +158,20 @@ func TestRefundRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	finish(run, models.RefundFailed, refundHistoryFiles[2])
+
+	// 4. A submitted transfer the chain never shows fails TX_NOT_FOUND
+	// after the not-found window (1 s here).
+	notFoundWindow = time.Second
+	run = start("rf_replay_not_found", time.Hour)
+	if err := submit(run, refundHash(94)); err != nil {
+		t.Fatal(err)
+	}
+	finish(run, models.RefundFailed, refundHistoryFiles[3])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
+	}
+	if r := store.refund("rf_replay_not_found"); r.reason != chain.ReasonTxNotFound {
+		t.Fatalf("not found stored %+v", r)
 	}
 }
