@@ -69,6 +69,11 @@ type RefundStore interface {
 	// and returns what was stored (the first outcome, on a repeated call)
 	// with the deliveries to dispatch.
 	FinishRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
+	// FinishLateRefund records a success verified after the refund failed
+	// TX_NOT_FOUND (its transfer landed late): the refund becomes
+	// succeeded with its effects, once; a refund that did not fail so is
+	// answered as stored.
+	FinishLateRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
 }
 
 // ErrRefundOutcomeMismatch is what a store returns (wrapped) for an
@@ -111,7 +116,21 @@ func (a *RefundActivities) FinishRefund(ctx context.Context, o RefundOutcome) (R
 	if o.RefundID == "" || (o.Status != "succeeded" && o.Status != "failed") || (o.Status == "succeeded" && o.TxHash == "") {
 		return RefundFinish{}, temporal.NewNonRetryableApplicationError("outcome needs refund, status and (succeeded) hash", ErrTypeInvalidInput, nil)
 	}
-	f, err := a.Store.FinishRefund(ctx, o)
+	return a.finish(ctx, a.Store.FinishRefund, o)
+}
+
+// FinishLateRefund records the late landing of a refund failed
+// TX_NOT_FOUND (RefundStore.FinishLateRefund), then starts the deliveries
+// of its event. Both steps are idempotent.
+func (a *RefundActivities) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.RefundID == "" || o.Status != "succeeded" || o.TxHash == "" {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError("a late outcome needs refund, status succeeded and hash", ErrTypeInvalidInput, nil)
+	}
+	return a.finish(ctx, a.Store.FinishLateRefund, o)
+}
+
+func (a *RefundActivities) finish(ctx context.Context, store func(context.Context, RefundOutcome) (FinishedRefund, error), o RefundOutcome) (RefundFinish, error) {
+	f, err := store(ctx, o)
 	if errors.Is(err, ErrRefundOutcomeMismatch) {
 		return RefundFinish{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundOutcomeMismatch, err)
 	}

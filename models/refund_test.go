@@ -447,3 +447,90 @@ func TestRefundsFlag(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundLandsLate: a refund failed TX_NOT_FOUND (its amount given
+// back) whose transfer lands later becomes succeeded: its amount reserved
+// and refunded again and payment.refunded emitted, once. A refund made in
+// between that took the same amount leaves the transaction over-refunded
+// (the chain's truth) and no further refund possible. Only a TX_NOT_FOUND
+// failure is reopened so, and only with its own hash.
+func TestRefundLandsLate(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		if err := st.CreateWebhookEndpoint(ctx, &models.WebhookEndpoint{MerchantID: f.m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/r",
+			Events: models.StringList{"payment.refunded"}, Secret: "whsec_dGVzdA=="}); err != nil {
+			t.Fatal(err)
+		}
+		lost, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := f.hash()
+		if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundFailed, TxHash: h,
+			Reason: models.ReasonTxNotFound, Message: "not found"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.reload(t); got.RefundReserved != 0 {
+			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
+		}
+		// The merchant refunds again meanwhile: the same 20.00.
+		again, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: f.hash()}); !errors.Is(err, models.ErrRefundHashMismatch) {
+			t.Fatalf("late outcome for another hash: %v", err)
+		}
+		fin, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()})
+		if err != nil || fin.Status != models.RefundSucceeded || fin.FullyRefunded || len(fin.Deliveries) != 1 {
+			t.Fatalf("late landing %+v %v", fin, err)
+		}
+		r := mustRefund(t, st, lost.ID)
+		if r.Status != models.RefundSucceeded || r.FailureReason != "" || r.FailureMessage != "" || r.SucceededAt == nil || r.FailedAt == nil {
+			t.Fatalf("stored %+v", r)
+		}
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != money.FromCents(4000) {
+			t.Fatalf("after the late landing: refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
+		}
+		// Retried after its commit: the same answer, counted once.
+		if rep, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil ||
+			rep.Status != models.RefundSucceeded || fmt.Sprint(rep.Deliveries) != fmt.Sprint(fin.Deliveries) {
+			t.Fatalf("repeated %+v %v", rep, err)
+		}
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) {
+			t.Fatalf("counted twice: %s", got.RefundedAmount)
+		}
+		// Nothing more can be refunded; the pending one still can be paid
+		// (the merchant's to decide), and then the record shows 40.00
+		// refunded of 29.75, as the chain does.
+		if _, err := f.refund(0, models.InitiatedByAPI); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("refund past an over-refund: %v", err)
+		}
+		if fin := f.succeed(t, again); !fin.FullyRefunded {
+			t.Fatalf("second refund %+v", fin)
+		}
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(4000) {
+			t.Fatalf("refunded %s", got.RefundedAmount)
+		}
+		// A refund failed otherwise is answered as stored.
+		other, err := newRefundFixture(t, st, models.ModeTest).refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2 := f.hash()
+		if err := st.SubmitRefundTx(ctx, other.ID, h2, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: other.ID, Status: models.RefundFailed, TxHash: h2, Reason: "TX_REVERTED"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: other.ID, Status: models.RefundSucceeded, TxHash: h2}); err != nil ||
+			got.Status != models.RefundFailed || got.Reason != "TX_REVERTED" {
+			t.Fatalf("late outcome of a reverted refund: %+v %v", got, err)
+		}
+	})
+}

@@ -334,6 +334,70 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 	return out, err
 }
 
+// FinishLateRefund records the late landing of a refund's transfer: a
+// refund failed TX_NOT_FOUND (its transfer unseen for the not-found window,
+// its amount given back) whose transfer then verified becomes succeeded, in
+// one database transaction: the amount is reserved and refunded on the
+// transaction again and payment.refunded is emitted, as a success on time
+// would have. The money left the merchant's wallet, so the record follows
+// the chain even when a refund made since has reserved the same amount
+// (the transaction then shows more refunded than it received, and no
+// further refund can be created). A refund that is not a TX_NOT_FOUND
+// failure is answered as stored; o.TxHash must be the refund's.
+func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.Status != RefundSucceeded || o.TxHash == "" {
+		return RefundFinish{}, fmt.Errorf("models: a late refund outcome is a success with its hash")
+	}
+	var out RefundFinish
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := tx.Where("id = ?", o.RefundID).Take(&r).Error; err != nil {
+			return notFound(err)
+		}
+		if r.TxHash == nil || *r.TxHash != o.TxHash {
+			return fmt.Errorf("%w: refund %s, late outcome for %q", ErrRefundHashMismatch, r.ID, o.TxHash)
+		}
+		if r.Status == RefundSucceeded {
+			out = RefundFinish{Status: r.Status}
+			var err error
+			out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
+			return err
+		}
+		if r.Status != RefundFailed || r.FailureReason != ReasonTxNotFound {
+			out = RefundFinish{Status: r.Status, Reason: r.FailureReason, Message: r.FailureMessage}
+			return nil
+		}
+		at := o.At.UTC()
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND failure_reason = ?", r.ID, RefundFailed, ReasonTxNotFound).
+			Updates(map[string]any{"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "", "updated_at": s.Now()})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("models: refund %s changed during its late outcome", r.ID)
+		}
+		if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).Updates(map[string]any{
+			"refund_reserved": gorm.Expr("refund_reserved + ?", int64(r.Amount)),
+			"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}).Error; err != nil {
+			return err
+		}
+		var t Transaction
+		if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+			return err
+		}
+		full := t.RefundedAmount >= t.Amount
+		r.Status = RefundSucceeded
+		ids, err := s.emitEvent(tx, r.MerchantID, r.Mode, EventSpec{Type: "payment.refunded", Key: refundEventKey(r.ID),
+			Data: RefundedEventData(&r, full)}, at)
+		if err != nil {
+			return err
+		}
+		out = RefundFinish{Status: RefundSucceeded, FullyRefunded: full, Deliveries: ids}
+		return nil
+	})
+	return out, err
+}
+
 func refundEventKey(refundID string) string { return "payment.refunded:" + refundID }
 
 // refundEventDeliveries answers the stored payment.refunded event of a

@@ -42,6 +42,14 @@ func (r refundStore) FinishRefund(ctx context.Context, o activities.RefundOutcom
 	return activities.FinishedRefund(f), err
 }
 
+func (r refundStore) FinishLateRefund(ctx context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	f, err := r.s.FinishLateRefund(ctx, models.RefundOutcome(o))
+	if errors.Is(err, models.ErrRefundHashMismatch) {
+		return activities.FinishedRefund{}, fmt.Errorf("%w: %v", activities.ErrRefundOutcomeMismatch, err)
+	}
+	return activities.FinishedRefund(f), err
+}
+
 // deliveryStore adapts the store to activities.DeliveryStore.
 type deliveryStore struct{ s *models.Store }
 

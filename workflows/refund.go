@@ -58,6 +58,10 @@ type RefundInput struct {
 	// NotFoundWindow is how long a submitted hash may stay unseen (from the
 	// submit, or its last sighting) before the refund fails TX_NOT_FOUND.
 	NotFoundWindow time.Duration
+	// LateWatch is how long, after that failure, the hash is still watched
+	// (DefaultLateWatch when 0): a transfer that lands later makes the
+	// refund succeeded, since the money did leave the merchant.
+	LateWatch time.Duration
 	// Carry holds the state of a run that continued as new (or of a refund
 	// resumed from the read model); nil at first.
 	Carry *RefundCarry
@@ -69,6 +73,9 @@ type RefundCarry struct {
 	TxHash      string
 	SubmittedAt time.Time
 	LastSeenAt  time.Time
+	// LateUntil, when set, is the end of the late watch of a refund that
+	// failed TX_NOT_FOUND (its next run goes on watching).
+	LateUntil time.Time
 }
 
 // RefundState answers the status query.
@@ -85,6 +92,9 @@ type RefundState struct {
 	FullyRefunded bool
 	// LastCheck is the latest chain observation of the transfer.
 	LastCheck *chain.VerifyResult
+	// WatchedUntil is set while a refund failed TX_NOT_FOUND is still
+	// watched: its transfer landing before then makes it succeeded.
+	WatchedUntil *time.Time `json:",omitempty"`
 }
 
 // RefundSubmitRequest is the submit update's argument.
@@ -135,6 +145,9 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 	if in.NotFoundWindow <= 0 {
 		in.NotFoundWindow = time.Hour
 	}
+	if in.LateWatch <= 0 {
+		in.LateWatch = DefaultLateWatch
+	}
 	r := &refund{in: in, submitted: workflow.NewBufferedChannel(ctx, 1)}
 	r.state = RefundState{RefundID: in.RefundID, Status: models.RefundPending, ExpiresAt: in.ExpiresAt}
 	if in.Carry != nil {
@@ -156,6 +169,10 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 	})
 	if err := r.registerHandlers(ctx); err != nil {
 		return RefundResult{}, err
+	}
+	if in.Carry != nil && !in.Carry.LateUntil.IsZero() {
+		r.state.Reason = chain.ReasonTxNotFound
+		return r.watchLate(ctx, r.transfer(), in.Carry.LateUntil)
 	}
 	if r.state.Status == models.RefundPending {
 		if done, res, err := r.waitForTransfer(ctx); done || err != nil {
@@ -258,12 +275,7 @@ func (r *refund) waitForTransfer(ctx workflow.Context) (bool, RefundResult, erro
 // confirm watches the submitted transfer until the chain gives a verdict
 // or the hash stays unseen past the not-found window.
 func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
-	t := chain.RefundTransfer{Network: r.in.Network, TxHash: r.state.TxHash, From: r.in.SourceWallet, To: r.in.DestinationWallet,
-		Units: fmt.Sprint(r.in.Units)}
-	if !r.in.CreatedAt.IsZero() {
-		// Slack for the difference between block clocks and ours.
-		t.NotBefore = r.in.CreatedAt.Add(-blockClockSlack)
-	}
+	t := r.transfer()
 	if r.since.IsZero() {
 		r.since = workflow.Now(ctx)
 	}
@@ -291,12 +303,114 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 			if res.Seen {
 				r.since = workflow.Now(ctx)
 			} else if workflow.Now(ctx).Sub(r.since) >= r.in.NotFoundWindow {
-				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash, Reason: chain.ReasonTxNotFound,
-					Message: fmt.Sprintf("refund transaction not found on %s within %s", r.in.Network, r.in.NotFoundWindow)})
+				return r.notFound(ctx, t)
 			}
 		}
 		if err := workflow.Sleep(ctx, r.in.PollInterval); err != nil {
 			return RefundResult{}, err
 		}
 	}
+}
+
+// transfer is what the refund's transfer must be on chain.
+func (r *refund) transfer() chain.RefundTransfer {
+	t := chain.RefundTransfer{Network: r.in.Network, TxHash: r.state.TxHash, From: r.in.SourceWallet, To: r.in.DestinationWallet,
+		Units: fmt.Sprint(r.in.Units)}
+	if !r.in.CreatedAt.IsZero() {
+		// Slack for the difference between block clocks and ours.
+		t.NotBefore = r.in.CreatedAt.Add(-blockClockSlack)
+	}
+	return t
+}
+
+// lateWatchVersion marks the refund workflow that goes on watching a
+// transfer not found in time (version 1): before it, the workflow ended
+// with the TX_NOT_FOUND failure, and a transfer landing later was never
+// recorded while the refundable balance showed its amount again (a
+// merchant could refund twice).
+const lateWatchVersion = "refund-late-watch"
+
+// DefaultLateWatch is RefundInput.LateWatch's default: a week, longer than
+// any node keeps a transaction it could not mine.
+const DefaultLateWatch = 7 * 24 * time.Hour
+
+// Pauses of the late watch: the first check comes a minute after the
+// failure (sooner under a not-found window shorter than an hour: a
+// sixtieth of it, not under the poll interval), each unseen check doubles
+// the pause up to an hour (a week is about 175 checks, one run); a
+// transfer seen is checked every poll interval until its verdict.
+const (
+	lateFirstPause = time.Minute
+	lateMaxPause   = time.Hour
+)
+
+// notFound fails the refund TX_NOT_FOUND, which gives its amount back to
+// the transaction, and then keeps watching the transfer (lateWatchVersion).
+func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer) (RefundResult, error) {
+	msg := fmt.Sprintf("refund transaction not found on %s within %s", r.in.Network, r.in.NotFoundWindow)
+	late := workflow.GetVersion(ctx, lateWatchVersion, workflow.DefaultVersion, 1) >= 1
+	until := workflow.Now(ctx).Add(r.in.LateWatch)
+	if late {
+		msg += fmt.Sprintf("; it is still watched until %s: if it lands by then, the refund succeeds", until.UTC().Format(time.RFC3339))
+	}
+	res, err := r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash, Reason: chain.ReasonTxNotFound, Message: msg})
+	if err != nil || !late || res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
+		return res, err
+	}
+	return r.watchLate(ctx, t, until)
+}
+
+// watchLate watches the transfer of a refund failed TX_NOT_FOUND until
+// `until`: when it lands and verifies, the refund becomes succeeded
+// (FinishLateRefund); when it lands and does not pay the refund (reverted,
+// another transfer), or never lands, the refund stays failed.
+func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until time.Time) (RefundResult, error) {
+	failed := RefundResult{Status: models.RefundFailed, Reason: chain.ReasonTxNotFound, TxHash: r.state.TxHash}
+	r.state.WatchedUntil = &until
+	defer func() { r.state.WatchedUntil = nil }()
+	pause := min(lateFirstPause, max(r.in.NotFoundWindow/60, r.in.PollInterval))
+	for checks := 0; ; checks++ {
+		now := workflow.Now(ctx)
+		if !now.Before(until) {
+			return failed, nil
+		}
+		if checks >= maxChecksPerRun {
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			next := r.in
+			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until}
+			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
+		}
+		if err := workflow.Sleep(ctx, min(pause, until.Sub(now))); err != nil {
+			return RefundResult{}, err
+		}
+		var res chain.VerifyResult
+		if err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res); err != nil {
+			logVerifyFault(ctx, err, "refund")
+			continue
+		}
+		r.state.LastCheck = &res
+		switch {
+		case res.Verdict == chain.VerdictComplete:
+			return r.finishLate(ctx)
+		case res.Verdict == chain.VerdictFailed:
+			workflow.GetLogger(ctx).Warn("refund transfer landed after its refund failed, and does not pay it",
+				"refundId", r.in.RefundID, "txHash", r.state.TxHash, "reason", res.Reason)
+			return failed, nil
+		case res.Seen:
+			pause = r.in.PollInterval
+		default:
+			pause = min(2*pause, lateMaxPause)
+		}
+	}
+}
+
+// finishLate records the late landing: the refund becomes succeeded.
+func (r *refund) finishLate(ctx workflow.Context) (RefundResult, error) {
+	var stored activities.RefundFinish
+	o := activities.RefundOutcome{RefundID: r.in.RefundID, Status: models.RefundSucceeded, TxHash: r.state.TxHash, At: workflow.Now(ctx)}
+	if err := workflow.ExecuteActivity(r.effects, refundActivities.FinishLateRefund, o).Get(ctx, &stored); err != nil {
+		return RefundResult{}, err
+	}
+	r.state.Status, r.state.Reason, r.state.Message, r.state.FullyRefunded = stored.Status, stored.Reason, stored.Message, stored.FullyRefunded
+	return RefundResult{Status: stored.Status, Reason: stored.Reason, TxHash: r.state.TxHash, FullyRefunded: stored.FullyRefunded}, nil
 }

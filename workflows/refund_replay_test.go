@@ -25,6 +25,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_expired.json",
 	"testdata/refund_wrong_sender.json",
 	"testdata/refund_not_found.json",
+	"testdata/refund_late_succeeded.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -87,14 +88,14 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	defer w.Stop()
 	updates := 0
-	notFoundWindow := time.Hour
+	notFoundWindow, lateWatch := time.Hour, time.Duration(0)
 	start := func(id string, window time.Duration) client.WorkflowRun {
 		t.Helper()
 		store.create(t, id, 5_000_000)
 		now := time.Now()
 		in := RefundInput{RefundID: id, MerchantID: "mer_replay", Network: refundNetwork, SourceWallet: refundMerchant,
 			DestinationWallet: refundPayer, Units: 5_000_000, CreatedAt: now, ExpiresAt: now.Add(window),
-			PollInterval: 100 * time.Millisecond, NotFoundWindow: notFoundWindow}
+			PollInterval: 100 * time.Millisecond, NotFoundWindow: notFoundWindow, LateWatch: lateWatch}
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: RefundWorkflowID(id) + "-" + queue, TaskQueue: queue,
 			TypedSearchAttributes: temporal.NewSearchAttributes(MerchantIDAttr.ValueSet(in.MerchantID), NetworkAttr.ValueSet(in.Network)),
 			Memo:                  map[string]any{"amountUnits": fmt.Sprint(in.Units), "network": in.Network}}, RefundWorkflow, in)
@@ -160,18 +161,37 @@ func TestRefundRecordHistories(t *testing.T) {
 	finish(run, models.RefundFailed, refundHistoryFiles[2])
 
 	// 4. A submitted transfer the chain never shows fails TX_NOT_FOUND
-	// after the not-found window (1 s here).
-	notFoundWindow = time.Second
+	// after the not-found window (1 s here; then watched for 1 s).
+	notFoundWindow, lateWatch = time.Second, time.Second
 	run = start("rf_replay_not_found", time.Hour)
 	if err := submit(run, refundHash(94)); err != nil {
 		t.Fatal(err)
 	}
 	finish(run, models.RefundFailed, refundHistoryFiles[3])
+
+	// 5. The same, and the transfer lands after the failure: the late
+	// watch (workflow version refund-late-watch) makes it succeeded.
+	lateWatch = time.Minute
+	run = start("rf_replay_late", time.Hour)
+	if err := submit(run, refundHash(95)); err != nil {
+		t.Fatal(err)
+	}
+	for store.refund("rf_replay_late").status != models.RefundFailed {
+		if ctx.Err() != nil {
+			t.Fatal("the refund did not fail TX_NOT_FOUND")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fakeChain.put(refundHash(95), good(5_000_000), 1, 2)
+	finish(run, models.RefundSucceeded, refundHistoryFiles[4])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
 	}
 	if r := store.refund("rf_replay_not_found"); r.reason != chain.ReasonTxNotFound {
 		t.Fatalf("not found stored %+v", r)
+	}
+	if r := store.refund("rf_replay_late"); r.status != models.RefundSucceeded {
+		t.Fatalf("late landing stored %+v", r)
 	}
 }

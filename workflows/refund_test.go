@@ -68,8 +68,9 @@ type refundFakeStore struct {
 }
 
 const (
-	refundSubmitMethod = "SubmitRefundTx"
-	refundFinishMethod = "FinishRefund"
+	refundSubmitMethod     = "SubmitRefundTx"
+	refundFinishMethod     = "FinishRefund"
+	refundFinishLateMethod = "FinishLateRefund"
 )
 
 func newRefundFakeStore() *refundFakeStore {
@@ -151,6 +152,29 @@ func (s *refundFakeStore) FinishRefund(_ context.Context, o activities.RefundOut
 	}
 	r.status, r.reason, r.message = o.Status, o.Reason, o.Message
 	return s.finished(o.RefundID, r), s.leave(refundFinishMethod)
+}
+
+// FinishLateRefund makes a refund failed TX_NOT_FOUND succeeded: its
+// amount is reserved and refunded again, and payment.refunded emitted once.
+func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[refundFinishLateMethod]++
+	r, ok := s.refunds[o.RefundID]
+	if !ok {
+		return activities.FinishedRefund{}, apperr.NotFound()
+	}
+	if o.Status != models.RefundSucceeded || o.TxHash != r.hash {
+		return activities.FinishedRefund{}, fmt.Errorf("%w: %s", activities.ErrRefundOutcomeMismatch, o.TxHash)
+	}
+	if r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound {
+		s.reserved += r.units
+		s.refunded += r.units
+		r.full = s.refunded >= refundTxnUnits
+		r.status, r.reason, r.message = models.RefundSucceeded, "", ""
+		s.events = append(s.events, o.RefundID+" payment.refunded")
+	}
+	return s.finished(o.RefundID, r), s.leave(refundFinishLateMethod)
 }
 
 func (s *refundFakeStore) finished(id string, r *refundFakeRefund) activities.FinishedRefund {
@@ -363,6 +387,13 @@ func (h *refundHarness) result() RefundResult {
 	return res
 }
 
+// stored reads the fake store's refund after d.
+func (h *refundHarness) stored(d time.Duration) *refundFakeRefund {
+	r := &refundFakeRefund{}
+	h.env.RegisterDelayedCallback(func() { *r = h.store.refund(h.in.RefundID) }, d)
+	return r
+}
+
 func (h *refundHarness) elapsed() time.Duration { return h.env.Now().Sub(refundStart) }
 
 // good is the merchant's transfer of units to the payer.
@@ -513,12 +544,17 @@ func TestRefundReorg(t *testing.T) {
 	lost.in.PollInterval = 30 * time.Second // an hour of checks in one run
 	// Seen at the first two checks (+2m, +2m30s), then gone for good.
 	lost.pay(2*time.Minute, refundHash(4), good(5_000_000), 1, 1, 0)
+	failedAt := 2*time.Minute + 30*time.Second + time.Hour // a window after the last sighting
+	before, after := lost.stored(failedAt-time.Second), lost.stored(failedAt+time.Second)
 	res = lost.result()
 	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
 		t.Fatalf("lost transfer: %+v", res)
 	}
-	if got, want := lost.elapsed(), 2*time.Minute+30*time.Second+time.Hour; got != want {
-		t.Fatalf("failed at +%v, want +%v (a window after the last sighting)", got, want)
+	if before.status != models.RefundSubmitted || after.status != models.RefundFailed || after.reason != chain.ReasonTxNotFound {
+		t.Fatalf("stored before +%v: %+v; after: %+v", failedAt, *before, *after)
+	}
+	if got, want := lost.elapsed(), failedAt+DefaultLateWatch; got != want {
+		t.Fatalf("watched until +%v, want +%v (the late watch)", got, want)
 	}
 	if reserved, _, _ := lost.store.ledger(); reserved != 0 {
 		t.Fatalf("reserved %d after the failure", reserved)
@@ -622,12 +658,86 @@ func TestRefundTxNotFound(t *testing.T) {
 	h := newRefundHarness(t, nil, "rf_nothing", 5_000_000)
 	h.in.PollInterval = 30 * time.Second // an hour of checks in one run
 	h.submit(30*time.Minute, refundHash(11))
+	before, after := h.stored(90*time.Minute-time.Second), h.stored(90*time.Minute+time.Second)
+	watching := h.query(90*time.Minute + time.Second)
 	res := h.result()
 	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
 		t.Fatalf("result %+v", res)
 	}
-	if got := h.elapsed(); got != 90*time.Minute {
-		t.Fatalf("failed at +%v", got)
+	if before.status != models.RefundSubmitted || after.status != models.RefundFailed || after.reason != chain.ReasonTxNotFound ||
+		!strings.Contains(after.message, "still watched until") {
+		t.Fatalf("stored before +90m: %+v; after: %+v", *before, *after)
+	}
+	if watching.Status != models.RefundFailed || watching.WatchedUntil == nil || !watching.WatchedUntil.Equal(refundStart.Add(90*time.Minute+DefaultLateWatch)) {
+		t.Fatalf("status after the failure %+v", watching)
+	}
+	if got := h.elapsed(); got != 90*time.Minute+DefaultLateWatch {
+		t.Fatalf("watched until +%v", got)
+	}
+	// The late watch: a minute, then doubling pauses up to an hour, about
+	// 175 checks in the week, one run.
+	reqs, at := h.chain.requests()
+	var late []time.Duration
+	for i, r := range reqs {
+		if r.TxHash == refundHash(11) && at[i].Sub(refundStart) > 90*time.Minute {
+			late = append(late, at[i].Sub(refundStart)-90*time.Minute)
+		}
+	}
+	if len(late) < 160 || len(late) > 180 || late[0] != time.Minute || late[1] != 3*time.Minute || late[len(late)-1] != DefaultLateWatch {
+		t.Fatalf("%d late checks: first %v, last %v", len(late), late[:min(3, len(late))], late[len(late)-1])
+	}
+}
+
+// TestRefundLandsLate: a transfer submitted, unseen for the not-found
+// window (the refund fails TX_NOT_FOUND, its amount given back), lands
+// five hours later: the late watch verifies it and the refund becomes
+// succeeded, its amount reserved and refunded again, payment.refunded
+// emitted and dispatched once. A transfer that lands and does not pay the
+// refund (another amount) leaves it failed and ends the watch.
+func TestRefundLandsLate(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_late", 5_000_000)
+	h.in.PollInterval = 30 * time.Second
+	h.submit(time.Minute, refundHash(21))
+	mid := h.stored(2 * time.Hour)
+	var midLedger [2]int64
+	h.env.RegisterDelayedCallback(func() { midLedger[0], midLedger[1], _ = h.store.ledger() }, 2*time.Hour)
+	h.env.RegisterDelayedCallback(func() { h.chain.put(refundHash(21), good(5_000_000), 1, 2) }, 6*time.Hour)
+	res := h.result()
+	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(21) || res.FullyRefunded {
+		t.Fatalf("result %+v", res)
+	}
+	if mid.status != models.RefundFailed || mid.reason != chain.ReasonTxNotFound || midLedger != [2]int64{0, 0} {
+		t.Fatalf("after the not-found window: %+v, ledger %v", *mid, midLedger)
+	}
+	if r := h.store.refund("rf_late"); r.status != models.RefundSucceeded || r.reason != "" || r.message != "" {
+		t.Fatalf("stored %+v", r)
+	}
+	reserved, refunded, events := h.store.ledger()
+	if reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+	if got := h.dispatcher.ids(); len(got) != 1 {
+		t.Fatalf("dispatched %v", got)
+	}
+	// Landed after the 6 h mark, seen then confirmed at the next checks
+	// (an hour apart at most, then the poll interval).
+	if got := h.elapsed(); got <= 6*time.Hour || got > 7*time.Hour+time.Minute {
+		t.Fatalf("succeeded at +%v", got)
+	}
+
+	wrong := newRefundHarness(t, nil, "rf_late_wrong", 5_000_000)
+	wrong.in.PollInterval = 30 * time.Second
+	wrong.submit(time.Minute, refundHash(22))
+	wrong.env.RegisterDelayedCallback(func() { wrong.chain.put(refundHash(22), good(1_000_000), 2) }, 3*time.Hour)
+	res = wrong.result()
+	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
+		t.Fatalf("short transfer landing late: %+v", res)
+	}
+	if got := wrong.elapsed(); got <= 3*time.Hour || got > 4*time.Hour+time.Minute {
+		t.Fatalf("watch ended at +%v", got)
+	}
+	if reserved, refunded, events := wrong.store.ledger(); reserved != 0 || refunded != 0 || len(events) != 0 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
 	}
 }
 
