@@ -119,6 +119,8 @@ type stackOptions struct {
 	// noPollCache makes every status poll read the store (the bench's
 	// reference); by default the poll answers from memory, as deployed.
 	noPollCache bool
+	// refundNotFound is the refunds' not-found window (0: an hour).
+	refundNotFound time.Duration
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -182,8 +184,11 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		t.Cleanup(cancel)
 		go svc.RunWatcher(ctx, every, pworker.Dispatcher{Client: c, Queue: webhookQueue})
 	}
+	if o.refundNotFound == 0 {
+		o.refundNotFound = time.Hour
+	}
 	refunds := &refund.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Window: 24 * time.Hour,
-		NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		NotFoundWindow: o.refundNotFound, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	var root []func(e *gin.Engine)
 	var pageNotFound func(*gin.Context) bool
 	if o.pages {

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	gethtypes "github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/contracts"
+	"github.com/paygate/paygate/chain/devchain"
+)
+
+// heldSender is a node client whose SendTransaction keeps the signed
+// transaction instead of broadcasting it: a wallet that shows a hash and
+// whose node dropped the transaction, to be rebroadcast later.
+type heldSender struct {
+	*ethclient.Client
+	held *gethtypes.Transaction
+}
+
+func (h *heldSender) SendTransaction(_ context.Context, tx *gethtypes.Transaction) error {
+	h.held = tx
+	return nil
+}
+
+// TestRefundTransferLandsLate: on a dev chain, a refund's transfer is
+// signed and its hash submitted, but the transaction reaches no node: the
+// refund fails TX_NOT_FOUND when the not-found window (2 s here) passes, and
+// its amount is refundable again. The same transaction is then broadcast
+// and mined: the refund's late watch verifies it, the refund becomes
+// succeeded, the transaction shows it refunded (nothing refundable), and
+// payment.refunded reaches the merchant's receiver.
+func TestRefundTransferLandsLate(t *testing.T) {
+	ctx := context.Background()
+	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t), BlockInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	reg := chain.DefaultRegistry()
+	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	s := startStack(t, stackOptions{verifier: verifier, networks: reg, refundNotFound: 2 * time.Second})
+	key, session := s.merchant()
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "payment.refunded")
+
+	s.wallet = dc.Customer().Hex()
+	sessionID, _ := s.openSession(key, "", "8.00")
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(sessionID, "complete", 30*time.Second)
+	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
+	txID, total := txn["id"].(string), units(txn["amount"])
+
+	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
+	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+	hold := &heldSender{Client: eth}
+	tr, err := contracts.NewTransactor(ctx, hold, devchain.MerchantKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	amount, _ := new(big.Int).SetString(rf["amountUnits"].(string), 10)
+	tx, err := tr.Transact(ctx, contracts.MustLoad(contracts.TestUSDC), dc.USDC(), "transfer", common.HexToAddress(rf["destinationWallet"].(string)), amount)
+	if err != nil || hold.held == nil {
+		t.Fatalf("sign the refund transfer: %v", err)
+	}
+	s.call("POST", "/api/refunds/"+rf["id"].(string)+"/submit", key, map[string]any{"txHash": tx.Hash().Hex()}, 200)
+
+	failed := s.waitRefund(key, rf["id"].(string), "failed", 30*time.Second)
+	if failed["failureReason"] != chain.ReasonTxNotFound || !strings.Contains(failed["failureMessage"].(string), "still watched until") {
+		t.Fatalf("refund of a transaction that reached no node: %v", failed)
+	}
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != total {
+		t.Fatalf("the failed refund's amount is not refundable again: %v", got)
+	}
+
+	// The wallet rebroadcasts it; it is mined.
+	if err := eth.SendTransaction(ctx, hold.held); err != nil {
+		t.Fatal(err)
+	}
+	done := s.waitRefund(key, rf["id"].(string), "succeeded", 60*time.Second)
+	if done["failureReason"] != nil || done["succeededAt"] == nil || done["failedAt"] == nil || done["txHash"] != strings.ToLower(tx.Hash().Hex()) {
+		t.Fatalf("refund after its transfer landed: %v", done)
+	}
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundedAmount"]) != total || units(got["refundableAmount"]) != 0 {
+		t.Fatalf("transaction after the late refund: %v", got)
+	}
+	got := rc.waitFor("payment.refunded", 20*time.Second, func(g []received) bool { return len(delivered2xx(g)) >= 1 })
+	if ok := delivered2xx(got); len(ok) != 1 {
+		t.Fatalf("payment.refunded deliveries %+v", got)
+	}
+	for _, d := range got {
+		data := d.Payload["data"].(map[string]any)
+		if d.VerifyErr != nil || d.Event != "payment.refunded" || data["refundId"] != rf["id"] || data["fullyRefunded"] != true ||
+			data["txHash"] != strings.ToLower(tx.Hash().Hex()) {
+			t.Fatalf("payment.refunded %+v", d)
+		}
+	}
+	// A refund of what is left: nothing.
+	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 400)
+}
