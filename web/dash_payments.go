@@ -93,11 +93,24 @@ func (p *Pages) paymentPage(c *gin.Context) {
 	p.renderPayment(c, http.StatusOK, nil)
 }
 
+// refundForm is the payment page's refund form as typed.
+type refundForm struct {
+	Amount, Reason, Destination, Idem string
+	// Error is the API's refusal of the form; Failed names the refund
+	// whose hash was refused.
+	Error  *apiError
+	Failed string
+}
+
 // renderPayment shows one payment: the session's timeline, the
 // transaction, the customer and the webhook deliveries it caused, each
 // with every attempt; problem is an action's error shown by the
 // deliveries.
 func (p *Pages) renderPayment(c *gin.Context, status int, problem *apiError) {
+	p.renderPaymentWith(c, status, problem, refundForm{Idem: newIdempotencyKey()})
+}
+
+func (p *Pages) renderPaymentWith(c *gin.Context, status int, problem *apiError, rf refundForm) {
 	if p.liveBlocked(c) {
 		return
 	}
@@ -111,8 +124,17 @@ func (p *Pages) renderPayment(c *gin.Context, status int, problem *apiError) {
 		p.dashError(c, err)
 		return
 	}
+	if d.Transaction != nil {
+		// The transaction's own route carries its refunds and balances.
+		var full dTransaction
+		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/transactions/" + d.Transaction.ID, query: modeQuery(c, nil)}, &full); err == nil {
+			d.Transaction = &full
+		}
+	}
+	m, _ := c.Get(merchantKey)
+	merchant, _ := m.(dMerchant)
 	data := map[string]any{"Title": "Payment", "P": d.Payment, "Session": d.Session, "Events": d.Events, "Tx": d.Transaction,
-		"Problem": problem, "Confirmations": d.Confirmations}
+		"Problem": problem, "Confirmations": d.Confirmations, "Refund": rf, "RefundsOn": merchant.RefundsOn(c.Param("mode"))}
 	if d.Payment.TxHash != nil {
 		if n, ok := p.networks().Lookup(d.Payment.Network); ok {
 			data["ExplorerURL"] = n.TxURL(*d.Payment.TxHash)
@@ -157,6 +179,69 @@ func (p *Pages) paymentRetryForm(c *gin.Context) {
 		return
 	}
 	back(c, "/payments/"+c.Param("id"), "delivery.retried", "deliveries")
+}
+
+// paymentRefundForm creates a refund of the payment's transaction (the
+// dashboard's refund route: initiatedBy merchant). An empty amount
+// refunds what is left; an empty destination is the payer's wallet.
+func (p *Pages) paymentRefundForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
+	id := c.Param("id")
+	if !validID(id) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	f := refundForm{Amount: strings.TrimSpace(c.PostForm("amount")), Reason: strings.TrimSpace(c.PostForm("reason")),
+		Destination: strings.TrimSpace(c.PostForm("destinationWallet")), Idem: c.PostForm("idem")}
+	var d dPaymentDetail
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments/" + id, query: modeQuery(c, nil)}, &d); err != nil {
+		p.dashError(c, err)
+		return
+	}
+	if d.Transaction == nil {
+		p.dashError(c, &apiError{Status: http.StatusConflict, Message: "this payment has no transaction to refund"})
+		return
+	}
+	body := map[string]any{"transactionId": d.Transaction.ID}
+	if f.Amount != "" {
+		body["amount"] = f.Amount
+	}
+	if f.Reason != "" {
+		body["reason"] = f.Reason
+	}
+	if f.Destination != "" {
+		body["destinationWallet"] = f.Destination
+	}
+	var r dRefund
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/v1/refunds", query: modeQuery(c, nil), json: body,
+		idempotency: f.Idem}, &r); err != nil {
+		f.Error = err
+		p.renderPaymentWith(c, err.Status, nil, f)
+		return
+	}
+	back(c, "/payments/"+id, "refund.created", "refund-"+r.ID)
+}
+
+// paymentRefundSubmitForm attaches the hash of the transfer the merchant
+// sent to one of the payment's pending refunds.
+func (p *Pages) paymentRefundSubmitForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
+	id, rid := c.Param("id"), c.Param("rid")
+	if !validID(id) || !validID(rid) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	hash := strings.TrimSpace(c.PostForm("txHash"))
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/v1/refunds/" + rid + "/submit", query: modeQuery(c, nil),
+		json: map[string]string{"txHash": hash}}, nil); err != nil {
+		p.renderPaymentWith(c, err.Status, nil, refundForm{Idem: newIdempotencyKey(), Error: err, Failed: rid})
+		return
+	}
+	back(c, "/payments/"+id, "refund.submitted", "refund-"+rid)
 }
 
 // networks is the chain registry (explorer links).

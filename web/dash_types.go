@@ -2,7 +2,10 @@ package web
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
+
+	"github.com/paygate/paygate/workflows"
 )
 
 // The API's answers as the dashboard reads them (api/openapi.yaml).
@@ -16,10 +19,21 @@ type dMerchant struct {
 	LogoURL      string   `json:"logoUrl"`
 	EmbedOrigins []string `json:"embedOrigins"`
 	KYBStatus    string   `json:"kybStatus"`
+	// RefundsEnabled says in which modes the merchant may create refunds
+	// (an operator's decision).
+	RefundsEnabled struct{ Test, Live bool } `json:"refundsEnabled"`
 }
 
 // LiveAllowed says whether the merchant may act in live mode.
 func (m dMerchant) LiveAllowed() bool { return m.KYBStatus == "approved" }
+
+// RefundsOn says whether the merchant may create refunds in mode.
+func (m dMerchant) RefundsOn(mode string) bool {
+	if mode == "live" {
+		return m.RefundsEnabled.Live
+	}
+	return m.RefundsEnabled.Test
+}
 
 type dLink struct {
 	ID                      string            `json:"id"`
@@ -102,6 +116,46 @@ type dTransaction struct {
 	Verification          string      `json:"verification"`
 	VerificationMessage   string      `json:"verificationMessage"`
 	CreatedAt             time.Time   `json:"createdAt"`
+	// The refunds, read from the transaction's own route (the payment's
+	// detail does not carry them).
+	RefundedAmount   json.Number `json:"refundedAmount"`
+	RefundableAmount json.Number `json:"refundableAmount"`
+	Refunds          []dRefund   `json:"refunds"`
+}
+
+// CanRefund says whether anything is left to refund.
+func (t dTransaction) CanRefund() bool {
+	return strings.Trim(string(t.RefundableAmount), "0.") != ""
+}
+
+type dRefund struct {
+	ID                string      `json:"id"`
+	Amount            json.Number `json:"amount"`
+	Token             string      `json:"token"`
+	Network           string      `json:"network"`
+	DestinationWallet string      `json:"destinationWallet"`
+	SourceWallet      string      `json:"sourceWallet"`
+	Status            string      `json:"status"`
+	TxHash            *string     `json:"txHash"`
+	Reason            *string     `json:"reason"`
+	InitiatedBy       string      `json:"initiatedBy"`
+	FailureReason     *string     `json:"failureReason"`
+	FailureMessage    *string     `json:"failureMessage"`
+	TokenAddress      string      `json:"tokenAddress"`
+	AmountUnits       string      `json:"amountUnits"`
+	ExpiresAt         time.Time   `json:"expiresAt"`
+	FailedAt          *time.Time  `json:"failedAt"`
+	CreatedAt         time.Time   `json:"createdAt"`
+}
+
+// Watched says the refund failed because its transfer was not found in
+// time, and that transfer is still watched (its message says so, and the
+// week has not passed): landing, it makes the refund succeeded, so a new
+// refund of the same amount would pay twice.
+func (r dRefund) Watched() bool {
+	return r.Status == "failed" && r.FailureReason != nil && *r.FailureReason == "TX_NOT_FOUND" &&
+		r.FailureMessage != nil && strings.Contains(*r.FailureMessage, "still watched") &&
+		r.FailedAt != nil && time.Since(*r.FailedAt) < workflows.DefaultLateWatch
 }
 
 type dPaymentDetail struct {

@@ -72,6 +72,8 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.GET("/payments", p.paymentsPage)
 	m.GET("/payments/:id", p.paymentPage)
 	m.POST("/payments/:id/deliveries/:did/retry", p.paymentRetryForm)
+	m.POST("/payments/:id/refunds", p.paymentRefundForm)
+	m.POST("/payments/:id/refunds/:rid/submit", p.paymentRefundSubmitForm)
 	m.GET("/links", p.linksPage)
 	m.POST("/links", p.linkCreateForm)
 	m.GET("/links/:id", p.linkPage)
@@ -487,7 +489,9 @@ var notices = map[string]string{
 	"kyb.submitted":    "Business verification submitted: we review it and tell you by e-mail.",
 	"kyb.updated":      "Business verification updated.", "settlement.recorded": "Payout recorded.",
 	"exception.resolved": "Exception resolved into a transaction.", "exception.dismissed": "Exception dismissed.",
-	"settings.saved": "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
+	"refund.created":   "Refund created: send its transfer from your wallet, then enter the transaction hash below.",
+	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
+	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
 }
 
 // notice is the request's done message, if any.

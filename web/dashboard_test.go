@@ -456,6 +456,9 @@ func TestDashboardPayments(t *testing.T) {
 		"#deliveries":  "checkout.completed",
 		".attempts td": "503receiver answered 503",
 		"#customer-h":  "Customer",
+		// Refunds are on in test mode by default: the balance and the form.
+		"#refund-balance": "Refunded 0.00 of 25.50 USDC · refundable 25.50 USDC",
+		"#refunds form":   "Create the refund",
 	} {
 		if got := dp.text(sel); !strings.Contains(got, want) {
 			t.Errorf("%s: %q lacks %q", sel, got, want)
@@ -463,6 +466,40 @@ func TestDashboardPayments(t *testing.T) {
 	}
 	if !strings.Contains(dp.body, "Ann &lt;i&gt;") {
 		t.Error("customer name not shown escaped")
+	}
+	// An operator turned refunds off: the card says so, no form.
+	if _, err := d.st.SetRefundsEnabled(context.Background(), a.id, false); err != nil {
+		t.Fatal(err)
+	}
+	if off := a.get("/dashboard/test/payments/" + paid.ID); !strings.Contains(off.text("#refunds-off"), "not enabled") || off.doc.Find("#refund-form").Length() != 0 {
+		t.Fatalf("refunds off: %q", off.text("#refunds"))
+	}
+	// A refund failed TX_NOT_FOUND whose transfer is still watched: shown
+	// with its reason, and the form warns that refunding again may pay
+	// twice.
+	if _, err := d.st.SetRefundsEnabled(context.Background(), a.id, true); err != nil {
+		t.Fatal(err)
+	}
+	pd, err := d.st.PaymentOf(context.Background(), models.Scope{MerchantID: a.id, Mode: models.ModeTest}, paid.ID)
+	if err != nil || pd.Transaction == nil {
+		t.Fatalf("payment %v", err)
+	}
+	rf, err := d.st.CreateRefund(context.Background(), models.RefundRequest{Scope: models.Scope{MerchantID: a.id, Mode: models.ModeTest},
+		TransactionID: pd.Transaction.ID, InitiatedBy: models.InitiatedByMerchant, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.st.SubmitRefundTx(context.Background(), rf.ID, "0x"+strings.Repeat("cd", 32), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: rf.ID, Status: models.RefundFailed, Reason: "TX_NOT_FOUND", At: time.Now(),
+		Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds"}); err != nil {
+		t.Fatal(err)
+	}
+	w := a.get("/dashboard/test/payments/" + paid.ID)
+	if !strings.Contains(w.text("#refunds .refund"), "TX_NOT_FOUND: refund transaction not found") || !strings.Contains(w.text("#refund-watched"), "may pay the customer twice") ||
+		!strings.Contains(w.text("#refund-balance"), "refundable 25.50 USDC") {
+		t.Fatalf("watched refund: %q", w.text("#refunds"))
 	}
 	// The payment's link has a page of its own: linked.
 	if dp.doc.Find(".hint a[href*='/links/']").Length() != 1 {

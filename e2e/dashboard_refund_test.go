@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/e2e/browser"
+	"github.com/paygate/paygate/money"
+)
+
+// TestDashboardRefundInBrowser: a merchant refunds a payment from its page
+// in the dashboard, in Chromium against the whole stack and a dev chain.
+// A refund of more than is refundable is refused in the form (the API's
+// message, the values kept); half is created, the page says what to send
+// from which wallet to which; the merchant's wallet sends it (as a wallet
+// app would), the hash pasted into the page attaches it, and the refund
+// shows succeeded with the balance moved. The rest is refunded too; then
+// nothing is left, and the form is gone. Screenshots: dash-refund-pending,
+// dash-refunds.
+func TestDashboardRefundInBrowser(t *testing.T) {
+	if !browser.Available() {
+		if ciMode() {
+			t.Fatal("chromium is not installed: make chromium")
+		}
+		t.Skip("chromium is not installed: make chromium")
+	}
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{pages: true})
+	email, password := "refunds@roastery.example", "correct horse battery staple"
+	d := s.call("POST", "/api/auth/signup", "", map[string]any{"email": email, "password": password, "businessName": "Roastery"}, 201)
+	key, session := d["testKey"].(map[string]any)["fullKey"].(string), d["sessionToken"].(string)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
+	s.wallet = dc.Customer().Hex()
+	sessionID, _ := s.openSession(key, "", "20.00")
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(sessionID, "complete", 30*time.Second)
+	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
+	total := units(txn["amount"])
+	usdc := func(u int64) string { return money.Amount(u).String() } // as the pages print amounts
+
+	b := browser.Start(t, browser.Timeout(4*time.Minute), browser.ActionTimeout(30*time.Second))
+	tab := b.NewTab(browser.Desktop)
+	base := s.http.URL
+	page := base + "/dashboard/test/payments/" + sessionID
+	tab.Navigate(base + "/dashboard/login?next=" + strings.TrimPrefix(page, base))
+	tab.SetValue("#email", email)
+	tab.SetValue("#password", password)
+	tab.Click("#login-form button[type=submit]")
+	tab.WaitVisible("#refunds")
+	if got := pageText(tab, "#refund-balance"); !strings.Contains(got, "Refunded 0.00 of "+usdc(total)) || !strings.Contains(got, "refundable "+usdc(total)) {
+		t.Fatalf("balance before any refund: %q", got)
+	}
+
+	// Half.
+	half := total / 2
+	tab.Click("#refunds details summary")
+	tab.SetValue("#refund-amount", decimal(half))
+	tab.SetValue("#refund-reason", "damaged in transit")
+	tab.Click("#refund-form button[type=submit]")
+	tab.WaitText(".notice", "Refund created")
+	item := pageText(tab, "#refunds .refund")
+	if !strings.Contains(item, "pending") || !strings.Contains(item, usdc(half)+" USDC") || !strings.Contains(item, devchain.MerchantAddress().Hex()) ||
+		!strings.Contains(item, dc.Customer().Hex()) || !strings.Contains(item, "damaged in transit") {
+		t.Fatalf("pending refund %q", item)
+	}
+	tab.Screenshot("dash-refund-pending")
+
+	// The merchant's wallet sends it; the hash is pasted into the page.
+	hash, err := devchain.PayUSDC(ctx, dc.RPCURL(), devchain.MerchantKey(), dc.USDC(), common.HexToAddress(dc.Customer().Hex()), big.NewInt(half))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.SetValue("#refunds .refund input[name=txHash]", hash)
+	tab.Click("#refunds .refund form button[type=submit]")
+	tab.WaitText(".notice", "Transaction hash attached")
+	reloadUntil(t, tab, page, "#refunds .refund", "succeeded", time.Minute)
+	if got := pageText(tab, "#refunds .refund"); !strings.Contains(got, strings.ToLower(hash)) {
+		t.Fatalf("succeeded refund %q", got)
+	}
+	if got := pageText(tab, "#refund-balance"); !strings.Contains(got, "Refunded "+usdc(half)+" of "+usdc(total)) {
+		t.Fatalf("balance after half: %q", got)
+	}
+	tab.Screenshot("dash-refunds")
+
+	tab.AssertNoConsoleErrors()
+
+	// More than is refundable: refused in the form, the values kept (last:
+	// the browser logs the answer's 400 as an error).
+	tab.Click("#refunds details summary")
+	tab.SetValue("#refund-amount", "999")
+	tab.SetValue("#refund-reason", "the rest")
+	tab.Click("#refund-form button[type=submit]")
+	tab.WaitText("#refunds .error", "exceeds the refundable remainder")
+	var kept string
+	tab.Eval(`document.getElementById("refund-reason").value`, &kept)
+	if kept != "the rest" {
+		t.Fatalf("the form lost its reason: %q", kept)
+	}
+
+	// The rest (the amount left empty), paid and attached the same way.
+	tab.SetValue("#refund-amount", "")
+	tab.Click("#refund-form button[type=submit]")
+	tab.WaitText(".notice", "Refund created")
+	rest := total - half
+	hash2, err := devchain.PayUSDC(ctx, dc.RPCURL(), devchain.MerchantKey(), dc.USDC(), common.HexToAddress(dc.Customer().Hex()), big.NewInt(rest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.SetValue("#refunds .refund:nth-child(2) input[name=txHash]", hash2)
+	tab.Click("#refunds .refund:nth-child(2) form button[type=submit]")
+	tab.WaitText(".notice", "Transaction hash attached")
+	reloadUntil(t, tab, page, "#refunds .refund:nth-child(2)", "succeeded", time.Minute)
+	if got := pageText(tab, "#refunds-none"); !strings.Contains(got, "Nothing is left to refund") {
+		t.Fatalf("after the rest: %q", got)
+	}
+	var forms int
+	tab.Eval(`document.querySelectorAll("#refund-form").length`, &forms)
+	if forms != 0 {
+		t.Fatal("the refund form is still offered with nothing left")
+	}
+}
