@@ -8,6 +8,8 @@ import (
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	gethrpc "github.com/ethereum/go-ethereum/rpc"
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
 )
@@ -58,6 +60,34 @@ func (m *MultiVerifier) FindByReference(ctx context.Context, network string, ref
 	return nil, from, fmt.Errorf("%w: %s cannot search by reference", ErrUnknownNetwork, network)
 }
 
+// AuthorizationFinder lists every EIP-3009 authorization used on an EVM
+// network's canonical token, whatever its nonce: the caller tells its own
+// references apart (in its store), so no list of references bounds what
+// it can find. (A list has a size: sessions opened by the thousand could
+// push a genuine one out of it.)
+type AuthorizationFinder interface {
+	// FindAuthorizations returns the canonical token's AuthorizationUsed
+	// logs from block `from` (0: the last few hundred blocks) to the head,
+	// each as a Found whose Reference is the nonce, in chain order, and the
+	// next block to scan.
+	FindAuthorizations(ctx context.Context, network string, from uint64) ([]Found, uint64, error)
+}
+
+// FindAuthorizations implements [AuthorizationFinder].
+func (m *MultiVerifier) FindAuthorizations(ctx context.Context, network string, from uint64) ([]Found, uint64, error) {
+	v, err := m.verifier(ctx, network)
+	if err != nil {
+		return nil, from, err
+	}
+	ev, ok := v.(*EVMVerifier)
+	if !ok {
+		return nil, from, fmt.Errorf("%w: %s has no EIP-3009 authorizations", ErrUnknownNetwork, network)
+	}
+	return ev.findAuthorizations(ctx, nil, from)
+}
+
+// findAuthorizations lists the AuthorizationUsed logs whose nonce is one of
+// refs (nil: every one) from block `from`.
 func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, from uint64) ([]Found, uint64, error) {
 	lf, ok := v.client.(ethereum.LogFilterer)
 	if !ok {
@@ -74,25 +104,34 @@ func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, fro
 	if from > head {
 		return nil, from, nil
 	}
-	nonces := make([]common.Hash, 0, len(refs))
-	for _, r := range refs {
-		if h, err := ParseEVMReference(r); err == nil {
-			nonces = append(nonces, h)
-		}
-	}
 	to := head
 	if to-from >= maxLogRange {
 		to = from + maxLogRange - 1
 	}
-	if len(nonces) == 0 {
-		return nil, to + 1, nil
+	// The topic lists of the calls: refs in groups of 200 (a bound on one
+	// call's filter), or one call without a nonce filter.
+	var groups [][]common.Hash
+	if refs == nil {
+		groups = [][]common.Hash{nil}
+	} else {
+		nonces := make([]common.Hash, 0, len(refs))
+		for _, r := range refs {
+			if h, err := ParseEVMReference(r); err == nil {
+				nonces = append(nonces, h)
+			}
+		}
+		for start := 0; start < len(nonces); start += 200 {
+			groups = append(groups, nonces[start:min(start+200, len(nonces))])
+		}
+		if len(groups) == 0 {
+			return nil, to + 1, nil
+		}
 	}
 	var found []Found
-	for start := 0; start < len(nonces); start += 200 { // bound the topic list of one call
-		end := min(start+200, len(nonces))
-		logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
+	for _, group := range groups {
+		logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{
 			FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc},
-			Topics: [][]common.Hash{{AuthorizationUsedTopic}, nil, nonces[start:end]},
+			Topics: [][]common.Hash{{AuthorizationUsedTopic}, nil, group},
 		})
 		if err != nil {
 			return nil, from, fmt.Errorf("chain: %s: logs %d-%d: %w", v.net.Name, from, to, err)
@@ -160,6 +199,35 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 }
 
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
+
+// filterLogsSplitting asks for q's logs; a range the node refuses (an
+// error answered, not a failed call: providers cap the logs one call
+// returns, 10,000 at the commonest, or its range) is asked again in
+// halves, down to single blocks, so a busy token's unfiltered logs are
+// read whole.
+func filterLogsSplitting(ctx context.Context, lf ethereum.LogFilterer, q ethereum.FilterQuery) ([]types.Log, error) {
+	logs, err := lf.FilterLogs(ctx, q)
+	var refused gethrpc.Error // the node answered with an error (not a transport failure)
+	if err == nil || ctx.Err() != nil || !errors.As(err, &refused) {
+		return logs, err
+	}
+	from, to := q.FromBlock.Uint64(), q.ToBlock.Uint64()
+	if to <= from {
+		return nil, err
+	}
+	mid := from + (to-from)/2
+	lo, hi := q, q
+	lo.ToBlock, hi.FromBlock = bigUint(mid), bigUint(mid+1)
+	a, err := filterLogsSplitting(ctx, lf, lo)
+	if err != nil {
+		return nil, err
+	}
+	b, err := filterLogsSplitting(ctx, lf, hi)
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
+}
 
 // resumeFrom is the block a scan resumes at: from, unless the chain is
 // behind it by more than a few blocks (a dev chain started afresh under a

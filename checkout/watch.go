@@ -212,15 +212,10 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	n := 0
 	for _, name := range append(s.Networks.Names(chain.ModeTest), s.Networks.Names(chain.ModeLive)...) {
 		n += s.scanUnmatched(ctx, name, dispatch)
-		refs, err := s.Store.WatchedReferences(ctx, name, since, 5000)
-		if err != nil {
-			s.log().Warn("watch: references not listed", "network", name, "err", err)
+		found, next, ok, err := s.findWatched(ctx, name, since)
+		if !ok {
 			continue
 		}
-		if len(refs) == 0 {
-			continue
-		}
-		found, next, err := s.Finder.FindByReference(ctx, name, refs, s.cursor(ctx, name, cursorReferences, s.cursors))
 		if err != nil {
 			s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
 			if len(found) == 0 {
@@ -246,6 +241,57 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	}
 	s.pruneDeclined()
 	return n
+}
+
+// watchedListLimit bounds the references a scan asks the chain about by
+// name (Solana: one call per reference).
+const watchedListLimit = 5000
+
+// findWatched finds the payments of a network that carry a watched
+// session's reference. On EVM every EIP-3009 authorization of the new
+// blocks is read and the store says which nonces are watched sessions'
+// references: no list bounds it, so sessions opened by the thousand (the
+// session route is public) cannot push a genuine one out of the watch. On
+// Solana each watched reference is asked about (the newest
+// watchedListLimit). ok is false when there was nothing to do or the
+// scan could not start (logged).
+func (s *Service) findWatched(ctx context.Context, name string, since time.Time) (found []chain.Found, next uint64, ok bool, err error) {
+	from := s.cursor(ctx, name, cursorReferences, s.cursors)
+	if af, isAF := s.Finder.(chain.AuthorizationFinder); isAF {
+		if fam, _ := chain.FamilyOf(name); fam == chain.FamilyEVM {
+			all, next, err := af.FindAuthorizations(ctx, name, from)
+			if err != nil && len(all) == 0 {
+				s.log().Warn("watch: chain not searched for authorizations", "network", name, "err", err)
+				return nil, from, false, nil
+			}
+			refs := make([]string, 0, len(all))
+			for _, f := range all {
+				refs = append(refs, f.Reference)
+			}
+			watched, werr := s.Store.WatchedAmong(ctx, name, refs, since)
+			if werr != nil {
+				// The cursor stays: the next pass reads these blocks again.
+				s.log().Warn("watch: found authorizations not looked up", "network", name, "err", werr)
+				return nil, from, false, nil
+			}
+			for _, f := range all {
+				if watched[f.Reference] {
+					found = append(found, f)
+				}
+			}
+			return found, next, true, err
+		}
+	}
+	refs, err := s.Store.WatchedReferences(ctx, name, since, watchedListLimit)
+	if err != nil {
+		s.log().Warn("watch: references not listed", "network", name, "err", err)
+		return nil, from, false, nil
+	}
+	if len(refs) == 0 {
+		return nil, from, false, nil
+	}
+	found, next, err = s.Finder.FindByReference(ctx, name, refs, from)
+	return found, next, true, err
 }
 
 func uniqueFound(found []chain.Found) []chain.Found {

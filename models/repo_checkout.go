@@ -597,6 +597,25 @@ func (s *Store) WatchedReferences(ctx context.Context, network string, since tim
 	return refs, err
 }
 
+// WatchedAmong answers which of refs are watched references of a network
+// (WatchedReferences' sessions: no transaction hash, created after since),
+// for a scan that found them on chain without listing them first.
+func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string, since time.Time) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(refs); start += 500 {
+		var got []string
+		if err := s.ctx(ctx).Model(&CheckoutSession{}).
+			Where("network = ? AND payment_reference IN ? AND tx_hash IS NULL AND created_at > ?", network, refs[start:min(start+500, len(refs))], since).
+			Pluck("payment_reference", &got).Error; err != nil {
+			return nil, err
+		}
+		for _, r := range got {
+			out[r] = true
+		}
+	}
+	return out, nil
+}
+
 // SessionByReference loads the session of a payment reference.
 func (s *Store) SessionByReference(ctx context.Context, ref string) (*CheckoutSession, error) {
 	var cs CheckoutSession

@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
+)
+
+// TestWatcherFindsAPaymentInACrowd: a customer pays a session with an
+// EIP-3009 authorization and closes the tab (nothing submitted) after a
+// stranger opened 5,001 sessions of their own on the same network (the
+// session route is public). The watcher used to ask the chain about the
+// newest 5,000 sessions' references only, so the genuine one was never
+// found; it now reads every authorization of the new blocks and asks the
+// store which are watched, and the session completes.
+func TestWatcherFindsAPaymentInACrowd(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 200*time.Millisecond, stackOptions{watch: true})
+	key, _ := s.merchant()
+	// The session declares another wallet than the one that pays (a
+	// customer who switched accounts in their wallet app): only the
+	// reference ties the payment to it, no plain-transfer match.
+	s.wallet = "0x00000000000000000000000000000000000000aa"
+	genuine, link := s.openSession(key, "", "12.50")
+	g, err := s.store.CheckoutSession(ctx, genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crowd: newer sessions of the same network, each with its own
+	// reference (written to the store directly: 5,001 through the API
+	// would be the rate limiter's test).
+	started := time.Now()
+	for range 5001 {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		ref := "0x" + hex.EncodeToString(b)
+		cs := &models.CheckoutSession{MerchantID: g.MerchantID, Mode: g.Mode, PaymentLinkID: link, Network: g.Network,
+			Subtotal: money.FromCents(100), ExpectedAmount: money.FromCents(100), MerchantWalletAddress: g.MerchantWalletAddress,
+			TokenAddress: g.TokenAddress, ExpiresAt: time.Now().Add(30 * time.Minute), PaymentReference: &ref, WorkflowStarted: true}
+		if err := s.store.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("5,001 sessions written in %s", time.Since(started).Round(time.Millisecond))
+	if refs, err := s.store.WatchedReferences(ctx, g.Network, time.Now().Add(-time.Hour), 5000); err != nil || len(refs) != 5000 ||
+		strings.Contains(strings.Join(refs, ","), *g.PaymentReference) {
+		t.Fatalf("the newest 5,000 references (%d, %v) include the genuine session's: the test would prove nothing", len(refs), err)
+	}
+	p, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: genuine, NoSubmit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.waitStatus(genuine, "complete", 60*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("completed with %v, paid %s", h, p.TxHash)
+	}
+}
