@@ -259,6 +259,15 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 	from := s.cursor(ctx, name, cursorReferences, s.cursors)
 	if af, isAF := s.Finder.(chain.AuthorizationFinder); isAF {
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilyEVM {
+			// A network without a watched session is not scanned (most
+			// configured networks, most of the time; a node unreachable
+			// is not asked every pass).
+			if some, err := s.Store.WatchedReferences(ctx, name, since, 1); err != nil || len(some) == 0 {
+				if err != nil {
+					s.log().Warn("watch: references not listed", "network", name, "err", err)
+				}
+				return nil, from, false, nil
+			}
 			all, next, err := af.FindAuthorizations(ctx, name, from)
 			if err != nil && len(all) == 0 {
 				s.log().Warn("watch: chain not searched for authorizations", "network", name, "err", err)
