@@ -198,6 +198,100 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 	return found, nil
 }
 
+// SolanaPaymentScanner finds, on a Solana network, the references carried
+// by the transactions that reached merchant wallets' USDC accounts: a scan
+// whose cost is the wallets' and their new transactions', not the watched
+// sessions', for when there are more sessions than a scan by reference
+// asks about (FindByReference: one call per reference).
+type SolanaPaymentScanner interface {
+	// FindReferencesPaidTo reads the signatures of each wallet's associated
+	// USDC account newer than after[wallet] (the newest 1,000 when none),
+	// then each new transaction, and returns every read-only, non-signer
+	// account key of the successful ones as a Found (Reference: the key;
+	// most are not references at all, the caller keeps its own), and the
+	// newest signature seen per wallet. A wallet the node fails on keeps
+	// its place (it is read again on the next pass) and the error says so.
+	FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string) ([]Found, map[string]string, error)
+}
+
+// FindReferencesPaidTo implements [SolanaPaymentScanner].
+func (m *MultiVerifier) FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string) ([]Found, map[string]string, error) {
+	v, err := m.verifier(ctx, network)
+	if err != nil {
+		return nil, nil, err
+	}
+	sv, ok := v.(*SolanaVerifier)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %s is not a Solana network", ErrUnknownNetwork, network)
+	}
+	return sv.findReferencesPaidTo(ctx, wallets, after)
+}
+
+func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []string, after map[string]string) ([]Found, map[string]string, error) {
+	sl, ok := v.client.(solanaSignatureLister)
+	if !ok {
+		return nil, nil, fmt.Errorf("chain: %s: the RPC client cannot list signatures", v.net.Name)
+	}
+	newest := map[string]string{}
+	var found []Found
+	var failed []error
+	limit := solanaSignaturesPerReference
+	for _, w := range wallets {
+		owner, err := solana.PublicKeyFromBase58(w)
+		if err != nil {
+			continue
+		}
+		ata, _, err := solana.FindAssociatedTokenAddress(owner, v.mint)
+		if err != nil {
+			continue
+		}
+		opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed}
+		if sig, err := solana.SignatureFromBase58(after[w]); err == nil {
+			opts.Until = sig
+		}
+		sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, ata, opts)
+		if err != nil {
+			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		var txFound []Found
+		complete := true
+		// Oldest first.
+		for i := len(sigs) - 1; i >= 0; i-- {
+			if sigs[i] == nil || sigs[i].Err != nil {
+				continue
+			}
+			tx, err := v.get(ctx, sigs[i].Signature, rpc.CommitmentConfirmed)
+			if err != nil {
+				failed = append(failed, err)
+				complete = false
+				break
+			}
+			decoded, _ := tx.Transaction.GetTransaction()
+			_, keys := references(decoded, tx.Meta, solana.PublicKey{})
+			for _, k := range keys {
+				txFound = append(txFound, Found{Reference: k, TxHash: sigs[i].Signature.String(), Block: sigs[i].Slot})
+			}
+		}
+		if !complete {
+			continue // read again from the same place on the next pass
+		}
+		found = append(found, txFound...)
+		if len(sigs) > 0 && sigs[0] != nil {
+			newest[w] = sigs[0].Signature.String()
+		} else if after[w] != "" {
+			newest[w] = after[w]
+		}
+	}
+	if len(failed) > 0 {
+		return found, newest, fmt.Errorf("chain: %s: %d wallets not read whole: %w", v.net.Name, len(failed), errors.Join(failed...))
+	}
+	return found, newest, nil
+}
+
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
 
 // filterLogsSplitting asks for q's logs; a range the node refuses (an

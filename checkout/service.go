@@ -75,6 +75,9 @@ type Service struct {
 	// cursorSaved: when each stored scan cursor (kind/network) was last
 	// written.
 	cursorSaved map[string]time.Time
+	// walletSigs: per Solana network, the newest signature of each
+	// merchant wallet's USDC account the wallet scan has read.
+	walletSigs map[string]map[string]string
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

@@ -300,7 +300,67 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 		return nil, from, false, nil
 	}
 	found, next, err = s.Finder.FindByReference(ctx, name, refs, from)
+	if len(refs) >= watchedListLimit {
+		// More watched sessions than the list: the older ones are found
+		// through the merchants' wallets (Solana).
+		more, serr := s.scanSolanaWallets(ctx, name, since)
+		found = append(found, more...)
+		if serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
 	return found, next, true, err
+}
+
+// scanSolanaWallets reads the new transactions that reached the
+// merchants' USDC accounts on a Solana network, and returns the payments
+// among them that carry a watched session's reference.
+func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time.Time) ([]chain.Found, error) {
+	sc, ok := s.Finder.(chain.SolanaPaymentScanner)
+	if !ok {
+		return nil, nil
+	}
+	if fam, _ := chain.FamilyOf(name); fam != chain.FamilySolana {
+		return nil, nil
+	}
+	wallets, err := s.receivingWallets(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var addrs []string
+	for _, w := range wallets {
+		if !seen[w.Address] {
+			seen[w.Address] = true
+			addrs = append(addrs, w.Address)
+		}
+	}
+	if s.walletSigs == nil {
+		s.walletSigs = map[string]map[string]string{}
+	}
+	if s.walletSigs[name] == nil {
+		s.walletSigs[name] = map[string]string{}
+	}
+	all, newest, err := sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name])
+	keys := make([]string, 0, len(all))
+	for _, f := range all {
+		keys = append(keys, f.Reference)
+	}
+	watched, werr := s.Store.WatchedAmong(ctx, name, keys, since)
+	if werr != nil {
+		// The wallets' places stay: the next pass reads them again.
+		return nil, errors.Join(err, werr)
+	}
+	for w, sig := range newest {
+		s.walletSigs[name][w] = sig
+	}
+	var found []chain.Found
+	for _, f := range all {
+		if watched[f.Reference] {
+			found = append(found, f)
+		}
+	}
+	return found, err
 }
 
 func uniqueFound(found []chain.Found) []chain.Found {
