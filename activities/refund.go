@@ -74,6 +74,17 @@ type RefundStore interface {
 	// succeeded with its effects, once; a refund that did not fail so is
 	// answered as stored.
 	FinishLateRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
+	// EndRefundWatch records that the late watch of a refund failed
+	// TX_NOT_FOUND ended without its transfer paying it: the message
+	// replaces the failure message (nothing else changes).
+	EndRefundWatch(ctx context.Context, refundID, txHash, message string) error
+}
+
+// RefundWatchEnd ends the late watch of a refund failed TX_NOT_FOUND.
+type RefundWatchEnd struct {
+	RefundID string
+	TxHash   string
+	Message  string
 }
 
 // ErrRefundOutcomeMismatch is what a store returns (wrapped) for an
@@ -127,6 +138,14 @@ func (a *RefundActivities) FinishLateRefund(ctx context.Context, o RefundOutcome
 		return RefundFinish{}, temporal.NewNonRetryableApplicationError("a late outcome needs refund, status succeeded and hash", ErrTypeInvalidInput, nil)
 	}
 	return a.finish(ctx, a.Store.FinishLateRefund, o)
+}
+
+// EndRefundWatch records the end of a refund's late watch.
+func (a *RefundActivities) EndRefundWatch(ctx context.Context, e RefundWatchEnd) error {
+	if e.RefundID == "" || e.TxHash == "" || e.Message == "" {
+		return temporal.NewNonRetryableApplicationError("the end of a watch needs refund, hash and message", ErrTypeInvalidInput, nil)
+	}
+	return a.Store.EndRefundWatch(ctx, e.RefundID, e.TxHash, e.Message)
 }
 
 func (a *RefundActivities) finish(ctx context.Context, store func(context.Context, RefundOutcome) (FinishedRefund, error), o RefundOutcome) (RefundFinish, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -294,6 +295,24 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
 
+// tooMuchAsked reads a node's refusal of eth_getLogs as "too many results
+// or too wide a range" (providers word it their own way: "query returned
+// more than 10000 results", "Log response size exceeded", "block range is
+// too wide", "exceed maximum block range"), not as a rate limit or a
+// missing block, which smaller ranges would only make worse.
+func tooMuchAsked(msg string) bool {
+	m := strings.ToLower(msg)
+	if strings.Contains(m, "rate") || strings.Contains(m, "requests") {
+		return false
+	}
+	for _, s := range []string{"more than", "too many", "too large", "too wide", "range", "exceed", "response size", "limit"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // filterLogsSplitting asks for q's logs; a range the node refuses (an
 // error answered, not a failed call: providers cap the logs one call
 // returns, 10,000 at the commonest, or its range) is asked again in
@@ -302,7 +321,7 @@ func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
 func filterLogsSplitting(ctx context.Context, lf ethereum.LogFilterer, q ethereum.FilterQuery) ([]types.Log, error) {
 	logs, err := lf.FilterLogs(ctx, q)
 	var refused gethrpc.Error // the node answered with an error (not a transport failure)
-	if err == nil || ctx.Err() != nil || !errors.As(err, &refused) {
+	if err == nil || ctx.Err() != nil || !errors.As(err, &refused) || !tooMuchAsked(refused.Error()) {
 		return logs, err
 	}
 	from, to := q.FromBlock.Uint64(), q.ToBlock.Uint64()

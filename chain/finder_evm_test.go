@@ -14,9 +14,10 @@ import (
 // cappedLogs is a node that refuses, with a JSON-RPC error as providers
 // do, a call whose answer would hold more than max logs; one log per block.
 type cappedLogs struct {
-	max   int
-	calls int
-	down  bool
+	max     int
+	calls   int
+	down    bool
+	refusal string // every call refused so, when set
 }
 
 type rpcRefusal struct{ msg string }
@@ -28,6 +29,9 @@ func (c *cappedLogs) FilterLogs(_ context.Context, q ethereum.FilterQuery) ([]ty
 	c.calls++
 	if c.down {
 		return nil, errors.New("dial tcp 127.0.0.1:8545: connection refused")
+	}
+	if c.refusal != "" {
+		return nil, rpcRefusal{c.refusal}
 	}
 	from, to := q.FromBlock.Uint64(), q.ToBlock.Uint64()
 	if int(to-from+1) > c.max {
@@ -63,5 +67,10 @@ func TestFilterLogsSplitting(t *testing.T) {
 	down := &cappedLogs{max: 300, down: true}
 	if _, err := filterLogsSplitting(ctx, down, q); err == nil || down.calls != 1 {
 		t.Fatalf("a node down: %v after %d calls", err, down.calls)
+	}
+	// A rate limit is not asked again in pieces either.
+	limited := &cappedLogs{max: 300, refusal: "daily request count exceeded, request rate limited"}
+	if _, err := filterLogsSplitting(ctx, limited, q); err == nil || limited.calls != 1 {
+		t.Fatalf("a rate limit: %v after %d calls", err, limited.calls)
 	}
 }

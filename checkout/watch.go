@@ -262,10 +262,16 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 			// A network without a watched session is not scanned (most
 			// configured networks, most of the time; a node unreachable
 			// is not asked every pass).
-			if some, err := s.Store.WatchedReferences(ctx, name, since, 1); err != nil || len(some) == 0 {
-				if err != nil {
-					s.log().Warn("watch: references not listed", "network", name, "err", err)
-				}
+			some, err := s.Store.WatchedReferences(ctx, name, since, 1)
+			if err != nil {
+				s.log().Warn("watch: references not listed", "network", name, "err", err)
+				return nil, from, false, nil
+			}
+			if len(some) == 0 {
+				// Nothing can be paid in the blocks of a time without
+				// sessions: the next scan starts at the recent blocks, not
+				// at a backlog of every authorization since.
+				s.cursors[name] = 0
 				return nil, from, false, nil
 			}
 			all, next, err := af.FindAuthorizations(ctx, name, from)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -92,8 +93,32 @@ func TestDashboardRefundInBrowser(t *testing.T) {
 
 	tab.AssertNoConsoleErrors()
 
-	// More than is refundable: refused in the form, the values kept (last:
-	// the browser logs the answer's 400 as an error).
+	// A hash sent to the refund that succeeded (another tab's stale form):
+	// refused, the refusal shown above the refunds; a refund that is not
+	// this payment's is not found. (Last: the browser logs these answers
+	// as errors.)
+	firstID := strings.TrimPrefix(attr(tab, "#refunds .refund", "id"), "refund-")
+	var stale struct {
+		Status int
+		Text   string
+	}
+	post := func(rid string) {
+		tab.Eval(fmt.Sprintf(`fetch(%q, {method: "POST", body: new URLSearchParams({txHash: %q})}).then(async r => {
+			const d = new DOMParser().parseFromString(await r.text(), "text/html");
+			const e = d.querySelector("#refunds .error") || d.querySelector("main");
+			return {Status: r.status, Text: e ? e.textContent.replace(/\s+/g, " ").trim() : ""}; })`,
+			page+"/refunds/"+rid+"/submit", "0x"+strings.Repeat("ab", 32)), &stale)
+	}
+	post(firstID)
+	if stale.Status != 409 || !strings.Contains(stale.Text, "already has a transaction hash") {
+		t.Fatalf("a hash for the succeeded refund: %+v", stale)
+	}
+	post("01a216ce-0000-7000-8000-000000000000")
+	if stale.Status != 404 {
+		t.Fatalf("a hash for another payment's refund: %+v", stale)
+	}
+
+	// More than is refundable: refused in the form, the values kept.
 	tab.Click("#refunds details summary")
 	tab.SetValue("#refund-amount", "999")
 	tab.SetValue("#refund-reason", "the rest")
@@ -126,4 +151,10 @@ func TestDashboardRefundInBrowser(t *testing.T) {
 	if forms != 0 {
 		t.Fatal("the refund form is still offered with nothing left")
 	}
+}
+
+func attr(tab *browser.Tab, sel, name string) string {
+	var v string
+	tab.Eval(fmt.Sprintf(`document.querySelector(%q).getAttribute(%q)`, sel, name), &v)
+	return v
 }

@@ -532,5 +532,27 @@ func TestRefundLandsLate(t *testing.T) {
 			got.Status != models.RefundFailed || got.Reason != "TX_REVERTED" {
 			t.Fatalf("late outcome of a reverted refund: %+v %v", got, err)
 		}
+		// The end of a watch rewrites a TX_NOT_FOUND failure's message only.
+		if err := st.EndRefundWatch(ctx, other.ID, h2, "watch over"); err != nil || mustRefund(t, st, other.ID).FailureMessage == "watch over" {
+			t.Fatalf("end of a watch on a reverted refund: %v", err)
+		}
+		third, err := newRefundFixture(t, st, models.ModeTest).refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h3 := f.hash()
+		if err := st.SubmitRefundTx(ctx, third.ID, h3, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: third.ID, Status: models.RefundFailed, TxHash: h3, Reason: models.ReasonTxNotFound,
+			Message: "not found; it is still watched"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.EndRefundWatch(ctx, third.ID, h3, "not found, nor after"); err != nil {
+			t.Fatal(err)
+		}
+		if r := mustRefund(t, st, third.ID); r.FailureMessage != "not found, nor after" || r.Status != models.RefundFailed {
+			t.Fatalf("after the end of its watch %+v", r)
+		}
 	})
 }

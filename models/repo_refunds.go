@@ -398,6 +398,15 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 	return out, err
 }
 
+// EndRefundWatch records that the late watch of a refund failed
+// TX_NOT_FOUND with txHash ended without the transfer paying it: message
+// replaces its failure message. A refund in any other state is left as it
+// is (the watch's end changes nothing else).
+func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
+	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND failure_reason = ?", refundID, txHash, RefundFailed, ReasonTxNotFound).
+		Updates(map[string]any{"failure_message": truncate(message, 500), "updated_at": s.Now()}).Error
+}
+
 func refundEventKey(refundID string) string { return "payment.refunded:" + refundID }
 
 // refundEventDeliveries answers the stored payment.refunded event of a

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,9 +98,11 @@ func (p *Pages) paymentPage(c *gin.Context) {
 type refundForm struct {
 	Amount, Reason, Destination, Idem string
 	// Error is the API's refusal of the form; Failed names the refund
-	// whose hash was refused.
+	// whose hash was refused; Top shows the error above the refunds (the
+	// refund it names is no longer pending, so it has no hash form).
 	Error  *apiError
 	Failed string
+	Top    bool
 }
 
 // renderPayment shows one payment: the session's timeline, the
@@ -129,6 +132,14 @@ func (p *Pages) renderPaymentWith(c *gin.Context, status int, problem *apiError,
 		var full dTransaction
 		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/transactions/" + d.Transaction.ID, query: modeQuery(c, nil)}, &full); err == nil {
 			d.Transaction = &full
+		}
+		if rf.Failed != "" {
+			rf.Top = true
+			for _, r := range d.Transaction.Refunds {
+				if r.ID == rf.Failed && r.Status == "pending" {
+					rf.Top = false
+				}
+			}
 		}
 	}
 	m, _ := c.Get(merchantKey)
@@ -232,6 +243,24 @@ func (p *Pages) paymentRefundSubmitForm(c *gin.Context) {
 	}
 	id, rid := c.Param("id"), c.Param("rid")
 	if !validID(id) || !validID(rid) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return
+	}
+	// The refund must be one of this payment's (the API keeps it to the
+	// merchant; this keeps the answer on the right page).
+	var d dPaymentDetail
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments/" + id, query: modeQuery(c, nil)}, &d); err != nil {
+		p.dashError(c, err)
+		return
+	}
+	var tx dTransaction
+	if d.Transaction != nil {
+		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/transactions/" + d.Transaction.ID, query: modeQuery(c, nil)}, &tx); err != nil {
+			p.dashError(c, err)
+			return
+		}
+	}
+	if !slices.ContainsFunc(tx.Refunds, func(r dRefund) bool { return r.ID == rid }) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
 	}

@@ -42,6 +42,10 @@ func (r refundStore) FinishRefund(ctx context.Context, o activities.RefundOutcom
 	return activities.FinishedRefund(f), err
 }
 
+func (r refundStore) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
+	return r.s.EndRefundWatch(ctx, refundID, txHash, message)
+}
+
 func (r refundStore) FinishLateRefund(ctx context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
 	f, err := r.s.FinishLateRefund(ctx, models.RefundOutcome(o))
 	if errors.Is(err, models.ErrRefundHashMismatch) {

@@ -74,8 +74,10 @@ type RefundCarry struct {
 	SubmittedAt time.Time
 	LastSeenAt  time.Time
 	// LateUntil, when set, is the end of the late watch of a refund that
-	// failed TX_NOT_FOUND (its next run goes on watching).
+	// failed TX_NOT_FOUND (its next run goes on watching); Message is its
+	// failure message.
 	LateUntil time.Time
+	Message   string `json:",omitempty"`
 }
 
 // RefundState answers the status query.
@@ -171,8 +173,8 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 		return RefundResult{}, err
 	}
 	if in.Carry != nil && !in.Carry.LateUntil.IsZero() {
-		r.state.Reason = chain.ReasonTxNotFound
-		return r.watchLate(ctx, r.transfer(), in.Carry.LateUntil)
+		r.state.Reason, r.state.Message = chain.ReasonTxNotFound, in.Carry.Message
+		return r.watchLate(ctx, r.transfer(), in.Carry.LateUntil, 0)
 	}
 	if r.state.Status == models.RefundPending {
 		if done, res, err := r.waitForTransfer(ctx); done || err != nil {
@@ -303,7 +305,7 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 			if res.Seen {
 				r.since = workflow.Now(ctx)
 			} else if workflow.Now(ctx).Sub(r.since) >= r.in.NotFoundWindow {
-				return r.notFound(ctx, t)
+				return r.notFound(ctx, t, checks+1)
 			}
 		}
 		if err := workflow.Sleep(ctx, r.in.PollInterval); err != nil {
@@ -345,10 +347,16 @@ const (
 )
 
 // notFound fails the refund TX_NOT_FOUND, which gives its amount back to
-// the transaction, and then keeps watching the transfer (lateWatchVersion).
-func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer) (RefundResult, error) {
+// the transaction, and then keeps watching the transfer (lateWatchVersion)
+// on an EVM network; checks is how many the run made so far. (A Solana
+// transaction cannot land once its blockhash has expired, a minute or two
+// after it was signed: one unseen for the window never will.)
+func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer, checks int) (RefundResult, error) {
 	msg := fmt.Sprintf("refund transaction not found on %s within %s", r.in.Network, r.in.NotFoundWindow)
 	late := workflow.GetVersion(ctx, lateWatchVersion, workflow.DefaultVersion, 1) >= 1
+	if fam, _ := chain.FamilyOf(r.in.Network); fam != chain.FamilyEVM {
+		late = false
+	}
 	until := workflow.Now(ctx).Add(r.in.LateWatch)
 	if late {
 		msg += fmt.Sprintf("; it is still watched until %s: if it lands by then, the refund succeeds", until.UTC().Format(time.RFC3339))
@@ -357,27 +365,29 @@ func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer) (RefundR
 	if err != nil || !late || res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
 		return res, err
 	}
-	return r.watchLate(ctx, t, until)
+	return r.watchLate(ctx, t, until, checks)
 }
 
 // watchLate watches the transfer of a refund failed TX_NOT_FOUND until
 // `until`: when it lands and verifies, the refund becomes succeeded
 // (FinishLateRefund); when it lands and does not pay the refund (reverted,
-// another transfer), or never lands, the refund stays failed.
-func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until time.Time) (RefundResult, error) {
-	failed := RefundResult{Status: models.RefundFailed, Reason: chain.ReasonTxNotFound, TxHash: r.state.TxHash}
+// another transfer), or never lands, the refund stays failed and its
+// message says the watch is over (EndRefundWatch). checks is how many the
+// run made before (one run's history stays bounded).
+func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until time.Time, checks int) (RefundResult, error) {
 	r.state.WatchedUntil = &until
 	defer func() { r.state.WatchedUntil = nil }()
 	pause := min(lateFirstPause, max(r.in.NotFoundWindow/60, r.in.PollInterval))
-	for checks := 0; ; checks++ {
+	for ; ; checks++ {
 		now := workflow.Now(ctx)
 		if !now.Before(until) {
-			return failed, nil
+			return r.endWatch(ctx, fmt.Sprintf("refund transaction not found on %s within %s, nor in the %s after", r.in.Network,
+				r.in.NotFoundWindow, r.in.LateWatch))
 		}
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := r.in
-			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until}
+			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
 		if err := workflow.Sleep(ctx, min(pause, until.Sub(now))); err != nil {
@@ -393,15 +403,25 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 		case res.Verdict == chain.VerdictComplete:
 			return r.finishLate(ctx)
 		case res.Verdict == chain.VerdictFailed:
-			workflow.GetLogger(ctx).Warn("refund transfer landed after its refund failed, and does not pay it",
-				"refundId", r.in.RefundID, "txHash", r.state.TxHash, "reason", res.Reason)
-			return failed, nil
+			return r.endWatch(ctx, fmt.Sprintf("refund transaction landed after the refund had failed, and does not pay it (%s): %s",
+				res.Reason, res.Message))
 		case res.Seen:
 			pause = r.in.PollInterval
 		default:
 			pause = min(2*pause, lateMaxPause)
 		}
 	}
+}
+
+// endWatch ends the late watch with the refund failed: its message says
+// why, and no longer that it is watched.
+func (r *refund) endWatch(ctx workflow.Context, msg string) (RefundResult, error) {
+	e := activities.RefundWatchEnd{RefundID: r.in.RefundID, TxHash: r.state.TxHash, Message: msg}
+	if err := workflow.ExecuteActivity(r.effects, refundActivities.EndRefundWatch, e).Get(ctx, nil); err != nil {
+		return RefundResult{}, err
+	}
+	r.state.Message = msg
+	return RefundResult{Status: models.RefundFailed, Reason: chain.ReasonTxNotFound, TxHash: r.state.TxHash}, nil
 }
 
 // finishLate records the late landing: the refund becomes succeeded.

@@ -177,6 +177,21 @@ func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.Refun
 	return s.finished(o.RefundID, r), s.leave(refundFinishLateMethod)
 }
 
+// EndRefundWatch replaces the message of a refund failed TX_NOT_FOUND.
+func (s *refundFakeStore) EndRefundWatch(_ context.Context, id, hash, message string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["EndRefundWatch"]++
+	r, ok := s.refunds[id]
+	if !ok {
+		return apperr.NotFound()
+	}
+	if r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound && r.hash == hash {
+		r.message = message
+	}
+	return nil
+}
+
 func (s *refundFakeStore) finished(id string, r *refundFakeRefund) activities.FinishedRefund {
 	f := activities.FinishedRefund{Status: r.status, Reason: r.reason, Message: r.message, FullyRefunded: r.full}
 	if r.status == models.RefundSucceeded {
@@ -674,6 +689,11 @@ func TestRefundTxNotFound(t *testing.T) {
 	if got := h.elapsed(); got != 90*time.Minute+DefaultLateWatch {
 		t.Fatalf("watched until +%v", got)
 	}
+	// The watch's end is recorded: the message no longer says watched.
+	if r := h.store.refund("rf_nothing"); r.status != models.RefundFailed || strings.Contains(r.message, "still watched") ||
+		!strings.Contains(r.message, "nor in the 168h0m0s after") {
+		t.Fatalf("stored after the watch %+v", r)
+	}
 	// The late watch: a minute, then doubling pauses up to an hour, about
 	// 175 checks in the week, one run.
 	reqs, at := h.chain.requests()
@@ -738,6 +758,76 @@ func TestRefundLandsLate(t *testing.T) {
 	}
 	if reserved, refunded, events := wrong.store.ledger(); reserved != 0 || refunded != 0 || len(events) != 0 {
 		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+	if r := wrong.store.refund("rf_late_wrong"); !strings.Contains(r.message, "does not pay it (INVALID_TRANSFER)") {
+		t.Fatalf("stored %+v", r)
+	}
+}
+
+// TestRefundLateWatchContinuesAsNew: a late watch longer than one run's
+// checks continues as new carrying its end and its message; the next run
+// goes on watching and records the landing.
+func TestRefundLateWatchContinuesAsNew(t *testing.T) {
+	store := newRefundFakeStore()
+	h := newRefundHarness(t, store, "rf_long_watch", 5_000_000)
+	h.in.PollInterval, h.in.LateWatch = 30*time.Second, 30*24*time.Hour
+	h.submit(time.Minute, refundHash(23))
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next RefundInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	failedAt := refundStart.Add(time.Minute + time.Hour)
+	if next.Carry == nil || next.Carry.Status != models.RefundFailed || !next.Carry.LateUntil.Equal(failedAt.Add(30*24*time.Hour)) ||
+		!strings.Contains(next.Carry.Message, "still watched until") {
+		t.Fatalf("carry %+v", next.Carry)
+	}
+	// One run's checks, the confirmation's and the late watch's together.
+	if reqs, _ := h.chain.requests(); len(reqs) != maxChecksPerRun {
+		t.Fatalf("%d checks in the run", len(reqs))
+	}
+
+	// The next run: the transfer lands; the refund succeeds.
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartTime(h.env.Now())
+	fc := newRefundFakeChain(env.Now)
+	env.RegisterWorkflow(RefundWorkflow)
+	env.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: fc, Dispatcher: &checkoutFakeDispatcher{}})
+	env.RegisterDelayedCallback(func() { fc.put(refundHash(23), good(5_000_000), 2) }, 3*time.Hour)
+	env.ExecuteWorkflow(RefundWorkflow, next)
+	var res RefundResult
+	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.RefundSucceeded {
+		t.Fatalf("next run: %+v %v", res, err)
+	}
+	store.check(t)
+	if reserved, refunded, _ := store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 {
+		t.Fatalf("ledger %d/%d", reserved, refunded)
+	}
+}
+
+// TestSolanaRefundNotWatchedLate: on Solana a transfer unseen for the
+// window can no longer land (its blockhash expired long before): the
+// refund fails TX_NOT_FOUND and the workflow ends then.
+func TestSolanaRefundNotWatchedLate(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_sol", 5_000_000)
+	h.in.Network, h.in.PollInterval = "solana_devnet", 30*time.Second
+	h.in.SourceWallet, h.in.DestinationWallet = "4JvCQqB6RWgNiv6UvhLrVWiT1wA5kUwQTnCUPTpim9rp", "8LxfxgNCjge8ihBiUF4AZA8LUUZh2SY2eVEur9QgFMVW"
+	h.submit(time.Minute, "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW")
+	res := h.result()
+	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
+		t.Fatalf("result %+v", res)
+	}
+	if got := h.elapsed(); got != time.Minute+time.Hour {
+		t.Fatalf("ended at +%v", got)
+	}
+	if r := h.store.refund("rf_sol"); strings.Contains(r.message, "watched") {
+		t.Fatalf("stored %+v", r)
 	}
 }
 
