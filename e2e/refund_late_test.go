@@ -38,16 +38,7 @@ func (h *heldSender) SendTransaction(_ context.Context, tx *gethtypes.Transactio
 // payment.refunded reaches the merchant's receiver.
 func TestRefundTransferLandsLate(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t), BlockInterval: 250 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg, refundNotFound: 2 * time.Second})
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
 	key, session := s.merchant()
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
 	rc := newReceiver(t, nil)

@@ -21,25 +21,7 @@ import (
 // submit to complete.
 func TestSolanaDevChainPayment(t *testing.T) {
 	ctx := context.Background()
-	sc, err := soldev.Start(ctx, soldev.Config{SlotInterval: 100 * time.Millisecond})
-	if errors.Is(err, soldev.ErrNodeMissing) || errors.Is(err, soldev.ErrPackagesMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sc.Close() })
-	reg := chain.DefaultRegistry()
-	soldev.DevNetwork(sc, reg)
-	n, _ := reg.Lookup(chain.NetworkSolanaDevnet)
-	n.PollInterval = 200 * time.Millisecond
-	reg.Set(n)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg, watch: true})
+	s, sc := solanaDevStack(t, stackOptions{watch: true})
 	key, session := s.merchant()
 	merchant := solana.NewWallet().PublicKey()
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": merchant.String()}}, 200)
@@ -86,4 +68,31 @@ func TestSolanaDevChainPayment(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitStatus(id, "complete", 30*time.Second)
+}
+
+// solanaDevStack starts the local Solana runtime (skipped where Node or the
+// sidecar's packages are missing, but under CI=true) and a stack whose
+// solana_devnet is it, polled every 200 ms, verified by a MultiVerifier.
+func solanaDevStack(t *testing.T, o stackOptions) (*stack, *soldev.Chain) {
+	t.Helper()
+	sc, err := soldev.Start(context.Background(), soldev.Config{SlotInterval: 100 * time.Millisecond})
+	if errors.Is(err, soldev.ErrNodeMissing) || errors.Is(err, soldev.ErrPackagesMissing) {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Close() })
+	reg := chain.DefaultRegistry()
+	soldev.DevNetwork(sc, reg)
+	n, _ := reg.Lookup(chain.NetworkSolanaDevnet)
+	n.PollInterval = 200 * time.Millisecond
+	reg.Set(n)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	o.verifier, o.networks = verifier, reg
+	return startStack(t, o), sc
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -79,25 +77,7 @@ func TestWatcherFindsAPaymentInACrowd(t *testing.T) {
 // completes.
 func TestSolanaWatcherFindsAPaymentInACrowd(t *testing.T) {
 	ctx := context.Background()
-	sc, err := soldev.Start(ctx, soldev.Config{SlotInterval: 100 * time.Millisecond})
-	if errors.Is(err, soldev.ErrNodeMissing) || errors.Is(err, soldev.ErrPackagesMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sc.Close() })
-	reg := chain.DefaultRegistry()
-	soldev.DevNetwork(sc, reg)
-	n, _ := reg.Lookup(chain.NetworkSolanaDevnet)
-	n.PollInterval = 200 * time.Millisecond
-	reg.Set(n)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg}) // the watcher is run by the test, as above
+	s, sc := solanaDevStack(t, stackOptions{}) // the watcher is run by the test, as above
 	key, session := s.merchant()
 	merchant := solana.NewWallet().PublicKey()
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": merchant.String()}}, 200)

@@ -402,6 +402,46 @@ func (h *refundHarness) result() RefundResult {
 	return res
 }
 
+// continuedAsNew runs the workflow to its continue-as-new and returns the
+// next run's input.
+func (h *refundHarness) continuedAsNew() RefundInput {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		h.t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next RefundInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		h.t.Fatal(err)
+	}
+	return next
+}
+
+// nextRun runs a continued refund where the last run stopped, on the same
+// store, with a fresh chain that setup scripts, and returns its result.
+func (h *refundHarness) nextRun(next RefundInput, setup func(env *testsuite.TestWorkflowEnvironment, c *refundFakeChain)) RefundResult {
+	h.t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(webhookTestLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartTime(h.env.Now())
+	c := newRefundFakeChain(env.Now)
+	setup(env, c)
+	env.RegisterWorkflow(RefundWorkflow)
+	env.RegisterActivity(&activities.RefundActivities{Store: h.store, Verifier: c, Dispatcher: &checkoutFakeDispatcher{}})
+	env.ExecuteWorkflow(RefundWorkflow, next)
+	if err := env.GetWorkflowError(); err != nil {
+		h.t.Fatal(err)
+	}
+	var res RefundResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		h.t.Fatal(err)
+	}
+	h.store.check(h.t)
+	return res
+}
+
 // stored reads the fake store's refund after d.
 func (h *refundHarness) stored(d time.Duration) *refundFakeRefund {
 	r := &refundFakeRefund{}
@@ -772,15 +812,7 @@ func TestRefundLateWatchContinuesAsNew(t *testing.T) {
 	h := newRefundHarness(t, store, "rf_long_watch", 5_000_000)
 	h.in.PollInterval, h.in.LateWatch = 30*time.Second, 30*24*time.Hour
 	h.submit(time.Minute, refundHash(23))
-	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("want continue-as-new, got %v", err)
-	}
-	var next RefundInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
-		t.Fatal(err)
-	}
+	next := h.continuedAsNew()
 	failedAt := refundStart.Add(time.Minute + time.Hour)
 	if next.Carry == nil || next.Carry.Status != models.RefundFailed || !next.Carry.LateUntil.Equal(failedAt.Add(30*24*time.Hour)) ||
 		!strings.Contains(next.Carry.Message, "still watched until") {
@@ -792,20 +824,12 @@ func TestRefundLateWatchContinuesAsNew(t *testing.T) {
 	}
 
 	// The next run: the transfer lands; the refund succeeds.
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(webhookTestLogger())
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetStartTime(h.env.Now())
-	fc := newRefundFakeChain(env.Now)
-	env.RegisterWorkflow(RefundWorkflow)
-	env.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: fc, Dispatcher: &checkoutFakeDispatcher{}})
-	env.RegisterDelayedCallback(func() { fc.put(refundHash(23), good(5_000_000), 2) }, 3*time.Hour)
-	env.ExecuteWorkflow(RefundWorkflow, next)
-	var res RefundResult
-	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.RefundSucceeded {
-		t.Fatalf("next run: %+v %v", res, err)
+	res := h.nextRun(next, func(env *testsuite.TestWorkflowEnvironment, c *refundFakeChain) {
+		env.RegisterDelayedCallback(func() { c.put(refundHash(23), good(5_000_000), 2) }, 3*time.Hour)
+	})
+	if res.Status != models.RefundSucceeded {
+		t.Fatalf("next run: %+v", res)
 	}
-	store.check(t)
 	if reserved, refunded, _ := store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 {
 		t.Fatalf("ledger %d/%d", reserved, refunded)
 	}
@@ -855,15 +879,7 @@ func TestRefundContinuesAsNew(t *testing.T) {
 	h := newRefundHarness(t, store, "rf_long", 5_000_000)
 	h.in.PollInterval, h.in.NotFoundWindow = time.Second, 24*time.Hour
 	h.submit(time.Minute, refundHash(13)) // never seen in this run
-	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("want continue-as-new, got %v", err)
-	}
-	var next RefundInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
-		t.Fatal(err)
-	}
+	next := h.continuedAsNew()
 	want := RefundCarry{Status: models.RefundSubmitted, TxHash: refundHash(13), SubmittedAt: refundStart.Add(time.Minute)}
 	if next.Carry == nil || *next.Carry != want || next.RefundID != "rf_long" || next.Units != 5_000_000 {
 		t.Fatalf("next run's input %+v carry %+v", next, next.Carry)
@@ -872,23 +888,12 @@ func TestRefundContinuesAsNew(t *testing.T) {
 		t.Fatalf("%d checks in the run", len(reqs))
 	}
 
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(webhookTestLogger())
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetStartTime(h.env.Now())
-	c := newRefundFakeChain(env.Now)
-	c.put(refundHash(13), good(5_000_000), 2)
-	env.RegisterWorkflow(RefundWorkflow)
-	env.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: c, Dispatcher: &checkoutFakeDispatcher{}})
-	env.ExecuteWorkflow(RefundWorkflow, next)
-	var res RefundResult
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
+	res := h.nextRun(next, func(_ *testsuite.TestWorkflowEnvironment, c *refundFakeChain) {
+		c.put(refundHash(13), good(5_000_000), 2)
+	})
+	if res.Status != models.RefundSucceeded {
+		t.Fatalf("next run: %+v", res)
 	}
-	if err := env.GetWorkflowResult(&res); err != nil || res.Status != models.RefundSucceeded {
-		t.Fatalf("next run: %+v %v", res, err)
-	}
-	store.check(t)
 	if n := store.calls[refundSubmitMethod]; n != 1 {
 		t.Fatalf("%d submits", n)
 	}
