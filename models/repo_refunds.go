@@ -317,21 +317,30 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 			Update("refunded_amount", gorm.Expr("refunded_amount + ?", int64(r.Amount))).Error; err != nil {
 			return err
 		}
-		var t Transaction
-		if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
-			return err
-		}
-		full := t.RefundedAmount >= t.Amount
-		r.Status, r.TxHash = RefundSucceeded, &o.TxHash
-		ids, err := s.emitEvent(tx, r.MerchantID, r.Mode, EventSpec{Type: "payment.refunded", Key: refundEventKey(r.ID),
-			Data: RefundedEventData(&r, full)}, at)
-		if err != nil {
-			return err
-		}
-		out = RefundFinish{Status: RefundSucceeded, FullyRefunded: full, Deliveries: ids}
-		return nil
+		r.TxHash = &o.TxHash
+		var err error
+		out, err = s.emitRefunded(tx, &r, at)
+		return err
 	})
 	return out, err
+}
+
+// emitRefunded emits payment.refunded for a refund that has just
+// succeeded (its transaction's refunded amount already counts it) and
+// answers the outcome with the event's deliveries.
+func (s *Store) emitRefunded(tx *gorm.DB, r *Refund, at time.Time) (RefundFinish, error) {
+	var t Transaction
+	if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+		return RefundFinish{}, err
+	}
+	full := t.RefundedAmount >= t.Amount
+	r.Status = RefundSucceeded
+	ids, err := s.emitEvent(tx, r.MerchantID, r.Mode, EventSpec{Type: "payment.refunded", Key: refundEventKey(r.ID),
+		Data: RefundedEventData(r, full)}, at)
+	if err != nil {
+		return RefundFinish{}, err
+	}
+	return RefundFinish{Status: RefundSucceeded, FullyRefunded: full, Deliveries: ids}, nil
 }
 
 // FinishLateRefund records the late landing of a refund's transfer: a
@@ -381,19 +390,9 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 			"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}).Error; err != nil {
 			return err
 		}
-		var t Transaction
-		if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
-			return err
-		}
-		full := t.RefundedAmount >= t.Amount
-		r.Status = RefundSucceeded
-		ids, err := s.emitEvent(tx, r.MerchantID, r.Mode, EventSpec{Type: "payment.refunded", Key: refundEventKey(r.ID),
-			Data: RefundedEventData(&r, full)}, at)
-		if err != nil {
-			return err
-		}
-		out = RefundFinish{Status: RefundSucceeded, FullyRefunded: full, Deliveries: ids}
-		return nil
+		var err error
+		out, err = s.emitRefunded(tx, &r, at)
+		return err
 	})
 	return out, err
 }

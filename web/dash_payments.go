@@ -122,17 +122,12 @@ func (p *Pages) renderPaymentWith(c *gin.Context, status int, problem *apiError,
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
 	}
-	var d dPaymentDetail
-	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments/" + id, query: modeQuery(c, nil)}, &d); err != nil {
+	d, err := p.payment(c, id)
+	if err != nil {
 		p.dashError(c, err)
 		return
 	}
 	if d.Transaction != nil {
-		// The transaction's own route carries its refunds and balances.
-		var full dTransaction
-		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/transactions/" + d.Transaction.ID, query: modeQuery(c, nil)}, &full); err == nil {
-			d.Transaction = &full
-		}
 		if rf.Failed != "" {
 			rf.Top = true
 			for _, r := range d.Transaction.Refunds {
@@ -192,6 +187,23 @@ func (p *Pages) paymentRetryForm(c *gin.Context) {
 	back(c, "/payments/"+c.Param("id"), "delivery.retried", "deliveries")
 }
 
+// payment reads one payment, its transaction read from the transaction's
+// own route, which carries its refunds and balances.
+func (p *Pages) payment(c *gin.Context, id string) (*dPaymentDetail, *apiError) {
+	var d dPaymentDetail
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments/" + id, query: modeQuery(c, nil)}, &d); err != nil {
+		return nil, err
+	}
+	if d.Transaction != nil {
+		var full dTransaction
+		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/transactions/" + d.Transaction.ID, query: modeQuery(c, nil)}, &full); err != nil {
+			return nil, err
+		}
+		d.Transaction = &full
+	}
+	return &d, nil
+}
+
 // paymentRefundForm creates a refund of the payment's transaction (the
 // dashboard's refund route: initiatedBy merchant). An empty amount
 // refunds what is left; an empty destination is the payer's wallet.
@@ -248,19 +260,12 @@ func (p *Pages) paymentRefundSubmitForm(c *gin.Context) {
 	}
 	// The refund must be one of this payment's (the API keeps it to the
 	// merchant; this keeps the answer on the right page).
-	var d dPaymentDetail
-	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments/" + id, query: modeQuery(c, nil)}, &d); err != nil {
+	d, err := p.payment(c, id)
+	if err != nil {
 		p.dashError(c, err)
 		return
 	}
-	var tx dTransaction
-	if d.Transaction != nil {
-		if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/transactions/" + d.Transaction.ID, query: modeQuery(c, nil)}, &tx); err != nil {
-			p.dashError(c, err)
-			return
-		}
-	}
-	if !slices.ContainsFunc(tx.Refunds, func(r dRefund) bool { return r.ID == rid }) {
+	if d.Transaction == nil || !slices.ContainsFunc(d.Transaction.Refunds, func(r dRefund) bool { return r.ID == rid }) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
 	}
