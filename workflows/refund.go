@@ -235,6 +235,7 @@ func (r *refund) submit(ctx workflow.Context, req RefundSubmitRequest) (RefundSu
 // (and answers the first outcome if one was stored already).
 func (r *refund) finish(ctx workflow.Context, o activities.RefundOutcome) (RefundResult, error) {
 	r.ending = true
+	workflow.SetCurrentDetails(ctx, "Recording the refund's outcome.")
 	o.RefundID, o.At = r.in.RefundID, workflow.Now(ctx)
 	var stored activities.RefundFinish
 	if err := workflow.ExecuteActivity(r.effects, refundActivities.FinishRefund, o).Get(ctx, &stored); err != nil {
@@ -249,6 +250,8 @@ func (r *refund) finish(ctx workflow.Context, o activities.RefundOutcome) (Refun
 // waitForTransfer waits for a submit or the end of the window. It reports
 // done when the refund failed for want of a transfer.
 func (r *refund) waitForTransfer(ctx workflow.Context) (bool, RefundResult, error) {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Pending**: waiting for the merchant's transfer of %s USDC base units to `%s` on %s, until %s.",
+		fmt.Sprint(r.in.Units), r.in.DestinationWallet, r.in.Network, r.in.ExpiresAt.UTC().Format(time.RFC3339)))
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, r.in.ExpiresAt.Sub(workflow.Now(ctx)))
@@ -281,6 +284,8 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 	if r.since.IsZero() {
 		r.since = workflow.Now(ctx)
 	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Submitted**: checking transfer `%s` on %s every %s; unseen for %s, the refund fails TX_NOT_FOUND.",
+		t.TxHash, r.in.Network, r.in.PollInterval, r.in.NotFoundWindow))
 	for checks := 0; ; checks++ {
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
@@ -377,6 +382,8 @@ func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer, checks i
 func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until time.Time, checks int) (RefundResult, error) {
 	r.state.WatchedUntil = &until
 	defer func() { r.state.WatchedUntil = nil }()
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed TX_NOT_FOUND, still watched**: transfer `%s` on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
+		t.TxHash, r.in.Network, until.UTC().Format(time.RFC3339)))
 	pause := min(lateFirstPause, max(r.in.NotFoundWindow/60, r.in.PollInterval))
 	for ; ; checks++ {
 		now := workflow.Now(ctx)

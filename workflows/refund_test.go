@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -715,6 +716,18 @@ func TestRefundTxNotFound(t *testing.T) {
 	h.submit(30*time.Minute, refundHash(11))
 	before, after := h.stored(90*time.Minute-time.Second), h.stored(90*time.Minute+time.Second)
 	watching := h.query(90*time.Minute + time.Second)
+	var details string
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+		var meta sdkpb.WorkflowMetadata
+		if err == nil {
+			err = v.Get(&meta)
+		}
+		if err != nil {
+			t.Errorf("metadata query: %v", err)
+		}
+		details = meta.GetCurrentDetails()
+	}, 2*time.Hour)
 	res := h.result()
 	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
 		t.Fatalf("result %+v", res)
@@ -722,6 +735,10 @@ func TestRefundTxNotFound(t *testing.T) {
 	if before.status != models.RefundSubmitted || after.status != models.RefundFailed || after.reason != chain.ReasonTxNotFound ||
 		!strings.Contains(after.message, "still watched until") {
 		t.Fatalf("stored before +90m: %+v; after: %+v", *before, *after)
+	}
+	// What the Web UI shows of the run: the watch, its hash and its end.
+	if !strings.Contains(details, "still watched") || !strings.Contains(details, refundHash(11)) {
+		t.Errorf("current details during the watch: %q", details)
 	}
 	if watching.Status != models.RefundFailed || watching.WatchedUntil == nil || !watching.WatchedUntil.Equal(refundStart.Add(90*time.Minute+DefaultLateWatch)) {
 		t.Fatalf("status after the failure %+v", watching)
