@@ -474,6 +474,12 @@ func TestDashboardPayments(t *testing.T) {
 	if off := a.get("/dashboard/test/payments/" + paid.ID); !strings.Contains(off.text("#refunds-off"), "not enabled") || off.doc.Find("#refund-form").Length() != 0 {
 		t.Fatalf("refunds off: %q", off.text("#refunds"))
 	}
+	// A create sent anyway (a stale page): the API's refusal shows, though
+	// no form is offered.
+	if r := a.post("/dashboard/test/payments/"+paid.ID+"/refunds", url.Values{"amount": {"1"}}); r.status != http.StatusForbidden ||
+		!strings.Contains(r.text("#refunds .error"), "refunds are disabled") {
+		t.Fatalf("refused create: %d %q", r.status, r.text("#refunds"))
+	}
 	// A refund failed TX_NOT_FOUND whose transfer is still watched: shown
 	// with its reason, and the form warns that refunding again may pay
 	// twice.
