@@ -65,6 +65,11 @@ type RefundStore interface {
 	// the same hash again succeeds; a hash that backs another refund, or
 	// a refund that is no longer pending, is an apperr.ErrConflict.
 	SubmitRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error
+	// ReplaceRefundTx points a submitted refund, or one failed
+	// TX_NOT_FOUND, at the transfer that replaced its hash; a conflict
+	// (another refund's hash, another state, the amount refunded again)
+	// is an apperr.ErrConflict.
+	ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error
 	// FinishRefund stores the outcome and its effects in one transaction
 	// and returns what was stored (the first outcome, on a repeated call)
 	// with the deliveries to dispatch.
@@ -104,6 +109,18 @@ func (a *RefundActivities) SubmitRefundTx(ctx context.Context, in RefundSubmissi
 		return temporal.NewNonRetryableApplicationError("submission needs refund and hash", ErrTypeInvalidInput, nil)
 	}
 	err := a.Store.SubmitRefundTx(ctx, in.RefundID, in.TxHash, in.At)
+	if errors.Is(err, apperr.ErrConflict) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundTxClaimed, err)
+	}
+	return err
+}
+
+// ReplaceRefundTx records the transfer that replaced the refund's hash.
+func (a *RefundActivities) ReplaceRefundTx(ctx context.Context, in RefundSubmission) error {
+	if in.RefundID == "" || in.TxHash == "" {
+		return temporal.NewNonRetryableApplicationError("replacement needs refund and hash", ErrTypeInvalidInput, nil)
+	}
+	err := a.Store.ReplaceRefundTx(ctx, in.RefundID, in.TxHash, in.At)
 	if errors.Is(err, apperr.ErrConflict) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundTxClaimed, err)
 	}

@@ -183,7 +183,8 @@ func TestRefundsFeatureFlag(t *testing.T) {
 
 // TestRefundSubmitRoute: the read model answers what is decided without a
 // workflow: a malformed hash is a 400, the same hash again is answered as
-// the first time, another hash or a refund past its window is a 409.
+// the first time, another hash for a succeeded refund or a refund past its
+// window is a 409.
 func TestRefundSubmitRoute(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
@@ -204,6 +205,11 @@ func TestRefundSubmitRoute(t *testing.T) {
 		expect(t, same, http.StatusOK, "")
 		if same.str("data", "status") != "submitted" || same.str("data", "txHash") != hash64 || same.data()["submittedAt"] == nil {
 			t.Fatalf("same hash again %s", same.Raw)
+		}
+		// Another hash for a submitted refund is a replacement, the
+		// workflow's to decide; for a succeeded one the read model refuses.
+		if _, err := h.store.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash64, At: time.Now()}); err != nil {
+			t.Fatal(err)
 		}
 		expect(t, h.do("POST", "/api/refunds/"+r.ID+"/submit", a.TestKey, map[string]any{"txHash": "0x" + strings.Repeat("d", 64)}),
 			http.StatusConflict, "CONFLICT")

@@ -556,3 +556,83 @@ func TestRefundLandsLate(t *testing.T) {
 		}
 	})
 }
+
+// TestReplaceRefundTx: a submitted refund takes the hash that replaced its
+// transfer (the same again is accepted; another refund's hash is not); a
+// refund failed TX_NOT_FOUND becomes submitted again with its amount
+// reserved again, unless a refund made since holds that amount; a
+// succeeded refund takes no other hash.
+func TestReplaceRefundTx(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		r, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second := f.hash(), f.hash()
+		if err := st.SubmitRefundTx(ctx, r.ID, first, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := st.ReplaceRefundTx(ctx, r.ID, second, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := mustRefund(t, st, r.ID); got.Status != models.RefundSubmitted || *got.TxHash != second {
+			t.Fatalf("after the replacement %+v", got)
+		}
+		// Another refund's hash.
+		other, err := f.refund(money.FromCents(500), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken := f.hash()
+		if err := st.SubmitRefundTx(ctx, other.ID, taken, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ReplaceRefundTx(ctx, r.ID, taken, time.Now()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("another refund's hash: %v", err)
+		}
+		// Failed TX_NOT_FOUND: submitted again, reserved again.
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, TxHash: second,
+			Reason: models.ReasonTxNotFound, Message: "not found; still watched"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.reload(t); got.RefundReserved != money.FromCents(500) {
+			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
+		}
+		third := f.hash()
+		if err := st.ReplaceRefundTx(ctx, r.ID, third, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		got := mustRefund(t, st, r.ID)
+		if got.Status != models.RefundSubmitted || *got.TxHash != third || got.FailureReason != "" || got.FailedAt != nil {
+			t.Fatalf("a watched failure replaced: %+v", got)
+		}
+		if got := f.reload(t); got.RefundReserved != money.FromCents(2500) {
+			t.Fatalf("reserved after the replacement: %s", got.RefundReserved)
+		}
+		// Failed again, and the amount refunded since: the replacement is refused.
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, TxHash: third,
+			Reason: models.ReasonTxNotFound, Message: "not found"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.refund(0, models.InitiatedByAPI); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ReplaceRefundTx(ctx, r.ID, f.hash(), time.Now()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a replacement past a new refund of the amount: %v", err)
+		}
+		if got := f.reload(t); got.RefundReserved != got.Amount {
+			t.Fatalf("reserved %s of %s", got.RefundReserved, got.Amount)
+		}
+		// A succeeded refund takes no other hash.
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: other.ID, Status: models.RefundSucceeded, TxHash: taken, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ReplaceRefundTx(ctx, other.ID, f.hash(), time.Now()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a succeeded refund's hash replaced: %v", err)
+		}
+	})
+}

@@ -240,6 +240,53 @@ func (s *Store) SubmitRefundTx(ctx context.Context, refundID, txHash string, at 
 	return apperr.Conflict("refund is " + r.Status)
 }
 
+// ReplaceRefundTx points a refund at the transfer that replaced its
+// submitted one (a wallet's speed-up or re-send lands under a new hash; the
+// first then never does): a submitted refund takes the new hash, and a
+// refund failed TX_NOT_FOUND (still watched) becomes submitted again with
+// it, its amount reserved again, in one database transaction. The same
+// hash again is accepted (a retried activity). A hash that backs another
+// refund, a refund in any other state, or an amount refunded again since
+// the failure is a conflict. The transfer is verified like a first one.
+func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error {
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := tx.Where("id = ?", refundID).Take(&r).Error; err != nil {
+			return notFound(err)
+		}
+		if r.TxHash != nil && *r.TxHash == txHash && r.Status == RefundSubmitted {
+			return nil
+		}
+		watched := r.Status == RefundFailed && r.FailureReason == ReasonTxNotFound
+		if r.Status != RefundSubmitted && !watched {
+			return apperr.Conflict("refund is " + r.Status)
+		}
+		fields := map[string]any{"tx_hash": txHash, "submitted_at": at.UTC(), "updated_at": s.Now()}
+		if watched {
+			res := tx.Model(&Transaction{}).Where("id = ? AND refund_reserved + ? <= amount", r.TransactionID, int64(r.Amount)).
+				Update("refund_reserved", gorm.Expr("refund_reserved + ?", int64(r.Amount)))
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 {
+				return apperr.Conflict("the refund's amount has been refunded again since it failed; record this transfer with a new refund")
+			}
+			fields["status"], fields["failure_reason"], fields["failure_message"], fields["failed_at"] = RefundSubmitted, "", "", nil
+		}
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ?", r.ID, r.Status).Updates(fields)
+		if isUniqueViolation(res.Error) {
+			return apperr.Conflict("this transaction hash already backs another refund")
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("models: refund %s changed during its replacement", r.ID)
+		}
+		return nil
+	})
+}
+
 // RefundOutcome ends a refund: succeeded (its transfer is verified) or
 // failed (a wrong transfer, none within the window).
 type RefundOutcome struct {

@@ -200,7 +200,7 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 	if r.TxHash != nil && *r.TxHash == h && r.Status != models.RefundFailed {
 		return r, nil
 	}
-	if err := s.precheck(r); err != nil {
+	if err := s.precheck(r, h); err != nil {
 		return nil, err
 	}
 	if s.Temporal == nil {
@@ -232,9 +232,17 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 	return s.Store.RefundOf(ctx, sc, id)
 }
 
-// precheck answers from the read model what is already decided.
-func (s *Service) precheck(r *models.Refund) error {
+// precheck answers from the read model what is already decided. Another
+// hash for a submitted refund, or for one failed TX_NOT_FOUND, is a
+// replacement (a speed-up or re-send): the workflow decides (it refuses it
+// once the refund's outcome is being recorded, after two replacements, or
+// when the failed refund is no longer watched).
+func (s *Service) precheck(r *models.Refund, hash string) error {
+	replacement := r.TxHash != nil && *r.TxHash != hash &&
+		(r.Status == models.RefundSubmitted || (r.Status == models.RefundFailed && r.FailureReason == models.ReasonTxNotFound))
 	switch {
+	case replacement:
+		return nil
 	case r.TxHash != nil:
 		return apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
 	case r.Status != models.RefundPending:

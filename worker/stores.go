@@ -42,6 +42,10 @@ func (r refundStore) FinishRefund(ctx context.Context, o activities.RefundOutcom
 	return activities.FinishedRefund(f), err
 }
 
+func (r refundStore) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error {
+	return r.s.ReplaceRefundTx(ctx, refundID, txHash, at)
+}
+
 func (r refundStore) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
 	return r.s.EndRefundWatch(ctx, refundID, txHash, message)
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -78,6 +79,8 @@ type RefundCarry struct {
 	// failure message.
 	LateUntil time.Time
 	Message   string `json:",omitempty"`
+	// Replaced are the hashes the current one replaced (still checked).
+	Replaced []string `json:",omitempty"`
 }
 
 // RefundState answers the status query.
@@ -97,6 +100,9 @@ type RefundState struct {
 	// WatchedUntil is set while a refund failed TX_NOT_FOUND is still
 	// watched: its transfer landing before then makes it succeeded.
 	WatchedUntil *time.Time `json:",omitempty"`
+	// Replaced are the hashes TxHash replaced (a speed-up or re-send),
+	// oldest first: still checked, since the first may land after all.
+	Replaced []string `json:",omitempty"`
 }
 
 // RefundSubmitRequest is the submit update's argument.
@@ -124,6 +130,9 @@ type refund struct {
 	state     RefundState
 	verifying bool
 	ending    bool
+	// closing: the late watch is ending (its outcome being recorded, or
+	// continuing as new): no transfer may replace the hash any more.
+	closing   bool
 	submitted workflow.Channel
 	effects   workflow.Context
 	verify    workflow.Context
@@ -153,7 +162,7 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 	r := &refund{in: in, submitted: workflow.NewBufferedChannel(ctx, 1)}
 	r.state = RefundState{RefundID: in.RefundID, Status: models.RefundPending, ExpiresAt: in.ExpiresAt}
 	if in.Carry != nil {
-		r.state.Status, r.state.TxHash = in.Carry.Status, in.Carry.TxHash
+		r.state.Status, r.state.TxHash, r.state.Replaced = in.Carry.Status, in.Carry.TxHash, in.Carry.Replaced
 		r.since = in.Carry.SubmittedAt
 		if in.Carry.LastSeenAt.After(r.since) {
 			r.since = in.Carry.LastSeenAt
@@ -205,6 +214,8 @@ func (r *refund) validateSubmit(ctx workflow.Context, req RefundSubmitRequest) e
 		return temporal.NewApplicationError("txHash is required", ErrTypeBadUpdate)
 	case r.verifying:
 		return temporal.NewApplicationError("a transaction hash is being attached to this refund", ErrTypeSubmitInProgress)
+	case r.replaceable(req.TxHash):
+		return nil
 	case r.state.Status == models.RefundFailed && r.state.Reason == ReasonRefundExpired,
 		r.state.Status == models.RefundPending && !workflow.Now(ctx).Before(r.in.ExpiresAt):
 		return temporal.NewApplicationError("the refund window has passed; the refund failed and its amount is free for a new refund", ErrTypeRefundExpired)
@@ -217,14 +228,41 @@ func (r *refund) validateSubmit(ctx workflow.Context, req RefundSubmitRequest) e
 	return nil
 }
 
-// submit records the hash (unique per merchant and network), then the
-// confirmation loop takes over.
+// replaceable says whether hash may replace the refund's submitted one: a
+// wallet's speed-up or re-send lands under a new hash, and the first one
+// then never does. It may while the submitted transfer is being checked,
+// and while a refund failed TX_NOT_FOUND is still watched.
+func (r *refund) replaceable(hash string) bool {
+	if r.state.TxHash == "" || hash == r.state.TxHash || r.closing || len(r.state.Replaced) >= maxReplacements ||
+		slices.Contains(r.state.Replaced, hash) {
+		return false
+	}
+	return (r.state.Status == models.RefundSubmitted && !r.ending) ||
+		(r.state.Status == models.RefundFailed && r.state.WatchedUntil != nil)
+}
+
+// maxReplacements bounds the transfers that may replace a refund's first
+// one (each is checked at every pass until one lands).
+const maxReplacements = 2
+
+// submit records the hash (unique per merchant and network), or the one
+// that replaced it, then the confirmation loop takes over (again).
 func (r *refund) submit(ctx workflow.Context, req RefundSubmitRequest) (RefundSubmitResult, error) {
 	r.verifying = true
 	defer func() { r.verifying = false }()
+	replace := r.state.Status != models.RefundPending
+	record := refundActivities.SubmitRefundTx
+	if replace {
+		record = refundActivities.ReplaceRefundTx
+	}
 	sub := activities.RefundSubmission{RefundID: r.in.RefundID, TxHash: req.TxHash, At: workflow.Now(ctx)}
-	if err := workflow.ExecuteActivity(r.effects, refundActivities.SubmitRefundTx, sub).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.effects, record, sub).Get(ctx, nil); err != nil {
 		return RefundSubmitResult{}, err
+	}
+	if replace {
+		// A watched failure is submitted again (its amount reserved again).
+		r.state.Reason, r.state.Message, r.state.LastCheck, r.ending = "", "", nil, false
+		r.state.Replaced = append(r.state.Replaced, r.state.TxHash)
 	}
 	r.state.Status, r.state.TxHash, r.since = models.RefundSubmitted, req.TxHash, sub.At
 	r.submitted.SendAsync(true)
@@ -280,21 +318,30 @@ func (r *refund) waitForTransfer(ctx workflow.Context) (bool, RefundResult, erro
 // confirm watches the submitted transfer until the chain gives a verdict
 // or the hash stays unseen past the not-found window.
 func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
-	t := r.transfer()
 	if r.since.IsZero() {
 		r.since = workflow.Now(ctx)
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Submitted**: checking transfer `%s` on %s every %s; unseen for %s, the refund fails TX_NOT_FOUND.",
-		t.TxHash, r.in.Network, r.in.PollInterval, r.in.NotFoundWindow))
+	var t chain.RefundTransfer
 	for checks := 0; ; checks++ {
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := r.in
-			next.Carry = &RefundCarry{Status: r.state.Status, TxHash: r.state.TxHash, SubmittedAt: r.since}
+			next.Carry = &RefundCarry{Status: r.state.Status, TxHash: r.state.TxHash, SubmittedAt: r.since, Replaced: r.state.Replaced}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
+		}
+		if t.TxHash != r.state.TxHash {
+			t = r.transfer()
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Submitted**: checking transfer `%s` on %s every %s; unseen for %s, the refund fails TX_NOT_FOUND.",
+				t.TxHash, r.in.Network, r.in.PollInterval, r.in.NotFoundWindow))
 		}
 		var res chain.VerifyResult
 		err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
+		// A transfer that replaced this one while it was checked is checked
+		// next: this answer is about the one it replaced.
+		_ = workflow.Await(ctx, func() bool { return !r.verifying })
+		if t.TxHash != r.state.TxHash {
+			continue
+		}
 		if err != nil {
 			logVerifyFault(ctx, err, "refund")
 		} else {
@@ -305,6 +352,9 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 			case chain.VerdictFailed:
 				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash,
 					Reason: res.Reason, Message: res.Message})
+			}
+			if res, done, err := r.adoptLanded(ctx); done || err != nil {
+				return res, err
 			}
 			// Seen (again, after a reorg) restarts the not-found window.
 			if res.Seen {
@@ -382,34 +432,54 @@ func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer, checks i
 func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until time.Time, checks int) (RefundResult, error) {
 	r.state.WatchedUntil = &until
 	defer func() { r.state.WatchedUntil = nil }()
+	for r.submitted.ReceiveAsync(nil) {
+		// An earlier submit's wake-up, not a replacement.
+	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed TX_NOT_FOUND, still watched**: transfer `%s` on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
 		t.TxHash, r.in.Network, until.UTC().Format(time.RFC3339)))
 	pause := min(lateFirstPause, max(r.in.NotFoundWindow/60, r.in.PollInterval))
 	for ; ; checks++ {
 		now := workflow.Now(ctx)
 		if !now.Before(until) {
+			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction not found on %s within %s, nor in the %s after", r.in.Network,
 				r.in.NotFoundWindow, r.in.LateWatch))
 		}
 		if checks >= maxChecksPerRun {
+			r.closing = true
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			if r.state.Status == models.RefundSubmitted {
+				return r.confirm(ctx) // replaced just now
+			}
 			next := r.in
-			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message}
+			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message,
+				Replaced: r.state.Replaced}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
-		if err := workflow.Sleep(ctx, min(pause, until.Sub(now))); err != nil {
-			return RefundResult{}, err
+		if r.pause(ctx, min(pause, until.Sub(now))) {
+			return r.confirm(ctx)
 		}
 		var res chain.VerifyResult
-		if err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res); err != nil {
+		err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
+		if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
+			return r.confirm(ctx) // replaced while the old one was checked
+		}
+		if err != nil {
 			logVerifyFault(ctx, err, "refund")
 			continue
 		}
 		r.state.LastCheck = &res
+		if res.Verdict != chain.VerdictComplete {
+			if res, done, err := r.adoptLanded(ctx); done || err != nil {
+				return res, err
+			}
+		}
 		switch {
 		case res.Verdict == chain.VerdictComplete:
+			r.closing = true
 			return r.finishLate(ctx)
 		case res.Verdict == chain.VerdictFailed:
+			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction landed after the refund had failed, and does not pay it (%s): %s",
 				res.Reason, res.Message))
 		case res.Seen:
@@ -418,6 +488,54 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			pause = min(2*pause, lateMaxPause)
 		}
 	}
+}
+
+// adoptLanded checks the hashes the current one replaced: when one of
+// them paid the refund after all (the replacement never landed), the
+// refund takes it back and succeeds with it (done). A replaced hash that
+// another refund has taken since is no longer this one's to adopt.
+func (r *refund) adoptLanded(ctx workflow.Context) (RefundResult, bool, error) {
+	for _, h := range r.state.Replaced {
+		t := r.transfer()
+		t.TxHash = h
+		var res chain.VerifyResult
+		if err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res); err != nil {
+			logVerifyFault(ctx, err, "refund")
+			continue
+		}
+		if res.Verdict != chain.VerdictComplete {
+			continue
+		}
+		r.closing = true
+		_ = workflow.Await(ctx, func() bool { return !r.verifying })
+		sub := activities.RefundSubmission{RefundID: r.in.RefundID, TxHash: h, At: workflow.Now(ctx)}
+		if err := workflow.ExecuteActivity(r.effects, refundActivities.ReplaceRefundTx, sub).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("a replaced refund transfer landed but cannot be taken back", "refundId", r.in.RefundID,
+				"txHash", h, "err", err)
+			r.state.Replaced = slices.DeleteFunc(r.state.Replaced, func(x string) bool { return x == h })
+			r.closing = false
+			return RefundResult{}, false, nil
+		}
+		r.state.Status, r.state.TxHash, r.state.Reason, r.state.Message = models.RefundSubmitted, h, "", ""
+		r.state.WatchedUntil = nil
+		res2, err := r.finish(ctx, activities.RefundOutcome{Status: models.RefundSucceeded, TxHash: h, Message: res.Message})
+		return res2, true, err
+	}
+	return RefundResult{}, false, nil
+}
+
+// pause waits d, or until a transfer replaces the watched one: it reports
+// whether one did (the refund is submitted again).
+func (r *refund) pause(ctx workflow.Context, d time.Duration) bool {
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(timerCtx, d)
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(timer, func(workflow.Future) {})
+	sel.AddReceive(r.submitted, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+	sel.Select(ctx)
+	_ = workflow.Await(ctx, func() bool { return !r.verifying })
+	return r.state.Status == models.RefundSubmitted
 }
 
 // endWatch ends the late watch with the refund failed: its message says

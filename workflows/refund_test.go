@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -122,6 +123,38 @@ func (s *refundFakeStore) SubmitRefundTx(_ context.Context, id, hash string, _ t
 		return apperr.Conflict("refund is " + r.status)
 	}
 	return s.leave(refundSubmitMethod)
+}
+
+// ReplaceRefundTx points a submitted refund, or one failed TX_NOT_FOUND
+// (its amount reserved again), at another hash.
+func (s *refundFakeStore) ReplaceRefundTx(_ context.Context, id, hash string, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["ReplaceRefundTx"]++
+	r, ok := s.refunds[id]
+	if !ok {
+		return apperr.NotFound()
+	}
+	if owner, ok := s.claims[hash]; ok && owner != id {
+		return apperr.Conflict("this transaction hash already backs another refund")
+	}
+	switch {
+	case r.hash == hash && r.status == models.RefundSubmitted:
+		return nil
+	case r.status == models.RefundSubmitted:
+	case r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound:
+		if s.reserved+r.units > refundTxnUnits {
+			return apperr.Conflict("the refund's amount has been refunded again since it failed")
+		}
+		s.reserved += r.units
+		r.status, r.reason, r.message = models.RefundSubmitted, "", ""
+	default:
+		return apperr.Conflict("refund is " + r.status)
+	}
+	delete(s.claims, r.hash)
+	r.hash = hash
+	s.claims[hash] = id
+	return nil
 }
 
 func (s *refundFakeStore) FinishRefund(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
@@ -661,10 +694,15 @@ func TestRefundSubmitRefusals(t *testing.T) {
 	empty := h.submit(time.Minute, "")
 	taken := h.submit(2*time.Minute, refundHash(9))
 	ok := h.pay(3*time.Minute, refundHash(6), good(5_000_000), 1, 1, 2)
+	// Another hash while the first is checked: a replacement (a speed-up),
+	// accepted; the first lands after all, and the refund takes it back.
 	again := h.submit(3*time.Minute+2*time.Second, refundHash(7))
 	res := h.result()
 	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(6) {
 		t.Fatalf("result %+v", res)
+	}
+	if r := h.store.refund("rf_refusals"); r.hash != refundHash(6) || r.status != models.RefundSucceeded {
+		t.Fatalf("stored %+v", r)
 	}
 	if empty.rejected == nil || empty.errType() != ErrTypeBadUpdate {
 		t.Fatalf("empty hash: %s", empty)
@@ -675,11 +713,11 @@ func TestRefundSubmitRefusals(t *testing.T) {
 	if !ok.accepted || ok.err != nil {
 		t.Fatalf("good hash: %s", ok)
 	}
-	if again.rejected == nil || again.errType() != ErrTypeRefundNotOpen {
-		t.Fatalf("second submit: %s", again)
+	if !again.accepted || again.err != nil {
+		t.Fatalf("replacement: %s", again)
 	}
-	if n := h.store.calls[refundSubmitMethod]; n != 2 {
-		t.Fatalf("%d submit activities, want 2 (the validator refused the others)", n)
+	if n, m := h.store.calls[refundSubmitMethod], h.store.calls["ReplaceRefundTx"]; n != 2 || m != 2 {
+		t.Fatalf("%d submit and %d replace activities, want 2 and 2 (the validator refused the others)", n, m)
 	}
 }
 
@@ -898,7 +936,7 @@ func TestRefundContinuesAsNew(t *testing.T) {
 	h.submit(time.Minute, refundHash(13)) // never seen in this run
 	next := h.continuedAsNew()
 	want := RefundCarry{Status: models.RefundSubmitted, TxHash: refundHash(13), SubmittedAt: refundStart.Add(time.Minute)}
-	if next.Carry == nil || *next.Carry != want || next.RefundID != "rf_long" || next.Units != 5_000_000 {
+	if next.Carry == nil || !reflect.DeepEqual(*next.Carry, want) || next.RefundID != "rf_long" || next.Units != 5_000_000 {
 		t.Fatalf("next run's input %+v carry %+v", next, next.Carry)
 	}
 	if reqs, _ := h.chain.requests(); len(reqs) != maxChecksPerRun {
@@ -924,5 +962,56 @@ func TestRefundBadInput(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	if err := h.env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != ErrTypeBadUpdate {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestRefundReplacedTransfer: the merchant's wallet replaced the submitted
+// transfer (a speed-up lands under a new hash; the first never does). The
+// new hash replaces it while it is checked, up to two replacements, and the
+// refund succeeds with the one that lands. A refund failed TX_NOT_FOUND and
+// still watched takes a replacement too: submitted again, its amount
+// reserved again, then succeeded.
+func TestRefundReplacedTransfer(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_replaced", 5_000_000)
+	h.submit(time.Minute, refundHash(31)) // never lands
+	second := h.submit(2*time.Minute, refundHash(32))
+	third := h.pay(3*time.Minute, refundHash(33), good(5_000_000), 1, 2)
+	fourth := h.submit(3*time.Minute+time.Second, refundHash(34))
+	res := h.result()
+	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(33) {
+		t.Fatalf("result %+v", res)
+	}
+	if !second.accepted || second.err != nil || !third.accepted || third.err != nil {
+		t.Fatalf("replacements: %s; %s", second, third)
+	}
+	if fourth.rejected == nil || fourth.errType() != ErrTypeRefundNotOpen {
+		t.Fatalf("a third replacement: %s", fourth)
+	}
+	if r := h.store.refund("rf_replaced"); r.hash != refundHash(33) || r.status != models.RefundSucceeded {
+		t.Fatalf("stored %+v", r)
+	}
+	if reserved, refunded, events := h.store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+
+	w := newRefundHarness(t, nil, "rf_replaced_watched", 5_000_000)
+	w.in.PollInterval = 30 * time.Second
+	w.submit(time.Minute, refundHash(35)) // never lands: fails at +1h1m
+	watched := w.stored(2 * time.Hour)
+	var midReserved int64
+	w.env.RegisterDelayedCallback(func() { midReserved, _, _ = w.store.ledger() }, 2*time.Hour)
+	replaced := w.pay(3*time.Hour, refundHash(36), good(5_000_000), 1, 2)
+	res = w.result()
+	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(36) {
+		t.Fatalf("watched then replaced: %+v", res)
+	}
+	if watched.status != models.RefundFailed || midReserved != 0 || !replaced.accepted || replaced.err != nil {
+		t.Fatalf("before the replacement: %+v reserved %d; replacement %s", *watched, midReserved, replaced)
+	}
+	if got := w.elapsed(); got < 3*time.Hour || got > 3*time.Hour+2*time.Minute {
+		t.Fatalf("succeeded at +%v (the watch's pause must not hold the replacement back)", got)
+	}
+	if reserved, refunded, events := w.store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
 	}
 }
