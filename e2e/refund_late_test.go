@@ -104,3 +104,59 @@ func TestRefundTransferLandsLate(t *testing.T) {
 	// A refund of what is left: nothing.
 	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 400)
 }
+
+// TestRefundTransferReplaced: the merchant's wallet signs the refund's
+// transfer and shows its hash, which is submitted, but the transaction
+// reaches no node; the wallet then sends it again with the same nonce (a
+// speed-up: another hash). That hash replaces the first on the refund,
+// which succeeds with it; the first can no longer land (its nonce is used).
+func TestRefundTransferReplaced(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{})
+	key, session := s.merchant()
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
+	s.wallet = dc.Customer().Hex()
+	sessionID, _ := s.openSession(key, "", "6.00")
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(sessionID, "complete", 30*time.Second)
+	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
+	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+	amount, _ := new(big.Int).SetString(rf["amountUnits"].(string), 10)
+	to := common.HexToAddress(rf["destinationWallet"].(string))
+	send := func(b contracts.Backend, gas uint64) *gethtypes.Transaction {
+		tr, err := contracts.NewTransactor(ctx, b, devchain.MerchantKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.GasLimit = gas // another gas limit: the same transfer under another hash
+		tx, err := tr.Transact(ctx, contracts.MustLoad(contracts.TestUSDC), dc.USDC(), "transfer", to, amount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	first := send(&heldSender{Client: eth}, 0) // shown, never sent
+	s.call("POST", "/api/refunds/"+rf["id"].(string)+"/submit", key, map[string]any{"txHash": first.Hash().Hex()}, 200)
+	again := send(eth, 120_000) // the same nonce: a replacement
+	if again.Nonce() != first.Nonce() || again.Hash() == first.Hash() {
+		t.Fatalf("not a replacement: nonces %d/%d", first.Nonce(), again.Nonce())
+	}
+	r := s.call("POST", "/api/refunds/"+rf["id"].(string)+"/submit", key, map[string]any{"txHash": again.Hash().Hex()}, 200)
+	if r["status"] != "submitted" || r["txHash"] != strings.ToLower(again.Hash().Hex()) {
+		t.Fatalf("after the replacement: %v", r)
+	}
+	done := s.waitRefund(key, rf["id"].(string), "succeeded", 60*time.Second)
+	if done["txHash"] != strings.ToLower(again.Hash().Hex()) {
+		t.Fatalf("succeeded with %v, the replacement was %s", done["txHash"], again.Hash().Hex())
+	}
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != 0 {
+		t.Fatalf("transaction after the refund: %v", got)
+	}
+}

@@ -131,8 +131,8 @@ func (p *Pages) renderPaymentWith(c *gin.Context, status int, problem *apiError,
 		if rf.Failed != "" {
 			rf.Top = true
 			for _, r := range d.Transaction.Refunds {
-				if r.ID == rf.Failed && r.Status == "pending" {
-					rf.Top = false
+				if r.ID == rf.Failed && r.Status != "succeeded" {
+					rf.Top = false // shown at the refund's own form
 				}
 			}
 		}

@@ -507,6 +507,10 @@ func TestDashboardPayments(t *testing.T) {
 		!strings.Contains(w.text("#refund-balance"), "refundable 25.50 USDC") {
 		t.Fatalf("watched refund: %q", w.text("#refunds"))
 	}
+	// Its hash can be replaced (the wallet sped the transfer up).
+	if action, _ := w.doc.Find("#refund-" + rf.ID + " details form").Attr("action"); action != "/dashboard/test/payments/"+paid.ID+"/refunds/"+rf.ID+"/submit" {
+		t.Fatalf("replacement form %q", action)
+	}
 	// The payment's link has a page of its own: linked.
 	if dp.doc.Find(".hint a[href*='/links/']").Length() != 1 {
 		t.Error("the payment's link is not linked")
