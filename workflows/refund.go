@@ -449,7 +449,7 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			r.closing = true
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			if r.state.Status == models.RefundSubmitted {
-				return r.confirm(ctx) // replaced just now
+				return r.rewatch(ctx) // replaced just now
 			}
 			next := r.in
 			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message,
@@ -457,12 +457,12 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
 		if r.pause(ctx, min(pause, until.Sub(now))) {
-			return r.confirm(ctx)
+			return r.rewatch(ctx)
 		}
 		var res chain.VerifyResult
 		err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
 		if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
-			return r.confirm(ctx) // replaced while the old one was checked
+			return r.rewatch(ctx) // replaced while the old one was checked
 		}
 		if err != nil {
 			logVerifyFault(ctx, err, "refund")
@@ -522,6 +522,13 @@ func (r *refund) adoptLanded(ctx workflow.Context) (RefundResult, bool, error) {
 		return res2, true, err
 	}
 	return RefundResult{}, false, nil
+}
+
+// rewatch goes back from the late watch to checking the transfer that
+// replaced the watched one (the refund is submitted again).
+func (r *refund) rewatch(ctx workflow.Context) (RefundResult, error) {
+	r.state.WatchedUntil, r.closing = nil, false
+	return r.confirm(ctx)
 }
 
 // pause waits d, or until a transfer replaces the watched one: it reports
