@@ -248,7 +248,8 @@ func (p *Pages) paymentRefundForm(c *gin.Context) {
 }
 
 // paymentRefundSubmitForm attaches the hash of the transfer the merchant
-// sent to one of the payment's pending refunds.
+// sent to one of the payment's refunds: a pending one's first, or one that
+// replaced a submitted or watched refund's (a speed-up).
 func (p *Pages) paymentRefundSubmitForm(c *gin.Context) {
 	if p.liveBlocked(c) {
 		return

@@ -103,16 +103,26 @@ func (s *refundFakeStore) leave(method string) error {
 	return nil
 }
 
+// claimable finds the refund a hash is to back (called with s.mu held):
+// not found, or a hash that backs another refund, is refused.
+func (s *refundFakeStore) claimable(method, id, hash string) (*refundFakeRefund, error) {
+	s.calls[method]++
+	r, ok := s.refunds[id]
+	if !ok {
+		return nil, apperr.NotFound()
+	}
+	if owner, ok := s.claims[hash]; ok && owner != id {
+		return nil, apperr.Conflict("this transaction hash already backs another refund")
+	}
+	return r, nil
+}
+
 func (s *refundFakeStore) SubmitRefundTx(_ context.Context, id, hash string, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls[refundSubmitMethod]++
-	r, ok := s.refunds[id]
-	if !ok {
-		return apperr.NotFound()
-	}
-	if owner, ok := s.claims[hash]; ok && owner != id {
-		return apperr.Conflict("this transaction hash already backs another refund")
+	r, err := s.claimable(refundSubmitMethod, id, hash)
+	if err != nil {
+		return err
 	}
 	switch {
 	case r.status == models.RefundPending:
@@ -130,13 +140,9 @@ func (s *refundFakeStore) SubmitRefundTx(_ context.Context, id, hash string, _ t
 func (s *refundFakeStore) ReplaceRefundTx(_ context.Context, id, hash string, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls["ReplaceRefundTx"]++
-	r, ok := s.refunds[id]
-	if !ok {
-		return apperr.NotFound()
-	}
-	if owner, ok := s.claims[hash]; ok && owner != id {
-		return apperr.Conflict("this transaction hash already backs another refund")
+	r, err := s.claimable("ReplaceRefundTx", id, hash)
+	if err != nil {
+		return err
 	}
 	switch {
 	case r.hash == hash && r.status == models.RefundSubmitted:
