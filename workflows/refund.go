@@ -353,8 +353,13 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash,
 					Reason: res.Reason, Message: res.Message})
 			}
-			if res, done, err := r.adoptLanded(ctx); done || err != nil {
-				return res, err
+			if len(r.state.Replaced) > 0 {
+				if res, done, err := r.adoptLanded(ctx); done || err != nil {
+					return res, err
+				}
+				if _ = workflow.Await(ctx, func() bool { return !r.verifying }); t.TxHash != r.state.TxHash {
+					continue // replaced while the replaced ones were checked
+				}
 			}
 			// Seen (again, after a reorg) restarts the not-found window.
 			if res.Seen {
@@ -469,9 +474,12 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			continue
 		}
 		r.state.LastCheck = &res
-		if res.Verdict != chain.VerdictComplete {
+		if res.Verdict != chain.VerdictComplete && len(r.state.Replaced) > 0 {
 			if res, done, err := r.adoptLanded(ctx); done || err != nil {
 				return res, err
+			}
+			if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
+				return r.rewatch(ctx) // replaced while the replaced ones were checked
 			}
 		}
 		switch {
