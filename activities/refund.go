@@ -70,6 +70,10 @@ type RefundStore interface {
 	// (another refund's hash, another state, the amount refunded again)
 	// is an apperr.ErrConflict.
 	ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error
+	// AdoptRefundTx records that a replaced hash landed after all: the
+	// refund takes it back and succeeds (once); a hash another refund holds
+	// since is an apperr.ErrConflict.
+	AdoptRefundTx(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
 	// FinishRefund stores the outcome and its effects in one transaction
 	// and returns what was stored (the first outcome, on a repeated call)
 	// with the deliveries to dispatch.
@@ -125,6 +129,19 @@ func (a *RefundActivities) ReplaceRefundTx(ctx context.Context, in RefundSubmiss
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundTxClaimed, err)
 	}
 	return err
+}
+
+// AdoptRefundTx records that a transfer the refund's hash replaced landed
+// after all and pays it, then starts its event's deliveries.
+func (a *RefundActivities) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.RefundID == "" || o.Status != "succeeded" || o.TxHash == "" {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError("an adopted transfer needs refund, status succeeded and hash", ErrTypeInvalidInput, nil)
+	}
+	out, err := a.finish(ctx, a.Store.AdoptRefundTx, o)
+	if errors.Is(err, apperr.ErrConflict) {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundTxClaimed, err)
+	}
+	return out, err
 }
 
 // VerifyRefundTransfer asks the chain about the refund's transfer

@@ -636,3 +636,66 @@ func TestReplaceRefundTx(t *testing.T) {
 		}
 	})
 }
+
+// TestAdoptRefundTx: a hash the refund's replaced landed after all: the
+// refund takes it back and succeeds, refunded once (a submitted refund's
+// reservation stands; a failed TX_NOT_FOUND one's is taken again, even past
+// a refund made since); a hash another refund holds is a conflict.
+func TestAdoptRefundTx(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		r, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second := f.hash(), f.hash()
+		if err := st.SubmitRefundTx(ctx, r.ID, first, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ReplaceRefundTx(ctx, r.ID, second, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, TxHash: second,
+			Reason: models.ReasonTxNotFound, Message: "not found; still watched"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.refund(0, models.InitiatedByAPI); err != nil { // takes all that is left
+			t.Fatal(err)
+		}
+		fin, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: first, At: time.Now()})
+		if err != nil || fin.Status != models.RefundSucceeded {
+			t.Fatalf("adopted %+v %v", fin, err)
+		}
+		if got := mustRefund(t, st, r.ID); got.Status != models.RefundSucceeded || *got.TxHash != first {
+			t.Fatalf("stored %+v", got)
+		}
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != got.Amount+money.FromCents(2000) {
+			t.Fatalf("refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
+		}
+		if again, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: first, At: time.Now()}); err != nil ||
+			fmt.Sprint(again.Deliveries) != fmt.Sprint(fin.Deliveries) {
+			t.Fatalf("repeated %+v %v", again, err)
+		}
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) {
+			t.Fatalf("counted twice: %s", got.RefundedAmount)
+		}
+		// A hash another refund holds.
+		g := newRefundFixture(t, st, models.ModeTest)
+		a, _ := g.refund(money.FromCents(100), models.InitiatedByAPI)
+		b, _ := g.refund(money.FromCents(100), models.InitiatedByAPI)
+		ha, hb := g.hash(), g.hash()
+		if err := st.SubmitRefundTx(ctx, a.ID, ha, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SubmitRefundTx(ctx, b.ID, hb, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: a.ID, Status: models.RefundSucceeded, TxHash: hb, At: time.Now()}); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("another refund's hash adopted: %v", err)
+		}
+		if got := mustRefund(t, st, a.ID); got.Status != models.RefundSubmitted || *got.TxHash != ha {
+			t.Fatalf("after the refused adoption %+v", got)
+		}
+	})
+}

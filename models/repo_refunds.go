@@ -251,7 +251,9 @@ func (s *Store) SubmitRefundTx(ctx context.Context, refundID, txHash string, at 
 func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error {
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var r Refund
-		if err := tx.Where("id = ?", refundID).Take(&r).Error; err != nil {
+		// Under the row's lock: an attempt that committed late is seen by
+		// its retry (which then answers as the same hash again).
+		if err := s.forUpdate(tx).Where("id = ?", refundID).Take(&r).Error; err != nil {
 			return notFound(err)
 		}
 		if r.TxHash != nil && *r.TxHash == txHash && r.Status == RefundSubmitted {
@@ -285,6 +287,71 @@ func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at
 		}
 		return nil
 	})
+}
+
+// forUpdate locks the rows a transaction reads (PostgreSQL: SELECT … FOR
+// UPDATE; SQLite's transactions take the write lock at BEGIN).
+func (s *Store) forUpdate(tx *gorm.DB) *gorm.DB {
+	if s.Dialect() == "postgres" {
+		return tx.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	return tx
+}
+
+// AdoptRefundTx records that a transfer the refund's hash replaced landed
+// after all and pays it (the replacement never did): in one database
+// transaction the refund takes that hash back and succeeds, its amount
+// refunded on the transaction (and reserved again when the refund had
+// failed TX_NOT_FOUND: the money left the merchant, so the record follows
+// the chain, as FinishLateRefund does), and payment.refunded is emitted.
+// A hash that backs another refund since is a conflict; a refund that is
+// neither submitted nor failed TX_NOT_FOUND is answered as stored.
+func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.Status != RefundSucceeded || o.TxHash == "" {
+		return RefundFinish{}, fmt.Errorf("models: an adopted transfer is a success with its hash")
+	}
+	var out RefundFinish
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := s.forUpdate(tx).Where("id = ?", o.RefundID).Take(&r).Error; err != nil {
+			return notFound(err)
+		}
+		if r.Status == RefundSucceeded && r.TxHash != nil && *r.TxHash == o.TxHash {
+			out = RefundFinish{Status: r.Status}
+			var err error
+			out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
+			return err
+		}
+		watched := r.Status == RefundFailed && r.FailureReason == ReasonTxNotFound
+		if r.Status != RefundSubmitted && !watched {
+			out = RefundFinish{Status: r.Status, Reason: r.FailureReason, Message: r.FailureMessage}
+			return nil
+		}
+		at := o.At.UTC()
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ?", r.ID, r.Status).Updates(map[string]any{"tx_hash": o.TxHash,
+			"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "", "updated_at": s.Now()})
+		if isUniqueViolation(res.Error) {
+			return apperr.Conflict("this transaction hash already backs another refund")
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("models: refund %s changed during its adoption", r.ID)
+		}
+		fields := map[string]any{"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}
+		if watched {
+			fields["refund_reserved"] = gorm.Expr("refund_reserved + ?", int64(r.Amount))
+		}
+		if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).Updates(fields).Error; err != nil {
+			return err
+		}
+		r.TxHash = &o.TxHash
+		var err error
+		out, err = s.emitRefunded(tx, &r, at)
+		return err
+	})
+	return out, err
 }
 
 // RefundOutcome ends a refund: succeeded (its transfer is verified) or

@@ -213,10 +213,17 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 	}
 	uctx, cancel := context.WithTimeout(ctx, workflows.UpdateTimeout(s.UpdateTimeout))
 	defer cancel()
+	// One update per hash (and, for a replacement, per hash replaced): a
+	// submit retried after a 503 joins the first, and a hash submitted
+	// again after it was itself replaced is a new update, not the first
+	// one's cached answer.
+	updateID := "submit:" + h
+	if r.TxHash != nil {
+		updateID += ":replacing:" + *r.TxHash
+	}
 	hd, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
-		// One update per hash: a submit retried after a 503 joins the first.
-		UpdateID: "submit:" + h,
+		UpdateID: updateID,
 		Args:     []any{workflows.RefundSubmitRequest{TxHash: h}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {

@@ -46,6 +46,11 @@ func (r refundStore) ReplaceRefundTx(ctx context.Context, refundID, txHash strin
 	return r.s.ReplaceRefundTx(ctx, refundID, txHash, at)
 }
 
+func (r refundStore) AdoptRefundTx(ctx context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	f, err := r.s.AdoptRefundTx(ctx, models.RefundOutcome(o))
+	return activities.FinishedRefund(f), err
+}
+
 func (r refundStore) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
 	return r.s.EndRefundWatch(ctx, refundID, txHash, message)
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -79,8 +80,10 @@ type RefundCarry struct {
 	// failure message.
 	LateUntil time.Time
 	Message   string `json:",omitempty"`
-	// Replaced are the hashes the current one replaced (still checked).
-	Replaced []string `json:",omitempty"`
+	// Replaced are the hashes the current one replaced (still checked);
+	// Replacements counts the replacements the refund took.
+	Replaced     []string `json:",omitempty"`
+	Replacements int      `json:",omitempty"`
 }
 
 // RefundState answers the status query.
@@ -102,7 +105,9 @@ type RefundState struct {
 	WatchedUntil *time.Time `json:",omitempty"`
 	// Replaced are the hashes TxHash replaced (a speed-up or re-send),
 	// oldest first: still checked, since the first may land after all.
-	Replaced []string `json:",omitempty"`
+	// Replacements counts the replacements taken (at most maxReplacements).
+	Replaced     []string `json:",omitempty"`
+	Replacements int      `json:",omitempty"`
 }
 
 // RefundSubmitRequest is the submit update's argument.
@@ -163,6 +168,7 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 	r.state = RefundState{RefundID: in.RefundID, Status: models.RefundPending, ExpiresAt: in.ExpiresAt}
 	if in.Carry != nil {
 		r.state.Status, r.state.TxHash, r.state.Replaced = in.Carry.Status, in.Carry.TxHash, in.Carry.Replaced
+		r.state.Replacements = in.Carry.Replacements
 		r.since = in.Carry.SubmittedAt
 		if in.Carry.LastSeenAt.After(r.since) {
 			r.since = in.Carry.LastSeenAt
@@ -190,7 +196,7 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 			return res, err
 		}
 	}
-	return r.confirm(ctx)
+	return r.confirm(ctx, 0)
 }
 
 func (r *refund) registerHandlers(ctx workflow.Context) error {
@@ -219,6 +225,10 @@ func (r *refund) validateSubmit(ctx workflow.Context, req RefundSubmitRequest) e
 	case r.state.Status == models.RefundFailed && r.state.Reason == ReasonRefundExpired,
 		r.state.Status == models.RefundPending && !workflow.Now(ctx).Before(r.in.ExpiresAt):
 		return temporal.NewApplicationError("the refund window has passed; the refund failed and its amount is free for a new refund", ErrTypeRefundExpired)
+	case r.state.TxHash != "" && req.TxHash != r.state.TxHash && r.state.Replacements >= maxReplacements &&
+		(r.state.Status == models.RefundSubmitted || r.state.WatchedUntil != nil):
+		return temporal.NewApplicationError(fmt.Sprintf("this refund's transfer was replaced %d times already; no other hash is taken", maxReplacements),
+			ErrTypeRefundNotOpen)
 	case r.ending || r.state.Status != models.RefundPending:
 		if r.state.TxHash != "" {
 			return temporal.NewApplicationError("the refund already has a transaction hash", ErrTypeRefundNotOpen)
@@ -233,7 +243,7 @@ func (r *refund) validateSubmit(ctx workflow.Context, req RefundSubmitRequest) e
 // then never does. It may while the submitted transfer is being checked,
 // and while a refund failed TX_NOT_FOUND is still watched.
 func (r *refund) replaceable(hash string) bool {
-	if r.state.TxHash == "" || hash == r.state.TxHash || r.closing || len(r.state.Replaced) >= maxReplacements ||
+	if r.state.TxHash == "" || hash == r.state.TxHash || r.closing || r.state.Replacements >= maxReplacements ||
 		slices.Contains(r.state.Replaced, hash) {
 		return false
 	}
@@ -263,6 +273,7 @@ func (r *refund) submit(ctx workflow.Context, req RefundSubmitRequest) (RefundSu
 		// A watched failure is submitted again (its amount reserved again).
 		r.state.Reason, r.state.Message, r.state.LastCheck, r.ending = "", "", nil, false
 		r.state.Replaced = append(r.state.Replaced, r.state.TxHash)
+		r.state.Replacements++
 	}
 	r.state.Status, r.state.TxHash, r.since = models.RefundSubmitted, req.TxHash, sub.At
 	r.submitted.SendAsync(true)
@@ -317,16 +328,17 @@ func (r *refund) waitForTransfer(ctx workflow.Context) (bool, RefundResult, erro
 
 // confirm watches the submitted transfer until the chain gives a verdict
 // or the hash stays unseen past the not-found window.
-func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
+func (r *refund) confirm(ctx workflow.Context, checks int) (RefundResult, error) {
 	if r.since.IsZero() {
 		r.since = workflow.Now(ctx)
 	}
 	var t chain.RefundTransfer
-	for checks := 0; ; checks++ {
+	for ; ; checks++ {
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := r.in
-			next.Carry = &RefundCarry{Status: r.state.Status, TxHash: r.state.TxHash, SubmittedAt: r.since, Replaced: r.state.Replaced}
+			next.Carry = &RefundCarry{Status: r.state.Status, TxHash: r.state.TxHash, SubmittedAt: r.since, Replaced: r.state.Replaced,
+				Replacements: r.state.Replacements}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
 		if t.TxHash != r.state.TxHash {
@@ -342,6 +354,21 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 		if t.TxHash != r.state.TxHash {
 			continue
 		}
+		// The hashes this one replaced are checked before its verdict
+		// counts: the first transfer may have landed after all (and a
+		// re-send of it then reverts).
+		replacedSeen := false
+		if (err != nil || res.Verdict != chain.VerdictComplete) && len(r.state.Replaced) > 0 {
+			adopted, done, seen, n, aerr := r.adoptLanded(ctx)
+			checks += n
+			if done || aerr != nil {
+				return adopted, aerr
+			}
+			if _ = workflow.Await(ctx, func() bool { return !r.verifying }); t.TxHash != r.state.TxHash {
+				continue // replaced while the replaced ones were checked
+			}
+			replacedSeen = seen
+		}
 		if err != nil {
 			logVerifyFault(ctx, err, "refund")
 		} else {
@@ -350,19 +377,16 @@ func (r *refund) confirm(ctx workflow.Context) (RefundResult, error) {
 			case chain.VerdictComplete:
 				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundSucceeded, TxHash: r.state.TxHash, Message: res.Message})
 			case chain.VerdictFailed:
-				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash,
-					Reason: res.Reason, Message: res.Message})
-			}
-			if len(r.state.Replaced) > 0 {
-				if res, done, err := r.adoptLanded(ctx); done || err != nil {
-					return res, err
+				if !replacedSeen {
+					return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash,
+						Reason: res.Reason, Message: res.Message})
 				}
-				if _ = workflow.Await(ctx, func() bool { return !r.verifying }); t.TxHash != r.state.TxHash {
-					continue // replaced while the replaced ones were checked
-				}
+				// A replaced transfer is on chain, not yet confirmed: it
+				// decides.
 			}
-			// Seen (again, after a reorg) restarts the not-found window.
-			if res.Seen {
+			// Seen (again, after a reorg), or a replaced one seen, restarts
+			// the not-found window.
+			if res.Seen || replacedSeen {
 				r.since = workflow.Now(ctx)
 			} else if workflow.Now(ctx).Sub(r.since) >= r.in.NotFoundWindow {
 				return r.notFound(ctx, t, checks+1)
@@ -454,33 +478,41 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			r.closing = true
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			if r.state.Status == models.RefundSubmitted {
-				return r.rewatch(ctx) // replaced just now
+				return r.rewatch(ctx, checks) // replaced just now
 			}
 			next := r.in
 			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message,
-				Replaced: r.state.Replaced}
+				Replaced: r.state.Replaced, Replacements: r.state.Replacements}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
 		if r.pause(ctx, min(pause, until.Sub(now))) {
-			return r.rewatch(ctx)
+			return r.rewatch(ctx, checks)
 		}
 		var res chain.VerifyResult
 		err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
 		if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
-			return r.rewatch(ctx) // replaced while the old one was checked
+			return r.rewatch(ctx, checks) // replaced while the old one was checked
 		}
 		if err != nil {
 			logVerifyFault(ctx, err, "refund")
 			continue
 		}
 		r.state.LastCheck = &res
+		replacedSeen := false
 		if res.Verdict != chain.VerdictComplete && len(r.state.Replaced) > 0 {
-			if res, done, err := r.adoptLanded(ctx); done || err != nil {
-				return res, err
+			adopted, done, seen, n, aerr := r.adoptLanded(ctx)
+			checks += n
+			if done || aerr != nil {
+				return adopted, aerr
 			}
 			if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
-				return r.rewatch(ctx) // replaced while the replaced ones were checked
+				return r.rewatch(ctx, checks) // replaced while the replaced ones were checked
 			}
+			replacedSeen = seen
+		}
+		if res.Verdict == chain.VerdictFailed && replacedSeen {
+			pause = r.in.PollInterval // a replaced transfer is on chain: it decides
+			continue
 		}
 		switch {
 		case res.Verdict == chain.VerdictComplete:
@@ -490,7 +522,7 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction landed after the refund had failed, and does not pay it (%s): %s",
 				res.Reason, res.Message))
-		case res.Seen:
+		case res.Seen || replacedSeen:
 			pause = r.in.PollInterval
 		default:
 			pause = min(2*pause, lateMaxPause)
@@ -500,43 +532,53 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 
 // adoptLanded checks the hashes the current one replaced: when one of
 // them paid the refund after all (the replacement never landed), the
-// refund takes it back and succeeds with it (done). A replaced hash that
-// another refund has taken since is no longer this one's to adopt.
-func (r *refund) adoptLanded(ctx workflow.Context) (RefundResult, bool, error) {
+// refund takes it back and succeeds with it (done; AdoptRefundTx). It also
+// says whether one is on chain, not yet decided (seen), and how many
+// checks it made. A replaced hash that another refund has taken since is
+// no longer this one's to adopt.
+func (r *refund) adoptLanded(ctx workflow.Context) (res RefundResult, done, seen bool, checks int, err error) {
 	for _, h := range r.state.Replaced {
 		t := r.transfer()
 		t.TxHash = h
-		var res chain.VerifyResult
-		if err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res); err != nil {
+		var v chain.VerifyResult
+		checks++
+		if err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &v); err != nil {
 			logVerifyFault(ctx, err, "refund")
 			continue
 		}
-		if res.Verdict != chain.VerdictComplete {
+		if v.Verdict != chain.VerdictComplete {
+			seen = seen || (v.Seen && v.Verdict == chain.VerdictPending)
 			continue
 		}
 		r.closing = true
 		_ = workflow.Await(ctx, func() bool { return !r.verifying })
-		sub := activities.RefundSubmission{RefundID: r.in.RefundID, TxHash: h, At: workflow.Now(ctx)}
-		if err := workflow.ExecuteActivity(r.effects, refundActivities.ReplaceRefundTx, sub).Get(ctx, nil); err != nil {
-			workflow.GetLogger(ctx).Warn("a replaced refund transfer landed but cannot be taken back", "refundId", r.in.RefundID,
-				"txHash", h, "err", err)
+		o := activities.RefundOutcome{RefundID: r.in.RefundID, Status: models.RefundSucceeded, TxHash: h, Message: v.Message, At: workflow.Now(ctx)}
+		var stored activities.RefundFinish
+		if err := workflow.ExecuteActivity(r.effects, refundActivities.AdoptRefundTx, o).Get(ctx, &stored); err != nil {
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeRefundTxClaimed {
+				return RefundResult{}, false, seen, checks, err
+			}
+			workflow.GetLogger(ctx).Warn("a replaced refund transfer landed, but another refund holds its hash", "refundId", r.in.RefundID,
+				"txHash", h)
 			r.state.Replaced = slices.DeleteFunc(r.state.Replaced, func(x string) bool { return x == h })
 			r.closing = false
-			return RefundResult{}, false, nil
+			return RefundResult{}, false, seen, checks, nil
 		}
-		r.state.Status, r.state.TxHash, r.state.Reason, r.state.Message = models.RefundSubmitted, h, "", ""
-		r.state.WatchedUntil = nil
-		res2, err := r.finish(ctx, activities.RefundOutcome{Status: models.RefundSucceeded, TxHash: h, Message: res.Message})
-		return res2, true, err
+		r.ending = true
+		r.state.TxHash, r.state.WatchedUntil = h, nil
+		r.state.Status, r.state.Reason, r.state.Message, r.state.FullyRefunded = stored.Status, stored.Reason, stored.Message, stored.FullyRefunded
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		return RefundResult{Status: stored.Status, Reason: stored.Reason, TxHash: h, FullyRefunded: stored.FullyRefunded}, true, seen, checks, nil
 	}
-	return RefundResult{}, false, nil
+	return RefundResult{}, false, seen, checks, nil
 }
 
 // rewatch goes back from the late watch to checking the transfer that
 // replaced the watched one (the refund is submitted again).
-func (r *refund) rewatch(ctx workflow.Context) (RefundResult, error) {
+func (r *refund) rewatch(ctx workflow.Context, checks int) (RefundResult, error) {
 	r.state.WatchedUntil, r.closing = nil, false
-	return r.confirm(ctx)
+	return r.confirm(ctx, checks)
 }
 
 // pause waits d, or until a transfer replaces the watched one: it reports

@@ -163,6 +163,31 @@ func (s *refundFakeStore) ReplaceRefundTx(_ context.Context, id, hash string, _ 
 	return nil
 }
 
+// AdoptRefundTx makes a refund succeed with a hash it replaced (landed
+// after all): refunded once, reserved again for a watched failure.
+func (s *refundFakeStore) AdoptRefundTx(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.claimable("AdoptRefundTx", o.RefundID, o.TxHash)
+	if err != nil {
+		return activities.FinishedRefund{}, err
+	}
+	switch {
+	case r.status == models.RefundSucceeded && r.hash == o.TxHash:
+	case r.status == models.RefundSubmitted, r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound:
+		if r.status == models.RefundFailed {
+			s.reserved += r.units
+		}
+		s.refunded += r.units
+		delete(s.claims, r.hash)
+		r.hash, s.claims[o.TxHash] = o.TxHash, o.RefundID
+		r.full = s.refunded >= refundTxnUnits
+		r.status, r.reason, r.message = models.RefundSucceeded, "", ""
+		s.events = append(s.events, o.RefundID+" payment.refunded")
+	}
+	return s.finished(o.RefundID, r), nil
+}
+
 func (s *refundFakeStore) FinishRefund(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -722,8 +747,8 @@ func TestRefundSubmitRefusals(t *testing.T) {
 	if !again.accepted || again.err != nil {
 		t.Fatalf("replacement: %s", again)
 	}
-	if n, m := h.store.calls[refundSubmitMethod], h.store.calls["ReplaceRefundTx"]; n != 2 || m != 2 {
-		t.Fatalf("%d submit and %d replace activities, want 2 and 2 (the validator refused the others)", n, m)
+	if n, m, a := h.store.calls[refundSubmitMethod], h.store.calls["ReplaceRefundTx"], h.store.calls["AdoptRefundTx"]; n != 2 || m != 1 || a != 1 {
+		t.Fatalf("%d submit, %d replace and %d adopt activities, want 2, 1 and 1 (the validator refused the others)", n, m, a)
 	}
 }
 
@@ -1019,5 +1044,67 @@ func TestRefundReplacedTransfer(t *testing.T) {
 	}
 	if reserved, refunded, events := w.store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
 		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+}
+
+// TestRefundReplacedLandsAfterAll: the first transfer of a replaced pair
+// lands. While the refund is failed TX_NOT_FOUND and watched, after a
+// refund made since took the freed amount, it is still recorded (the money
+// left the wallet: the record follows the chain). And when the re-send
+// reverts in the same check in which the first is confirmed (it found the
+// funds spent), the refund succeeds with the first, not failed.
+func TestRefundReplacedLandsAfterAll(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_after_all", 5_000_000)
+	h.in.PollInterval, h.in.LateWatch = 30*time.Second, 6*time.Hour
+	h.submit(time.Minute, refundHash(41))
+	h.submit(2*time.Minute, refundHash(42)) // never lands
+	h.env.RegisterDelayedCallback(func() {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		h.store.refunds["rf_other"] = &refundFakeRefund{units: refundTxnUnits - h.store.reserved, status: models.RefundPending}
+		h.store.reserved = refundTxnUnits // another refund takes what is left
+	}, 2*time.Hour)
+	h.env.RegisterDelayedCallback(func() { h.chain.put(refundHash(41), good(5_000_000), 2) }, 3*time.Hour)
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	var res RefundResult
+	if err := h.env.GetWorkflowResult(&res); err != nil || res.Status != models.RefundSucceeded || res.TxHash != refundHash(41) {
+		t.Fatalf("the first transfer landed at +3h: %+v %v", res, err)
+	}
+	if reserved, refunded, _ := h.store.ledger(); refunded != 5_000_000 || reserved != refundTxnUnits+5_000_000 {
+		t.Fatalf("ledger reserved %d refunded %d (over-reserved by the landing, as the chain shows)", reserved, refunded)
+	}
+
+	r := newRefundHarness(t, nil, "rf_resend_reverts", 5_000_000)
+	r.submit(time.Minute, refundHash(51))
+	r.submit(2*time.Minute, refundHash(52))
+	r.env.RegisterDelayedCallback(func() {
+		r.chain.put(refundHash(51), good(5_000_000), 2)
+		r.chain.put(refundHash(52), refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}, 2)
+	}, 3*time.Minute)
+	if res := r.result(); res.Status != models.RefundSucceeded || res.TxHash != refundHash(51) {
+		t.Fatalf("the re-send reverted, the first landed: %+v", res)
+	}
+}
+
+// TestRefundReplacementsBoundTheRun: replacements while watched send the
+// refund back to its checks; one run's chain checks (the replaced hashes'
+// included) stay within the bound, and a third replacement is refused.
+func TestRefundReplacementsBoundTheRun(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_bound", 5_000_000)
+	h.in.PollInterval, h.in.NotFoundWindow = 30*time.Second, 24*time.Minute
+	h.submit(time.Minute, refundHash(61))    // fails TX_NOT_FOUND at +25m
+	h.submit(40*time.Minute, refundHash(62)) // watched: checked again, fails at +64m
+	h.submit(80*time.Minute, refundHash(63)) // watched: checked again
+	third := h.submit(100*time.Minute, refundHash(64))
+	h.env.ExecuteWorkflow(RefundWorkflow, h.in)
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	if reqs, _ := h.chain.requests(); len(reqs) > maxChecksPerRun+maxReplacements {
+		t.Fatalf("one run made %d chain checks", len(reqs))
+	}
+	if third.rejected == nil || !strings.Contains(third.rejected.Error(), "replaced 2 times already") {
+		t.Fatalf("a third replacement: %s", third)
 	}
 }
