@@ -146,6 +146,15 @@ func (f *refundFixture) reload(t *testing.T) *models.Transaction {
 	return txn
 }
 
+// notFound fails a submitted refund TX_NOT_FOUND, as its workflow does.
+func (f *refundFixture) notFound(t *testing.T, id, hash, message string) {
+	t.Helper()
+	if _, err := f.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: id, Status: models.RefundFailed, TxHash: hash,
+		Reason: models.ReasonTxNotFound, Message: message, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // succeed submits a hash for the refund and finishes it succeeded.
 func (f *refundFixture) succeed(t *testing.T, r *models.Refund) models.RefundFinish {
 	t.Helper()
@@ -470,10 +479,7 @@ func TestRefundLandsLate(t *testing.T) {
 		if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundFailed, TxHash: h,
-			Reason: models.ReasonTxNotFound, Message: "not found"}); err != nil {
-			t.Fatal(err)
-		}
+		f.notFound(t, lost.ID, h, "not found")
 		if got := f.reload(t); got.RefundReserved != 0 {
 			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
 		}
@@ -595,10 +601,7 @@ func TestReplaceRefundTx(t *testing.T) {
 			t.Fatalf("another refund's hash: %v", err)
 		}
 		// Failed TX_NOT_FOUND: submitted again, reserved again.
-		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, TxHash: second,
-			Reason: models.ReasonTxNotFound, Message: "not found; still watched"}); err != nil {
-			t.Fatal(err)
-		}
+		f.notFound(t, r.ID, second, "not found; still watched")
 		if got := f.reload(t); got.RefundReserved != money.FromCents(500) {
 			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
 		}
@@ -614,10 +617,7 @@ func TestReplaceRefundTx(t *testing.T) {
 			t.Fatalf("reserved after the replacement: %s", got.RefundReserved)
 		}
 		// Failed again, and the amount refunded since: the replacement is refused.
-		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, TxHash: third,
-			Reason: models.ReasonTxNotFound, Message: "not found"}); err != nil {
-			t.Fatal(err)
-		}
+		f.notFound(t, r.ID, third, "not found")
 		if _, err := f.refund(0, models.InitiatedByAPI); err != nil {
 			t.Fatal(err)
 		}
@@ -656,10 +656,7 @@ func TestAdoptRefundTx(t *testing.T) {
 		if err := st.ReplaceRefundTx(ctx, r.ID, second, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, TxHash: second,
-			Reason: models.ReasonTxNotFound, Message: "not found; still watched"}); err != nil {
-			t.Fatal(err)
-		}
+		f.notFound(t, r.ID, second, "not found; still watched")
 		if _, err := f.refund(0, models.InitiatedByAPI); err != nil { // takes all that is left
 			t.Fatal(err)
 		}

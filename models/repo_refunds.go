@@ -275,18 +275,24 @@ func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at
 			}
 			fields["status"], fields["failure_reason"], fields["failure_message"], fields["failed_at"] = RefundSubmitted, "", "", nil
 		}
-		res := tx.Model(&Refund{}).Where("id = ? AND status = ?", r.ID, r.Status).Updates(fields)
-		if isUniqueViolation(res.Error) {
-			return apperr.Conflict("this transaction hash already backs another refund")
-		}
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected != 1 {
-			return fmt.Errorf("models: refund %s changed during its replacement", r.ID)
-		}
-		return nil
+		return repoint(tx, &r, fields)
 	})
+}
+
+// repoint writes a refund's new hash with fields, only over the state it
+// was read in; a hash that backs another refund is a conflict.
+func repoint(tx *gorm.DB, r *Refund, fields map[string]any) error {
+	res := tx.Model(&Refund{}).Where("id = ? AND status = ?", r.ID, r.Status).Updates(fields)
+	if isUniqueViolation(res.Error) {
+		return apperr.Conflict("this transaction hash already backs another refund")
+	}
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected != 1 {
+		return fmt.Errorf("models: refund %s changed while its hash was replaced", r.ID)
+	}
+	return nil
 }
 
 // forUpdate locks the rows a transaction reads (PostgreSQL: SELECT … FOR
@@ -328,16 +334,9 @@ func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinis
 			return nil
 		}
 		at := o.At.UTC()
-		res := tx.Model(&Refund{}).Where("id = ? AND status = ?", r.ID, r.Status).Updates(map[string]any{"tx_hash": o.TxHash,
-			"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "", "updated_at": s.Now()})
-		if isUniqueViolation(res.Error) {
-			return apperr.Conflict("this transaction hash already backs another refund")
-		}
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected != 1 {
-			return fmt.Errorf("models: refund %s changed during its adoption", r.ID)
+		if err := repoint(tx, &r, map[string]any{"tx_hash": o.TxHash, "status": RefundSucceeded, "succeeded_at": at,
+			"failure_reason": "", "failure_message": "", "updated_at": s.Now()}); err != nil {
+			return err
 		}
 		fields := map[string]any{"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}
 		if watched {
