@@ -26,6 +26,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_wrong_sender.json",
 	"testdata/refund_not_found.json",
 	"testdata/refund_late_succeeded.json",
+	"testdata/refund_replaced.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -131,8 +132,10 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 
 	// 1. Succeeded: a hash that backs another refund (the update fails),
-	// the right one, a refused second submit, an RPC error, then unseen,
-	// seen, confirmed.
+	// the right one, an RPC error, then unseen, seen, confirmed. (The saved
+	// history, recorded before replacements, also has a second submit the
+	// validator refused; refused updates leave no event, and a second hash
+	// is a replacement now: scenario 6.)
 	store.claims[refundHash(90)] = "rf_other"
 	run := start("rf_replay_succeeded", time.Hour)
 	if err := submit(run, refundHash(90)); !checkoutIsType(err, activities.ErrTypeRefundTxClaimed) {
@@ -142,9 +145,6 @@ func TestRefundRecordHistories(t *testing.T) {
 	fakeChain.put(refundHash(91), good(5_000_000), 0, 1, 2)
 	if err := submit(run, refundHash(91)); err != nil {
 		t.Fatal(err)
-	}
-	if err := submit(run, refundHash(92)); !checkoutIsType(err, ErrTypeRefundNotOpen) {
-		t.Fatalf("second submit: %v", err)
 	}
 	finish(run, models.RefundSucceeded, refundHistoryFiles[0])
 
@@ -184,12 +184,27 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	fakeChain.put(refundHash(95), good(5_000_000), 1, 2)
 	finish(run, models.RefundSucceeded, refundHistoryFiles[4])
+
+	// 6. A submitted transfer replaced (a speed-up): the replacement lands.
+	notFoundWindow, lateWatch = time.Hour, 0
+	run = start("rf_replay_replaced", time.Hour)
+	if err := submit(run, refundHash(96)); err != nil {
+		t.Fatal(err)
+	}
+	fakeChain.put(refundHash(97), good(5_000_000), 0, 1, 2)
+	if err := submit(run, refundHash(97)); err != nil {
+		t.Fatal(err)
+	}
+	finish(run, models.RefundSucceeded, refundHistoryFiles[5])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
 	}
 	if r := store.refund("rf_replay_not_found"); r.reason != chain.ReasonTxNotFound {
 		t.Fatalf("not found stored %+v", r)
+	}
+	if r := store.refund("rf_replay_replaced"); r.status != models.RefundSucceeded || r.hash != refundHash(97) {
+		t.Fatalf("replaced stored %+v", r)
 	}
 	if r := store.refund("rf_replay_late"); r.status != models.RefundSucceeded {
 		t.Fatalf("late landing stored %+v", r)
