@@ -338,16 +338,9 @@ func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinis
 			"failure_reason": "", "failure_message": "", "updated_at": s.Now()}); err != nil {
 			return err
 		}
-		fields := map[string]any{"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}
-		if watched {
-			fields["refund_reserved"] = gorm.Expr("refund_reserved + ?", int64(r.Amount))
-		}
-		if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).Updates(fields).Error; err != nil {
-			return err
-		}
 		r.TxHash = &o.TxHash
 		var err error
-		out, err = s.emitRefunded(tx, &r, at)
+		out, err = s.refunded(tx, &r, watched, at)
 		return err
 	})
 	return out, err
@@ -426,22 +419,26 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 			return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
 				Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
 		}
-		if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
-			Update("refunded_amount", gorm.Expr("refunded_amount + ?", int64(r.Amount))).Error; err != nil {
-			return err
-		}
 		r.TxHash = &o.TxHash
 		var err error
-		out, err = s.emitRefunded(tx, &r, at)
+		out, err = s.refunded(tx, &r, false, at)
 		return err
 	})
 	return out, err
 }
 
-// emitRefunded emits payment.refunded for a refund that has just
-// succeeded (its transaction's refunded amount already counts it) and
-// answers the outcome with the event's deliveries.
-func (s *Store) emitRefunded(tx *gorm.DB, r *Refund, at time.Time) (RefundFinish, error) {
+// refunded records on its transaction a refund that has just succeeded
+// (its amount refunded; reserved again too when the refund had failed and
+// given it back), emits payment.refunded and answers the outcome with the
+// event's deliveries.
+func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time) (RefundFinish, error) {
+	fields := map[string]any{"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}
+	if reserveAgain {
+		fields["refund_reserved"] = gorm.Expr("refund_reserved + ?", int64(r.Amount))
+	}
+	if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).Updates(fields).Error; err != nil {
+		return RefundFinish{}, err
+	}
 	var t Transaction
 	if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
 		return RefundFinish{}, err
@@ -498,13 +495,8 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 		if res.RowsAffected != 1 {
 			return fmt.Errorf("models: refund %s changed during its late outcome", r.ID)
 		}
-		if err := tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).Updates(map[string]any{
-			"refund_reserved": gorm.Expr("refund_reserved + ?", int64(r.Amount)),
-			"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}).Error; err != nil {
-			return err
-		}
 		var err error
-		out, err = s.emitRefunded(tx, &r, at)
+		out, err = s.refunded(tx, &r, true, at)
 		return err
 	})
 	return out, err
