@@ -563,6 +563,56 @@ func TestRefundLandsLate(t *testing.T) {
 	})
 }
 
+// TestLateRefundTaxSplit: a refund that lands late, after a refund made
+// while it was failed, is split again after that one, so the refunds' tax
+// parts add up to the cumulative share of what they refund (tax 4.75 of
+// 29.75: 19/119), neither one micro unit short nor one over.
+func TestLateRefundTaxSplit(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		for _, c := range []struct {
+			name           string
+			before, amount money.Amount // refunded before, then each of the two refunds
+			late, again    money.Amount // the tax parts once the first has landed
+		}{
+			// 4 and 4 alone are each taxed 0, together 8 × 19/119 → 1.
+			{name: "short", amount: 4, late: 1, again: 0},
+			// After 6 (taxed 0), 1 alone is taxed 1 each, together 1 in all.
+			{name: "over", before: 6, amount: 1, late: 0, again: 1},
+		} {
+			f := newRefundFixture(t, st, models.ModeTest)
+			if c.before > 0 {
+				r, err := f.refund(c.before, models.InitiatedByAPI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.succeed(t, r)
+			}
+			lost, err := f.refund(c.amount, models.InitiatedByAPI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := f.hash()
+			if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			f.notFound(t, lost.ID, h, "not found")
+			again, err := f.refund(c.amount, models.InitiatedByAPI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.succeed(t, again)
+			if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			l, a := mustRefund(t, st, lost.ID), mustRefund(t, st, again.ID)
+			if l.TaxAmount != c.late || a.TaxAmount != c.again || l.SubtotalAmount+l.TaxAmount != l.Amount {
+				t.Errorf("%s: tax parts %s (late, of %s) and %s, want %s and %s", c.name, l.TaxAmount, l.Amount, a.TaxAmount, c.late, c.again)
+			}
+		}
+	})
+}
+
 // TestReplaceRefundTx: a submitted refund takes the hash that replaced its
 // transfer (the same again is accepted; another refund's hash is not); a
 // refund failed TX_NOT_FOUND becomes submitted again with its amount

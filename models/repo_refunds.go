@@ -96,7 +96,7 @@ func (s *Store) CreateRefund(ctx context.Context, r RefundRequest) (*Refund, err
 		if res.RowsAffected != 1 {
 			return apperr.Invalid("amount", "exceeds the refundable remainder: another refund of this transaction was created at the same time")
 		}
-		sub, tax, err := s.refundSplit(tx, &t, amount)
+		sub, tax, err := s.refundSplit(tx, &t, amount, "")
 		if err != nil {
 			return err
 		}
@@ -113,8 +113,10 @@ func (s *Store) CreateRefund(ctx context.Context, r RefundRequest) (*Refund, err
 	return out, nil
 }
 
-// refundSplit splits a new refund of t into its subtotal and tax parts.
-func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount) (money.Amount, money.Amount, error) {
+// refundSplit splits a refund of amount of t into its subtotal and tax
+// parts, after the refunds of t that did not fail other than except (the
+// refund being split again, when it lands late).
+func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount, except string) (money.Amount, money.Amount, error) {
 	var taxOrig money.Amount
 	if t.SessionID != nil {
 		var cs CheckoutSession
@@ -128,8 +130,12 @@ func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount) (m
 		Amount int64
 		Tax    int64
 	}
-	if err := tx.Model(&Refund{}).Select("COALESCE(SUM(amount),0) AS amount, COALESCE(SUM(tax_amount),0) AS tax").
-		Where("transaction_id = ? AND status <> ?", t.ID, RefundFailed).Scan(&prev).Error; err != nil {
+	q := tx.Model(&Refund{}).Select("COALESCE(SUM(amount),0) AS amount, COALESCE(SUM(tax_amount),0) AS tax").
+		Where("transaction_id = ? AND status <> ?", t.ID, RefundFailed)
+	if except != "" {
+		q = q.Where("id <> ?", except)
+	}
+	if err := q.Scan(&prev).Error; err != nil {
 		return 0, 0, err
 	}
 	sub, tax := SplitRefund(t.Amount, taxOrig, money.Amount(prev.Amount), money.Amount(prev.Tax), amount)
@@ -428,9 +434,9 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 }
 
 // refunded records on its transaction a refund that has just succeeded
-// (its amount refunded; reserved again too when the refund had failed and
-// given it back), emits payment.refunded and answers the outcome with the
-// event's deliveries.
+// (its amount refunded; reserved again too, and its parts split again,
+// when the refund had failed and given it back), emits payment.refunded and
+// answers the outcome with the event's deliveries.
 func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time) (RefundFinish, error) {
 	fields := map[string]any{"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}
 	if reserveAgain {
@@ -440,8 +446,25 @@ func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time
 		return RefundFinish{}, err
 	}
 	var t Transaction
-	if err := tx.Select("amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+	if err := tx.Select("id", "session_id", "amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
 		return RefundFinish{}, err
+	}
+	if reserveAgain {
+		// Landing late, it counts again after the refunds made while it
+		// was failed (their tax parts were split without it): its own
+		// parts are split again after theirs, so the refunds' tax parts
+		// still add up to the cumulative share, to the micro unit.
+		sub, tax, err := s.refundSplit(tx, &t, r.Amount, r.ID)
+		if err != nil {
+			return RefundFinish{}, err
+		}
+		if sub != r.SubtotalAmount || tax != r.TaxAmount {
+			if err := tx.Model(&Refund{}).Where("id = ?", r.ID).
+				Updates(map[string]any{"subtotal_amount": sub, "tax_amount": tax}).Error; err != nil {
+				return RefundFinish{}, err
+			}
+			r.SubtotalAmount, r.TaxAmount = sub, tax
+		}
 	}
 	full := t.RefundedAmount >= t.Amount
 	r.Status = RefundSucceeded
