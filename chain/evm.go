@@ -90,6 +90,12 @@ func (v *EVMVerifier) Network() Network { return v.net }
 
 // Verify implements [Verifier].
 func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	return v.verify(ctx, req, true)
+}
+
+// verify checks req's transaction; follow lets an unseen one be followed to
+// the transaction that replaced it (once: the replacement is not followed).
+func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool) (VerifyResult, error) {
 	if req.Network != "" && req.Network != v.net.Name {
 		return VerifyResult{}, fmt.Errorf("%w: verifier of %s asked about %s", ErrUnknownNetwork, v.net.Name, req.Network)
 	}
@@ -119,6 +125,9 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	receipt, err := v.client.TransactionReceipt(ctx, hash)
 	if errors.Is(err, ethereum.NotFound) {
 		res.Message = "transaction not found on chain yet"
+		if follow && ref != (common.Hash{}) {
+			return v.replacement(ctx, req, hash, ref, res)
+		}
 		return res, nil
 	}
 	if err != nil {
@@ -212,7 +221,7 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 		if paid != (common.Hash{}) && paid != hash {
 			again := req
 			again.TxHash = paid.Hex()
-			out, err := v.Verify(ctx, again)
+			out, err := v.verify(ctx, again, false)
 			if err != nil || out.Reason == ReasonTxReverted {
 				return out, err // a used authorization's transaction cannot revert; never loops
 			}
@@ -222,6 +231,38 @@ func (v *EVMVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResu
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
 	return res, nil
+}
+
+// replacement answers for a submitted transaction the chain has not got:
+// still waiting in the node's pool, or replaced there by another
+// transaction from the same sender and nonce (a wallet's "speed up", a
+// relayer's fee bump: a new hash, the same signed authorization), which
+// then carried the payer's authorization and is verified instead (PaidBy).
+// Only the payer's own authorization is followed (the one the pending call
+// names, or the session's declared wallet's): another wallet's with the
+// same nonce is a stranger's, never this session's payment.
+func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, unseen VerifyResult) (VerifyResult, error) {
+	if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
+		return unseen, nil // in the pool: not replaced
+	} else if !errors.Is(err, ethereum.NotFound) {
+		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
+	}
+	head, err := v.client.BlockNumber(ctx)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
+	}
+	paid, err := v.authorizationUse(ctx, v.authorizers(ctx, hash, req.PayerAddress), ref, head)
+	if err != nil || paid == (common.Hash{}) || paid == hash {
+		return unseen, err
+	}
+	again := req
+	again.TxHash = paid.Hex()
+	out, err := v.verify(ctx, again, false)
+	if err != nil || !out.Seen {
+		return unseen, err
+	}
+	out.PaidBy = strings.ToLower(paid.Hex())
+	return out, nil
 }
 
 // authorizationLookback is how many blocks before a reverted transaction's

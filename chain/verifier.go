@@ -114,8 +114,9 @@ type VerifyResult struct {
 	// PaidBy (EVM) is set when the submitted transaction reverted because
 	// another transaction had used the session's authorization first (the
 	// payer's EIP-3009 authorization, its nonce the request's Reference,
-	// relayed by anyone who copied it from the mempool): that transaction's
-	// hash. The rest of the result is then that transaction's verdict: the
+	// relayed by anyone who copied it from the mempool), or was never mined
+	// because another took its place (a wallet's speed-up, a relayer's fee
+	// bump) and carried the authorization: that transaction's hash. The rest of the result is then that transaction's verdict: the
 	// payer's signed payment happened, in it.
 	PaidBy string
 }

@@ -174,6 +174,34 @@ func (e *bindEnv) payBound(cs *models.CheckoutSession) string {
 	return e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
 }
 
+// ownAuthorizationTx is the payer's own transferWithAuthorization call of
+// a, signed with their next account nonce and tipMul gwei of tip: the same
+// call at a higher tip replaces it in the pool (a wallet's speed-up).
+func (e *bindEnv) ownAuthorizationTx(a devchain.Authorization, sig []byte, tipMul int64) *types.Transaction {
+	e.t.Helper()
+	data, err := devchain.AuthorizationCalldata(a, sig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cl := e.sim.Client()
+	nonce, err := cl.NonceAt(e.ctx, a.From, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	head, err := cl.HeaderByNumber(e.ctx, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tip := big.NewInt(tipMul * 1_000_000_000)
+	tx, err := types.SignNewTx(e.customer, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{ChainID: big.NewInt(1337),
+		Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2*tipMul)), tip), Gas: 300000,
+		To: &e.usdc, Data: data})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tx
+}
+
 func (e *bindEnv) payPlain(from *ecdsa.PrivateKey, to common.Address) string {
 	return e.mine(e.transactor(from).Transact(e.ctx, contracts.MustLoad(contracts.TestUSDC), e.usdc, "transfer", to, big.NewInt(bindDue)))
 }
@@ -470,6 +498,41 @@ func TestBindingVerdictTable(t *testing.T) {
 					got += ", no hash"
 				}
 				return got + "; " + e.exception(e.mA, h)
+			}},
+		{"the payer's wallet speeds its transaction up (same nonce, higher fee): the submitted hash is never mined",
+			"complete (bound), backed by the replacement", func() string {
+				cs := e.session(e.linkA, cust)
+				a, sig := e.authorize(cs, e.customer, cust, e.domain)
+				slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
+				cl := e.sim.Client()
+				if err := cl.SendTransaction(e.ctx, slow); err != nil {
+					return "error: " + err.Error()
+				}
+				e.submit(cs, slow.Hash().Hex())
+				if got := e.judge(cs); got != "pending" {
+					return "waiting in the pool: " + got
+				}
+				if err := cl.SendTransaction(e.ctx, fast); err != nil {
+					return "error: " + err.Error()
+				}
+				e.sim.Commit()
+				got := e.judge(cs)
+				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, fast.Hash().Hex()) {
+					return got + ", not backed by the replacement"
+				}
+				return got + ", backed by the replacement"
+			}},
+		{"a stranger's own authorization with the session's nonce, while the session's submitted hash is unknown to the chain",
+			"pending", func() string {
+				cs := e.session(e.linkA, cust)
+				e.submit(cs, "0x"+strings.Repeat("ab", 32))
+				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
+				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
+				return e.judge(cs)
 			}},
 		{"late payment after the session expired", "exception late 10.00", func() string {
 			e := newBindEnv(t) // a chain and store of its own: no other session is open

@@ -25,7 +25,7 @@ import (
 // without gas; a stranger's unbound transfer fails the session it was
 // offered to and stays with the merchant as an exception to resolve; a
 // stranger's own authorization carrying a session's reference does not
-// fail it.
+// fail it; a wallet's speed-up of a submitted transaction is followed.
 func TestDevChainBinding(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 200*time.Millisecond, stackOptions{watch: true})
@@ -122,6 +122,20 @@ func TestDevChainBinding(t *testing.T) {
 	d = s.waitStatus(raced, "complete", 30*time.Second)
 	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
 		t.Fatalf("completed with %v, the customer paid %s", h, p.TxHash)
+	}
+
+	// 7. The customer's wallet speeds its transaction up after the page
+	// submitted its hash: the replacement (same account nonce, twice the
+	// tip, a new hash) carries the authorization and the submitted hash is
+	// never mined. The session follows the authorization to it.
+	sped, _ := s.openSession(key, link, "")
+	p = pay(devchain.PayOptions{SessionID: sped, SpeedUp: true})
+	if p.Replaced == "" || strings.EqualFold(p.Replaced, p.TxHash) {
+		t.Fatalf("not replaced: %+v", p)
+	}
+	d = s.waitStatus(sped, "complete", 30*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("completed with %v, the replacement was %s (submitted %s)", h, p.TxHash, p.Replaced)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -63,6 +64,12 @@ type PayOptions struct {
 	// SubmitTo submits the hash to this session instead of SessionID (an
 	// attack: one payment claimed by another session).
 	SubmitTo string
+	// SpeedUp plays a wallet's "speed up": the authorization's call is
+	// signed, its hash submitted, and the transaction replaced before it
+	// reaches a node by the same call at the same account nonce and twice
+	// the tip, which is broadcast. The submitted hash is never mined; the
+	// session must follow the authorization to the replacement.
+	SpeedUp bool
 }
 
 // SessionPayment is what [Pay] did.
@@ -91,6 +98,9 @@ type SessionPayment struct {
 	TxHash string
 	// SubmittedTo is the session the hash was submitted to ("" for none).
 	SubmittedTo string
+	// Replaced is the hash submitted and then replaced (SpeedUp); TxHash is
+	// then the replacement's, broadcast after the submit.
+	Replaced string
 	// RelayAnswer is the API's answer to a relayed authorization.
 	RelayAnswer json.RawMessage
 }
@@ -270,6 +280,9 @@ func Pay(ctx context.Context, opts PayOptions) (SessionPayment, error) {
 	if opts.NoSubmit && opts.SubmitTo != "" {
 		return SessionPayment{}, errors.New("no-submit and submit-to contradict each other")
 	}
+	if opts.SpeedUp && (opts.Plain || opts.ViaRouter || opts.NoSubmit) {
+		return SessionPayment{}, errors.New("speed-up replaces the payer's own transferWithAuthorization after its hash is submitted: it goes with none of plain, via router, no-submit")
+	}
 	key := opts.Key
 	if key == nil {
 		key = CustomerKey()
@@ -405,6 +418,22 @@ func Pay(ctx context.Context, opts PayOptions) (SessionPayment, error) {
 				}
 				return out, fmt.Errorf("broadcast: %w", err)
 			}
+		case opts.SpeedUp:
+			out.Method = "authorization, sped up"
+			first, fast, err := spedUp(ctx, client, key, token, a, sig)
+			if err != nil {
+				return out, err
+			}
+			out.Replaced = first.Hash().Hex()
+			if err := submitHash(ctx, apiBase, opts.submitTarget(), out.Replaced); err != nil {
+				return out, err
+			}
+			out.SubmittedTo = opts.submitTarget()
+			if err := client.SendTransaction(ctx, fast); err != nil {
+				return out, fmt.Errorf("broadcast the replacement: %w", err)
+			}
+			out.TxHash = fast.Hash().Hex()
+			return out, nil
 		default:
 			out.Method = "authorization"
 			if tx, err = BroadcastAuthorization(ctx, client, key, token, a, sig); err != nil {
@@ -416,17 +445,80 @@ func Pay(ctx context.Context, opts PayOptions) (SessionPayment, error) {
 	if opts.NoSubmit {
 		return out, nil
 	}
-	target := opts.SessionID
-	if opts.SubmitTo != "" {
-		target = opts.SubmitTo
+	if err := submitHash(ctx, apiBase, opts.submitTarget(), out.TxHash); err != nil {
+		return out, err
 	}
-	body, _ := json.Marshal(map[string]string{"sessionId": target, "txHash": out.TxHash})
+	out.SubmittedTo = opts.submitTarget()
+	return out, nil
+}
+
+// submitTarget is the session a hash is submitted to.
+func (o PayOptions) submitTarget() string {
+	if o.SubmitTo != "" {
+		return o.SubmitTo
+	}
+	return o.SessionID
+}
+
+// submitHash submits a transaction hash to a session (POST
+// /api/checkout/submit).
+func submitHash(ctx context.Context, apiBase, sessionID, hash string) error {
+	body, _ := json.Marshal(map[string]string{"sessionId": sessionID, "txHash": hash})
 	var answer map[string]any
 	if err := callJSON(ctx, http.MethodPost, apiBase+"/api/checkout/submit", body, &answer); err != nil {
-		return out, fmt.Errorf("submit %s to %s: %w", out.TxHash, target, err)
+		return fmt.Errorf("submit %s to %s: %w", hash, sessionID, err)
 	}
-	out.SubmittedTo = target
-	return out, nil
+	return nil
+}
+
+// spedUp signs the payer's transferWithAuthorization call of a twice at
+// their next account nonce: first as a wallet shows it, then its
+// replacement at twice the tip (fee cap raised alike), as a wallet's
+// "speed up" does. Neither is sent.
+func spedUp(ctx context.Context, client *ethclient.Client, key *ecdsa.PrivateKey, token common.Address, a Authorization, sig []byte) (first, fast *types.Transaction, err error) {
+	data, err := AuthorizationCalldata(a, sig)
+	if err != nil {
+		return nil, nil, err
+	}
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	id, err := client.ChainID(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devchain: chain id: %w", err)
+	}
+	nonce, err := client.PendingNonceAt(ctx, from)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devchain: nonce: %w", err)
+	}
+	head, err := client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devchain: head: %w", err)
+	}
+	tip, err := client.SuggestGasTipCap(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devchain: gas tip: %w", err)
+	}
+	if tip.Sign() <= 0 {
+		tip = big.NewInt(1)
+	}
+	gas, err := client.EstimateGas(ctx, ethereum.CallMsg{From: from, To: &token, Data: data})
+	if err != nil {
+		if rerr := revertError(err); rerr != nil {
+			return nil, nil, rerr
+		}
+		return nil, nil, fmt.Errorf("devchain: estimate gas: %w", err)
+	}
+	sign := func(tip *big.Int) (*types.Transaction, error) {
+		feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
+		return types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+			ChainID: id, Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap, Gas: gas + gas/5, To: &token, Data: data})
+	}
+	if first, err = sign(tip); err != nil {
+		return nil, nil, fmt.Errorf("devchain: sign: %w", err)
+	}
+	if fast, err = sign(new(big.Int).Mul(tip, big.NewInt(2))); err != nil {
+		return nil, nil, fmt.Errorf("devchain: sign: %w", err)
+	}
+	return first, fast, nil
 }
 
 // findTxHash looks for a txHash in the API's answer ({"data": {"txHash"}}

@@ -162,6 +162,8 @@ payment fail. Flags go before or after the arguments:
                        for the API's relayer to broadcast, and print the answer
   --no-submit          broadcast only; print the hash
   --submit-to SESSION  submit the hash to another session (the attack)
+  --speed-up           a wallet's speed-up: submit the hash, then broadcast in its place the
+                       same call at twice the tip (the submitted hash is never mined)
 `
 
 // runDevPay pays a checkout session as a customer would, from a funded dev
@@ -214,6 +216,9 @@ func runDevPay(ctx context.Context, args []string) error {
 	switch {
 	case p.RelayAnswer != nil:
 		fmt.Printf("relayed; the API answered: %s\n", p.RelayAnswer)
+	case p.Replaced != "":
+		fmt.Printf("tx %s submitted to %s, then replaced by tx %s (sped up); watch it: curl %s/api/checkout/session/%s\n",
+			p.Replaced, p.SubmittedTo, p.TxHash, base, p.SubmittedTo)
 	case p.SubmittedTo == "":
 		fmt.Printf("tx %s (not submitted)\n", p.TxHash)
 	default:
@@ -232,6 +237,7 @@ func parseDevPay(args []string) (devchain.PayOptions, error) {
 	fs.BoolVar(&opts.Relay, "relay", false, "")
 	fs.BoolVar(&opts.NoSubmit, "no-submit", false, "")
 	fs.StringVar(&opts.SubmitTo, "submit-to", "", "")
+	fs.BoolVar(&opts.SpeedUp, "speed-up", false, "")
 	from := fs.String("from", devchain.AccountCustomer, "")
 	via := fs.String("via", "", "")
 	var pos []string

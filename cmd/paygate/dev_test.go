@@ -44,7 +44,7 @@ func TestParseDevPay(t *testing.T) {
 }
 
 func TestDevPayUsageDocumentsEveryFlag(t *testing.T) {
-	for _, f := range []string{"--plain", "--from", "--via router", "--relay", "--no-submit", "--submit-to"} {
+	for _, f := range []string{"--plain", "--from", "--via router", "--relay", "--no-submit", "--submit-to", "--speed-up"} {
 		if !strings.Contains(devPayUsage, f) || !strings.Contains(usage, f) {
 			t.Errorf("%s missing from the usage", f)
 		}

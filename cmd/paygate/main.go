@@ -50,6 +50,7 @@ const usage = `usage:
       --relay                          POST the signature to the API's relayer instead of broadcasting
       --no-submit                      broadcast only, print the hash
       --submit-to OTHER_SESSION_ID     submit the hash to another session
+      --speed-up                       submit the hash, then replace the transaction at twice the tip
     (paygate dev pay -h for details)
   paygate dev refund REFUND_ID         pay a refund from the dev merchant wallet (a USDC transfer to the refund's
                                        destination) and submit its hash; needs the merchant's API key:
