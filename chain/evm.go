@@ -326,7 +326,7 @@ func (v *EVMVerifier) authorizationUse(ctx context.Context, authorizers []common
 		topics[i] = common.BytesToHash(a.Bytes())
 	}
 	from := block - min(block, authorizationLookback)
-	logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
+	logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{
 		FromBlock: bigUint(from), ToBlock: bigUint(block), Addresses: []common.Address{v.usdc},
 		Topics: [][]common.Hash{{AuthorizationUsedTopic}, topics, {nonce}},
 	})

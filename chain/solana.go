@@ -60,6 +60,13 @@ func (v *SolanaVerifier) Network() Network { return v.net }
 
 // Verify implements [Verifier].
 func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	return v.verify(ctx, req, true)
+}
+
+// verify checks req's transaction; follow lets an unseen one be followed to
+// another transaction of the payer's carrying the session's reference
+// (once: that one is not followed).
+func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow bool) (VerifyResult, error) {
 	if req.Network != "" && req.Network != v.net.Name {
 		return VerifyResult{}, fmt.Errorf("%w: verifier of %s asked about %s", ErrUnknownNetwork, v.net.Name, req.Network)
 	}
@@ -98,6 +105,9 @@ func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyR
 		switch {
 		case errors.Is(cerr, rpc.ErrNotFound):
 			res.Message = "transaction not found on chain yet"
+			if follow && !ref.IsZero() {
+				return v.replacement(ctx, req, sig, ref, res)
+			}
 		case cerr != nil:
 			return VerifyResult{}, cerr
 		default:
@@ -163,6 +173,48 @@ func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyR
 		res.Message = fmt.Sprintf("merchant received %s units", received)
 	}
 	return res, nil
+}
+
+// solanaFollowLimit bounds the signatures of a session's reference read
+// when its submitted transaction is unseen (the newest, finalized).
+const solanaFollowLimit = 20
+
+// replacement answers for a submitted transaction the chain has not got
+// (it may still land, or its blockhash expired and the payer paid again
+// with a new transaction: a new signature). A finalized transaction that
+// carries the session's reference and either comes from the declared
+// wallet or pays the session in full is judged instead (PaidBy); a
+// stranger's carrying the reference with less is never followed, so it
+// cannot fail the session.
+func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig solana.Signature, ref solana.PublicKey, unseen VerifyResult) (VerifyResult, error) {
+	sl, ok := v.client.(solanaSignatureLister)
+	if !ok {
+		return unseen, nil
+	}
+	limit := solanaFollowLimit
+	sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, ref, &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentFinalized})
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: signatures of reference %s: %w", v.net.Name, ref, err)
+	}
+	for i := len(sigs) - 1; i >= 0; i-- { // oldest first
+		if sigs[i] == nil || sigs[i].Err != nil || sigs[i].Signature == sig {
+			continue
+		}
+		again := req
+		again.TxHash = sigs[i].Signature.String()
+		out, err := v.verify(ctx, again, false)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		if !out.Bound || out.Verdict == VerdictPending {
+			continue
+		}
+		if out.Verdict == VerdictComplete || (req.PayerAddress != "" && out.Payer == req.PayerAddress) {
+			out.PaidBy = again.TxHash
+			return out, nil
+		}
+	}
+	return unseen, nil
 }
 
 func (v *SolanaVerifier) get(ctx context.Context, sig solana.Signature, c rpc.CommitmentType) (*rpc.GetTransactionResult, error) {

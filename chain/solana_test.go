@@ -29,6 +29,7 @@ type solanaRPC struct {
 
 	mu       sync.Mutex
 	docs     map[string]txDoc
+	refs     map[string][]string // reference → signatures carrying it, newest first
 	requests []map[string]any
 	fail     bool
 }
@@ -71,6 +72,15 @@ func (s *solanaRPC) serve(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	if s.fail {
 		http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if req.Method == "getSignaturesForAddress" && len(req.Params) > 0 {
+		key, _ := req.Params[0].(string)
+		list := []any{}
+		for _, sig := range s.refs[key] {
+			list = append(list, map[string]any{"signature": sig, "slot": 331_234_567, "err": nil, "confirmationStatus": "finalized"})
+		}
+		reply(list, nil)
 		return
 	}
 	if req.Method != "getTransaction" || len(req.Params) == 0 {
@@ -121,6 +131,7 @@ type solanaPayment struct {
 	failed        bool             // meta.err set
 	notFinal      bool             // only at confirmed commitment
 	reference     solana.PublicKey // Solana Pay reference carried by the transfer (read-only, non-signer)
+	from          solana.PrivateKey // payer (default: the customer)
 }
 
 type solanaEnv struct {
@@ -164,7 +175,10 @@ func (e *solanaEnv) publish(p solanaPayment) string {
 	if p.to.IsZero() {
 		p.to = e.merchant
 	}
-	payer := e.customer.PublicKey()
+	if p.from == nil {
+		p.from = e.customer
+	}
+	payer := p.from.PublicKey()
 	src, _, err := solana.FindAssociatedTokenAddress(payer, p.mint)
 	if err != nil {
 		e.t.Fatal(err)
@@ -203,7 +217,7 @@ func (e *solanaEnv) publish(p solanaPayment) string {
 	}
 	if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
 		if k == payer {
-			return &e.customer
+			return &p.from
 		}
 		return nil
 	}); err != nil {
@@ -315,6 +329,12 @@ func (e *solanaEnv) publish(p solanaPayment) string {
 	}
 	e.rpc.mu.Lock()
 	e.rpc.docs[sig] = txDoc{doc: doc, version: version, finalized: !p.notFinal}
+	if !p.reference.IsZero() {
+		if e.rpc.refs == nil {
+			e.rpc.refs = map[string][]string{}
+		}
+		e.rpc.refs[p.reference.String()] = append([]string{sig}, e.rpc.refs[p.reference.String()]...)
+	}
 	e.rpc.mu.Unlock()
 	return sig
 }
@@ -392,6 +412,54 @@ func TestSolanaNotFoundAndCommitment(t *testing.T) {
 	e.rpc.mu.Unlock()
 	if fmt.Sprint(commitments) != "[finalized confirmed]" {
 		t.Fatalf("commitments asked: %v", commitments)
+	}
+}
+
+// TestSolanaFollowsTheReference: a submitted signature the chain never
+// got (its blockhash expired) is followed to a finalized transfer carrying
+// the session's reference from the declared wallet (even short: the
+// customer's own short payment fails visibly) or paying in full; a
+// stranger's short transfer with the reference is never followed.
+func TestSolanaFollowsTheReference(t *testing.T) {
+	const due = 5_000_000
+	var lost solana.Signature
+	lost[0] = 9
+	for _, c := range []struct {
+		name    string
+		pays    []solanaPayment // oldest first
+		verdict Verdict
+		paidBy  int // index in pays, -1 for none
+	}{
+		{"nothing carries the reference", nil, VerdictPending, -1},
+		{"the customer paid again", []solanaPayment{{units: due}}, VerdictComplete, 0},
+		{"a stranger's unit first, then the customer", []solanaPayment{{units: 1, from: solana.NewWallet().PrivateKey}, {units: due}}, VerdictComplete, 1},
+		{"a stranger's unit only", []solanaPayment{{units: 1, from: solana.NewWallet().PrivateKey}}, VerdictPending, -1},
+		{"a stranger paid in full", []solanaPayment{{units: due, from: solana.NewWallet().PrivateKey}}, VerdictComplete, 0},
+		{"the customer paid short", []solanaPayment{{units: due - 1}}, VerdictFailed, 0},
+		{"the customer's, not final yet", []solanaPayment{{units: due, notFinal: true}}, VerdictPending, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newSolanaEnv(t)
+			ref := solana.NewWallet().PublicKey()
+			var sigs []string
+			for _, p := range c.pays {
+				p.reference = ref
+				sigs = append(sigs, e.publish(p))
+			}
+			res, err := e.verifier.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: lost.String(),
+				MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(due), PayerAddress: e.customer.PublicKey().String(),
+				Reference: ref.String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if c.paidBy >= 0 {
+				want = sigs[c.paidBy]
+			}
+			if res.Verdict != c.verdict || res.PaidBy != want || (want == "") == res.Seen {
+				t.Fatalf("got %s paidBy %q seen %v (%s), want %s paidBy %q", res.Verdict, res.PaidBy, res.Seen, res.Message, c.verdict, want)
+			}
+		})
 	}
 }
 

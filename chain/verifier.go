@@ -111,12 +111,16 @@ type VerifyResult struct {
 	// ForeignUnits is what the merchant received through transfers bound to
 	// another authorization (EVM): not counted in ReceivedUnits.
 	ForeignUnits string
-	// PaidBy (EVM) is set when the submitted transaction reverted because
+	// PaidBy is set (EVM) when the submitted transaction reverted because
 	// another transaction had used the session's authorization first (the
 	// payer's EIP-3009 authorization, its nonce the request's Reference,
 	// relayed by anyone who copied it from the mempool), or was never mined
 	// because another took its place (a wallet's speed-up, a relayer's fee
-	// bump) and carried the authorization: that transaction's hash. The rest of the result is then that transaction's verdict: the
+	// bump) and carried the authorization; (Solana) when the submitted
+	// transaction is unseen and another finalized one carrying the
+	// session's reference, from the declared wallet or paying in full, is
+	// on chain (the payer paid again after its blockhash expired): that
+	// transaction's hash. The rest of the result is then that transaction's verdict: the
 	// payer's signed payment happened, in it.
 	PaidBy string
 }

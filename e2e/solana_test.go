@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"math/big"
 	"os"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // local Solana runtime (LiteSVM behind the sidecar): a Solana Pay transfer
 // carrying the session's reference completes the session and its
 // checkout.completed reaches a receiver with a valid signature; a payment
-// nobody submits is found by its reference. It logs the time from the
+// nobody submits is found by its reference; a payment made again after a
+// submitted transaction never landed is followed by its reference. It logs the time from the
 // submit to complete.
 func TestSolanaDevChainPayment(t *testing.T) {
 	ctx := context.Background()
@@ -68,6 +70,32 @@ func TestSolanaDevChainPayment(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitStatus(id, "complete", 30*time.Second)
+
+	// The page submitted a transaction that never lands (its blockhash
+	// expired before a leader took it); the customer pays again with the
+	// session's reference and nobody submits that one: the session follows
+	// its reference to the new transaction instead of failing TX_NOT_FOUND.
+	id = open()
+	var lost solana.Signature
+	lost[0], lost[63] = 7, 9
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": lost.String()}, 200)
+	// A stranger's unit carrying the reference first: never followed (it
+	// would fail the session as underpaid).
+	if _, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.StrangerKey(), id, big.NewInt(1), soldev.PayOptions{NoSubmit: true}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // finalized, and seen by the session's checks
+	if d := s.call("GET", "/api/checkout/session/"+id, "", nil, 200)["session"].(map[string]any); d["status"] != "txn_broadcast" {
+		t.Fatalf("after a stranger's unit with the reference: %v", d["status"])
+	}
+	p, err = soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{NoSubmit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = s.waitStatus(id, "complete", 30*time.Second)
+	if d["session"].(map[string]any)["txHash"] != p.Signature {
+		t.Fatalf("completed with %v, paid again with %s (submitted %s)", d["session"].(map[string]any)["txHash"], p.Signature, lost)
+	}
 }
 
 // solanaDevStack starts the local Solana runtime (skipped where Node or the
