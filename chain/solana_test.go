@@ -125,12 +125,12 @@ type solanaPayment struct {
 	program       solana.PublicKey // token program of the balances (default: classic SPL Token)
 	to            solana.PublicKey // wallet that owns the receiving token account (default: merchant)
 	units         uint64
-	merchantPre   uint64           // merchant's balance before
-	createAccount bool             // receiving token account created in the same transaction (no pre entry)
-	versioned     bool             // v0 transaction, receiving account loaded through an address lookup table
-	failed        bool             // meta.err set
-	notFinal      bool             // only at confirmed commitment
-	reference     solana.PublicKey // Solana Pay reference carried by the transfer (read-only, non-signer)
+	merchantPre   uint64            // merchant's balance before
+	createAccount bool              // receiving token account created in the same transaction (no pre entry)
+	versioned     bool              // v0 transaction, receiving account loaded through an address lookup table
+	failed        bool              // meta.err set
+	notFinal      bool              // only at confirmed commitment
+	reference     solana.PublicKey  // Solana Pay reference carried by the transfer (read-only, non-signer)
 	from          solana.PrivateKey // payer (default: the customer)
 }
 
