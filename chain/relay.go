@@ -1,11 +1,14 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,26 +64,93 @@ type RelayClient interface {
 	ethereum.GasPricer1559
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 	TransactionByHash(ctx context.Context, hash common.Hash) (tx *types.Transaction, isPending bool, err error)
+	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
+	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
 }
 
 // Relayer broadcasts customers' signed authorizations from a wallet of the
 // operator's, so a customer pays without holding gas. One key per network;
 // a network without a key has no relayer (the customer's wallet broadcasts).
+//
+// Its transactions are kept in a ledger ([RelayLedger]; in memory when
+// none is set) that every replica sharing the key sees: a broadcast holds
+// the ledger's lock of the relayer's wallet and takes the next nonce after
+// the ledger's pending ones as well as the node's (nodes behind a load
+// balancer do not share their pools), and [Relayer.Tend] sends again, at
+// higher fees, what stays unmined (a fee too low for a rising base fee, a
+// transaction a node dropped), so one stuck nonce never holds up every
+// relayed payment after it.
 type Relayer struct {
 	reg  *Registry
 	keys map[string]*ecdsa.PrivateKey
 	// Dial connects to a network (default: ethclient on its RPC URL).
 	Dial func(ctx context.Context, n Network) (RelayClient, error)
+	// Ledger keeps the relayed transactions (default: in memory, this
+	// process only).
+	Ledger RelayLedger
+	// BumpAfter is how long a relayed transaction may stay unmined before
+	// Tend sends it again at higher fees (default 45 s).
+	BumpAfter time.Duration
+	// MaxFeeCap bounds the fee cap a bump may offer, in wei per gas (nil:
+	// no bound): past it the transaction waits for the base fee to fall.
+	MaxFeeCap *big.Int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 
-	mu sync.Mutex // one broadcast at a time keeps the relayer's nonces in order
-	// pending is the last transaction relayed for each payer (network/from)
-	// until it is mined: another authorization of theirs waits for it.
-	pending map[string]pendingRelay
+	mu  sync.Mutex
+	mem *memLedger
 }
 
-type pendingRelay struct {
-	hash common.Hash
-	at   time.Time
+// RelayedTx is one nonce of a relayer's wallet and what was sent with it.
+type RelayedTx struct {
+	Network string
+	Relayer common.Address
+	Nonce   uint64
+	// Payer is the authorization's signer; Reference its nonce (the
+	// session's payment reference); ValidBefore its expiry (unix seconds).
+	Payer       common.Address
+	Reference   common.Hash
+	ValidBefore int64
+	// To, Data and Gas are the call; Tip and FeeCap the fees of the last
+	// transaction sent.
+	To     common.Address
+	Data   []byte
+	Gas    uint64
+	Tip    *big.Int
+	FeeCap *big.Int
+	// Hashes are every transaction sent with this nonce, oldest first (a
+	// bump is a new hash); the last one is the current.
+	Hashes []common.Hash
+	// Status: pending, mined (one of Hashes), cancelled (the authorization
+	// expired unmined: the nonce was spent on an empty transaction), or
+	// superseded (the nonce was spent by a transaction not in the ledger).
+	Status string
+	// MinedHash is the hash that was mined (mined, cancelled).
+	MinedHash common.Hash
+	SentAt    time.Time
+}
+
+// Relayed transaction statuses.
+const (
+	RelayPending    = "pending"
+	RelayMined      = "mined"
+	RelayCancelled  = "cancelled"
+	RelaySuperseded = "superseded"
+)
+
+// RelayLedger keeps a relayer's transactions where every replica sharing
+// its key sees them.
+type RelayLedger interface {
+	// Locked runs fn holding the lock of relayer's wallet on network: one
+	// broadcast or bump at a time across every replica.
+	Locked(ctx context.Context, network string, relayer common.Address, fn func(ctx context.Context) error) error
+	// Pending lists the relayer's pending transactions on network, by nonce.
+	Pending(ctx context.Context, network string, relayer common.Address) ([]RelayedTx, error)
+	// PayerPending lists the pending transactions relayed for payer on
+	// network (by any relayer).
+	PayerPending(ctx context.Context, network string, payer common.Address) ([]RelayedTx, error)
+	// Save inserts or replaces the transaction of (network, relayer, nonce).
+	Save(ctx context.Context, t RelayedTx) error
 }
 
 // ErrRelayBusy: a transaction relayed for the same payer is not mined yet.
@@ -152,51 +222,360 @@ func (r *Relayer) Relay(ctx context.Context, network string, a Authorization) (s
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrAuthorizationRejected, err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	payer := network + "/" + strings.ToLower(a.From.Hex())
-	if prev, ok := r.pending[payer]; ok {
+	var hash common.Hash
+	err = r.ledger().Locked(ctx, network, from, func(ctx context.Context) error {
+		if err := r.payerFree(ctx, c, n, a.From); err != nil {
+			return err
+		}
+		nonce, err := c.PendingNonceAt(ctx, from)
+		if err != nil {
+			return fmt.Errorf("chain: relay on %s: nonce: %w", network, err)
+		}
+		pending, err := r.ledger().Pending(ctx, network, from)
+		if err != nil {
+			return fmt.Errorf("chain: relay on %s: ledger: %w", network, err)
+		}
+		for _, p := range pending {
+			// A node that has not seen another replica's transaction
+			// (or has dropped it: Tend sends it again) answers a nonce
+			// already taken.
+			nonce = max(nonce, p.Nonce+1)
+		}
+		tip, feeCap, err := r.fees(ctx, c, nil, nil)
+		if err != nil {
+			return fmt.Errorf("chain: relay on %s: %w", network, err)
+		}
+		validBefore := int64(math.MaxInt64)
+		if a.ValidBefore.IsInt64() {
+			validBefore = a.ValidBefore.Int64()
+		}
+		t := RelayedTx{Network: network, Relayer: from, Nonce: nonce, Payer: a.From, Reference: a.Nonce, ValidBefore: validBefore,
+			To: usdc, Data: data, Gas: gas + gas/5, Tip: tip, FeeCap: feeCap, Status: RelayPending}
+		tx, err := r.send(ctx, c, key, id, &t)
+		if err != nil {
+			return fmt.Errorf("chain: relay on %s: %w", network, scrubRPC(err, n.RPCURL))
+		}
+		hash = tx.Hash()
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hash.Hex(), nil
+}
+
+// payerFree refuses a payer whose relayed transaction the node still holds
+// as pending (for up to relayPendingFor): simulated against the latest
+// block, their next authorization would pass and then revert.
+func (r *Relayer) payerFree(ctx context.Context, c RelayClient, n Network, payer common.Address) error {
+	held, err := r.ledger().PayerPending(ctx, n.Name, payer)
+	if err != nil {
+		return fmt.Errorf("chain: relay on %s: ledger: %w", n.Name, err)
+	}
+	for _, p := range held {
+		if r.now().Sub(p.SentAt) >= relayPendingFor {
+			continue
+		}
 		// Busy only while the node holds it as pending: mined, or unknown
 		// to the node (dropped, replaced, another chain), it holds nothing.
-		_, isPending, err := c.TransactionByHash(ctx, prev.hash)
+		_, isPending, err := c.TransactionByHash(ctx, p.Hashes[len(p.Hashes)-1])
 		switch {
-		case err == nil && isPending && time.Since(prev.at) < relayPendingFor:
-			return "", ErrRelayBusy
+		case err == nil && isPending:
+			return ErrRelayBusy
 		case err != nil && !errors.Is(err, ethereum.NotFound):
-			return "", fmt.Errorf("chain: relay on %s: transaction %s: %w", network, prev.hash.Hex(), scrubRPC(err, n.RPCURL))
+			return fmt.Errorf("chain: relay on %s: transaction %s: %w", n.Name, p.Hashes[len(p.Hashes)-1].Hex(), scrubRPC(err, n.RPCURL))
 		}
-		delete(r.pending, payer)
 	}
-	nonce, err := c.PendingNonceAt(ctx, from)
-	if err != nil {
-		return "", fmt.Errorf("chain: relay on %s: nonce: %w", network, err)
-	}
+	return nil
+}
+
+// fees are the tip and fee cap of a transaction sent now: the node's
+// suggested tip and twice the base fee over it, and, for a bump of a
+// transaction sent at prevTip and prevCap, at least 12.5% over each (what
+// nodes require of a replacement), within MaxFeeCap.
+func (r *Relayer) fees(ctx context.Context, c RelayClient, prevTip, prevCap *big.Int) (*big.Int, *big.Int, error) {
 	tip, err := c.SuggestGasTipCap(ctx)
 	if err != nil {
-		return "", fmt.Errorf("chain: relay on %s: tip: %w", network, err)
+		return nil, nil, fmt.Errorf("tip: %w", err)
 	}
 	head, err := c.HeaderByNumber(ctx, nil)
 	if err != nil {
-		return "", fmt.Errorf("chain: relay on %s: head: %w", network, err)
+		return nil, nil, fmt.Errorf("head: %w", err)
+	}
+	if prevTip != nil {
+		tip = bigMax(tip, bump(prevTip))
 	}
 	feeCap := new(big.Int).Mul(tip, big.NewInt(2))
 	if head.BaseFee != nil {
-		feeCap.Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
+		feeCap = new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
 	}
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
-		ChainID: id, Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap, Gas: gas + gas/5, To: &usdc, Data: data,
+	if prevCap != nil {
+		feeCap = bigMax(feeCap, bump(prevCap))
+	}
+	if r.MaxFeeCap != nil && feeCap.Cmp(r.MaxFeeCap) > 0 {
+		feeCap = new(big.Int).Set(r.MaxFeeCap)
+		if tip.Cmp(feeCap) > 0 {
+			tip = new(big.Int).Set(feeCap)
+		}
+	}
+	return tip, feeCap, nil
+}
+
+// bump is v raised by 12.5%, rounded up, and by one at least.
+func bump(v *big.Int) *big.Int {
+	out := new(big.Int).Mul(v, big.NewInt(9))
+	out.Add(out, big.NewInt(7)).Div(out, big.NewInt(8))
+	if out.Cmp(v) <= 0 {
+		out.Add(v, big.NewInt(1))
+	}
+	return out
+}
+
+func bigMax(a, b *big.Int) *big.Int {
+	if a.Cmp(b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// send signs t's call with its nonce and fees, broadcasts it, and records
+// it in the ledger with its new hash.
+func (r *Relayer) send(ctx context.Context, c RelayClient, key *ecdsa.PrivateKey, chainID *big.Int, t *RelayedTx) (*types.Transaction, error) {
+	to := t.To
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{
+		ChainID: chainID, Nonce: t.Nonce, GasTipCap: t.Tip, GasFeeCap: t.FeeCap, Gas: t.Gas, To: &to, Data: t.Data,
 	})
 	if err != nil {
-		return "", fmt.Errorf("chain: relay on %s: sign: %w", network, err)
+		return nil, fmt.Errorf("sign: %w", err)
 	}
 	if err := c.SendTransaction(ctx, tx); err != nil {
-		return "", fmt.Errorf("chain: relay on %s: send: %w", network, scrubRPC(err, n.RPCURL))
+		return nil, fmt.Errorf("send: %w", err)
 	}
-	if r.pending == nil || len(r.pending) > 10_000 {
-		r.pending = map[string]pendingRelay{}
+	t.Hashes = append(t.Hashes, tx.Hash())
+	t.SentAt = r.now()
+	if err := r.ledger().Save(ctx, *t); err != nil {
+		// Sent, not recorded: the next relay's nonce comes from the node,
+		// and this transaction is not tended. Said, not hidden.
+		return tx, fmt.Errorf("ledger: %w (transaction %s was sent)", err, tx.Hash().Hex())
 	}
-	r.pending[payer] = pendingRelay{hash: tx.Hash(), at: time.Now()}
-	return tx.Hash().Hex(), nil
+	return tx, nil
+}
+
+// Tend looks at the relayer's pending transactions on network: mined ones
+// (any of their hashes) are marked so; one whose nonce the wallet spent
+// otherwise is superseded; the lowest unmined one, unmined for BumpAfter,
+// is sent again with fees raised (a new hash: the session follows its
+// authorization to it; the ones behind it wait for it to be mined),
+// or, once its authorization has expired (it could only revert), replaced
+// by an empty transaction to the relayer itself so the nonce is spent and
+// the transactions after it can be mined. It returns how many it sent.
+func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
+	if !r.Enabled(network) {
+		return 0, nil
+	}
+	n, _ := r.reg.Lookup(network)
+	key := r.keys[network]
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	pending, err := r.ledger().Pending(ctx, network, from)
+	if err != nil || len(pending) == 0 {
+		return 0, err
+	}
+	c, err := r.Dial(ctx, n)
+	if err != nil {
+		return 0, fmt.Errorf("chain: tend relayer on %s: dial: %w", network, scrubRPC(err, n.RPCURL))
+	}
+	if cl, ok := c.(interface{ Close() }); ok {
+		defer cl.Close()
+	}
+	id, err := c.ChainID(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("chain: tend relayer on %s: chain id: %w", network, scrubRPC(err, n.RPCURL))
+	}
+	if !id.IsUint64() || id.Uint64() != n.ChainID {
+		return 0, fmt.Errorf("%w: %s expects chain id %d, the RPC serves %s", ErrChainIDMismatch, network, n.ChainID, id)
+	}
+	sent := 0
+	err = r.ledger().Locked(ctx, network, from, func(ctx context.Context) error {
+		// Read again under the lock: another replica may have tended them.
+		pending, err := r.ledger().Pending(ctx, network, from)
+		if err != nil {
+			return err
+		}
+		spent, err := c.NonceAt(ctx, from, nil)
+		if err != nil {
+			return fmt.Errorf("chain: tend relayer on %s: nonce: %w", network, scrubRPC(err, n.RPCURL))
+		}
+		first := true // only the lowest unmined nonce is sent again: the ones behind it wait for it
+		for i := range pending {
+			t := &pending[i]
+			if mined, err := r.minedHash(ctx, c, t); err != nil {
+				return fmt.Errorf("chain: tend relayer on %s: %w", network, scrubRPC(err, n.RPCURL))
+			} else if mined != (common.Hash{}) {
+				t.Status, t.MinedHash = RelayMined, mined
+				if len(t.Data) == 0 {
+					t.Status = RelayCancelled
+				}
+				if err := r.ledger().Save(ctx, *t); err != nil {
+					return err
+				}
+				continue
+			}
+			if t.Nonce < spent {
+				t.Status = RelaySuperseded
+				if err := r.ledger().Save(ctx, *t); err != nil {
+					return err
+				}
+				continue
+			}
+			if !first {
+				continue
+			}
+			first = false
+			if r.now().Sub(t.SentAt) < r.bumpAfter() {
+				continue
+			}
+			if len(t.Data) > 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
+				// The authorization expires before a block could take
+				// it: the transaction could only revert. Spend the nonce.
+				t.To, t.Data, t.Gas = from, nil, 21_000
+			}
+			tip, feeCap, err := r.fees(ctx, c, t.Tip, t.FeeCap)
+			if err != nil {
+				return fmt.Errorf("chain: tend relayer on %s: %w", network, scrubRPC(err, n.RPCURL))
+			}
+			if tip.Cmp(t.Tip) <= 0 || feeCap.Cmp(t.FeeCap) <= 0 {
+				continue // at MaxFeeCap already: it waits for the base fee to fall
+			}
+			t.Tip, t.FeeCap = tip, feeCap
+			if _, err := r.send(ctx, c, key, id, t); err != nil {
+				return fmt.Errorf("chain: tend relayer on %s: nonce %d: %w", network, t.Nonce, scrubRPC(err, n.RPCURL))
+			}
+			sent++
+		}
+		return nil
+	})
+	return sent, err
+}
+
+// minedHash is the hash of t's transactions that has a receipt, if any.
+func (r *Relayer) minedHash(ctx context.Context, c RelayClient, t *RelayedTx) (common.Hash, error) {
+	for i := len(t.Hashes) - 1; i >= 0; i-- {
+		rc, err := c.TransactionReceipt(ctx, t.Hashes[i])
+		if errors.Is(err, ethereum.NotFound) {
+			continue
+		}
+		if err != nil {
+			return common.Hash{}, fmt.Errorf("receipt of %s: %w", t.Hashes[i].Hex(), err)
+		}
+		if rc != nil {
+			return t.Hashes[i], nil
+		}
+	}
+	return common.Hash{}, nil
+}
+
+// RunTender tends every relayer network's transactions each interval
+// until ctx ends (the worker runs it); faults are logged.
+func (r *Relayer) RunTender(ctx context.Context, interval time.Duration, logf func(msg string, args ...any)) {
+	if r == nil || len(r.keys) == 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for network := range r.keys {
+			if sent, err := r.Tend(ctx, network); err != nil && ctx.Err() == nil {
+				logf("relayer: tending its transactions failed", "network", network, "err", err)
+			} else if sent > 0 {
+				logf("relayer: transactions sent again at higher fees", "network", network, "count", sent)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Relayer) ledger() RelayLedger {
+	if r.Ledger != nil {
+		return r.Ledger
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		r.mem = &memLedger{rows: map[string]RelayedTx{}}
+	}
+	return r.mem
+}
+
+func (r *Relayer) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Relayer) bumpAfter() time.Duration {
+	if r.BumpAfter > 0 {
+		return r.BumpAfter
+	}
+	return 45 * time.Second
+}
+
+// relayExpiryMargin: an authorization expiring within it is not sent
+// again (a block could take it after its expiry: it would revert).
+const relayExpiryMargin = 30 * time.Second
+
+// memLedger is the ledger of one process (no Ledger set).
+type memLedger struct {
+	lock sync.Mutex // the relayer's lock (one process: one lock for all)
+	mu   sync.Mutex
+	rows map[string]RelayedTx
+}
+
+func (m *memLedger) Locked(ctx context.Context, _ string, _ common.Address, fn func(ctx context.Context) error) error {
+	m.lock.Lock()
+	defer m.lock.Unlock()
+	return fn(ctx)
+}
+
+func (m *memLedger) Pending(_ context.Context, network string, relayer common.Address) ([]RelayedTx, error) {
+	return m.list(func(t RelayedTx) bool { return t.Network == network && t.Relayer == relayer }), nil
+}
+
+func (m *memLedger) PayerPending(_ context.Context, network string, payer common.Address) ([]RelayedTx, error) {
+	return m.list(func(t RelayedTx) bool { return t.Network == network && t.Payer == payer }), nil
+}
+
+func (m *memLedger) list(keep func(RelayedTx) bool) []RelayedTx {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []RelayedTx
+	for _, t := range m.rows {
+		if t.Status == RelayPending && keep(t) {
+			t.Hashes = append([]common.Hash(nil), t.Hashes...)
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b RelayedTx) int { return cmp.Compare(a.Nonce, b.Nonce) })
+	return out
+}
+
+func (m *memLedger) Save(_ context.Context, t RelayedTx) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.rows) > 10_000 {
+		for k, v := range m.rows {
+			if v.Status != RelayPending {
+				delete(m.rows, k)
+			}
+		}
+	}
+	t.Hashes = append([]common.Hash(nil), t.Hashes...)
+	m.rows[fmt.Sprintf("%s/%s/%d", t.Network, t.Relayer.Hex(), t.Nonce)] = t
+	return nil
 }
 
 // relayPendingFor is how long a relayed transaction that is not mined

@@ -17,7 +17,7 @@ func allModels() []any {
 		&PaymentException{}, &IdempotencyKey{}, &Product{}, &HostedCheckout{}, &Customer{}, &Subscription{}, &CheckoutSession{},
 		&CheckoutSessionEvent{}, &Settlement{}, &WebhookEndpoint{}, &Event{},
 		&WebhookDelivery{}, &DeliveryAttempt{}, &KYBApplication{}, &Notification{},
-		&Refund{}, &ChainCursor{},
+		&Refund{}, &ChainCursor{}, &RelayedTransaction{},
 	}
 }
 
@@ -269,6 +269,11 @@ func migrations() []*gormigrate.Migration {
 			ID:       "20261126_0011_chain_cursors",
 			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&ChainCursor{}) },
 			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&ChainCursor{}) },
+		},
+		{
+			ID:       "20261126_0012_relayed_transactions",
+			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&RelayedTransaction{}) },
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&RelayedTransaction{}) },
 		},
 	}
 }

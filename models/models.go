@@ -591,3 +591,28 @@ type ChainCursor struct {
 	Block     uint64 `gorm:"not null"`
 	UpdatedAt time.Time
 }
+
+// RelayedTransaction is one nonce of the operator's relayer wallet on a
+// network and what was sent with it (chain.RelayedTx): every replica of
+// the API and the worker that share the wallet's key read it, so they take
+// distinct nonces and the worker sends a transaction that stays unmined
+// again at higher fees. Amounts of wei are decimal text.
+type RelayedTransaction struct {
+	Network     string     `gorm:"primaryKey;size:32;index:idx_relayed_payer,priority:1"`
+	Relayer     string     `gorm:"primaryKey;size:42"`
+	Nonce       uint64     `gorm:"primaryKey;autoIncrement:false"`
+	Payer       string     `gorm:"size:42;not null;index:idx_relayed_payer,priority:2"`
+	Reference   string     `gorm:"size:66;not null"`
+	ValidBefore int64      `gorm:"not null"`
+	ToAddress   string     `gorm:"size:42;not null"`
+	Data        string     `gorm:"type:text;not null"`
+	Gas         uint64     `gorm:"not null"`
+	Tip         string     `gorm:"size:80;not null"`
+	FeeCap      string     `gorm:"size:80;not null"`
+	Hashes      StringList `gorm:"type:text;not null"`
+	Status      string     `gorm:"size:16;not null;index:idx_relayed_payer,priority:3"`
+	MinedHash   string     `gorm:"size:66;not null;default:''"`
+	SentAt      time.Time  `gorm:"not null"`
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}

@@ -50,3 +50,19 @@ func TestDevPayUsageDocumentsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// RELAYER_MAX_FEE_GWEI: unset is no bound; a positive whole number of gwei
+// is that many wei ×10⁹; anything else is refused at start.
+func TestMaxRelayFee(t *testing.T) {
+	if v, err := maxRelayFee(""); v != nil || err != nil {
+		t.Fatalf("unset: %v %v", v, err)
+	}
+	if v, err := maxRelayFee("250"); err != nil || v.String() != "250000000000" {
+		t.Fatalf("250: %v %v", v, err)
+	}
+	for _, bad := range []string{"0", "-1", "1.5", "lots", "99999999999"} {
+		if _, err := maxRelayFee(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

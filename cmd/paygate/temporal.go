@@ -3,6 +3,8 @@ package main
 import (
 	"crypto/ecdsa"
 	"go.temporal.io/api/workflowservice/v1"
+	"math/big"
+	"strconv"
 	"strings"
 
 	"context"
@@ -106,10 +108,15 @@ func (a *app) checkoutService(c client.Client) (*checkout.Service, error) {
 			keys[name] = k
 		}
 	}
+	relayer := chain.NewRelayer(a.networks, keys)
+	relayer.Ledger = checkout.RelayLedger{Store: a.store}
+	if relayer.MaxFeeCap, err = maxRelayFee(os.Getenv("RELAYER_MAX_FEE_GWEI")); err != nil {
+		return nil, err
+	}
 	svc := &checkout.Service{Store: a.store, Temporal: c, Hasher: a.hasher(), Networks: a.networks, Tax: rates,
 		TaskQueue: a.cfg.Temporal.TaskQueueCheckout, Lifetime: a.cfg.CheckoutLifetime, NotFoundWindow: window, Log: a.log,
 		UpdateTimeout: a.cfg.UpdateTimeout,
-		Relayer:       chain.NewRelayer(a.networks, keys)}
+		Relayer:       relayer}
 	// New sessions' "workflow started" marks are written behind their
 	// requests: the last ones go to the store before it closes.
 	a.closers = append(a.closers, func() error { svc.FlushMarks(context.Background()); return nil })
@@ -173,6 +180,20 @@ func relayerKeys(reg *chain.Registry, getenv func(string) string) (map[string]*e
 	return keys, nil
 }
 
+// maxRelayFee reads RELAYER_MAX_FEE_GWEI: the most a relayed transaction's
+// fee cap may reach when it is sent again, in gwei per gas (none: no
+// bound).
+func maxRelayFee(v string) (*big.Int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || n == 0 {
+		return nil, fmt.Errorf("RELAYER_MAX_FEE_GWEI: must be a positive whole number of gwei, got %q", v)
+	}
+	return new(big.Int).Mul(new(big.Int).SetUint64(n), big.NewInt(1_000_000_000)), nil
+}
+
 // runWorkers runs the checkout and webhook workers and the session repairer
 // until ctx ends. Search attributes are registered first (idempotent).
 func (a *app) runWorkers(ctx context.Context, c client.Client) error {
@@ -215,6 +236,8 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 	// Payments found by their session's reference, late payments, and
 	// recorded transactions checked on chain.
 	go svc.RunWatcher(ctx, watchInterval(a.networks), pworker.Dispatcher{Client: c, Queue: a.cfg.Temporal.TaskQueueWebhooks})
+	// Relayed transactions left unmined are sent again at higher fees.
+	go svc.Relayer.RunTender(ctx, 5*time.Second, a.log.Warn)
 	<-ctx.Done()
 	a.log.Info("workers stopping; running activities are left to Temporal's retries")
 	pworker.Stop(ws)

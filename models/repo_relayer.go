@@ -1,0 +1,84 @@
+package models
+
+import (
+	"context"
+	"hash/fnv"
+	"sync"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// Relayed transaction statuses (chain.Relay*).
+const relayPending = "pending"
+
+// RelayerLocked runs fn holding the lock of a relayer wallet on a network,
+// across every process sharing the database: on PostgreSQL a transaction
+// holding an advisory lock (released at its end, or when its connection
+// dies), on SQLite (one process) a mutex. fn's statements run outside that
+// transaction: the lock orders broadcasts, it holds no rows.
+func (s *Store) RelayerLocked(ctx context.Context, network, relayer string, fn func(ctx context.Context) error) error {
+	key := "relayer:" + network + ":" + relayer
+	if s.Dialect() != "postgres" {
+		mu := s.relayerMutex(key)
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(ctx)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(h.Sum64())).Error; err != nil {
+			return err
+		}
+		return fn(ctx)
+	})
+}
+
+var relayerMutexes sync.Map // key → *sync.Mutex (SQLite: one process)
+
+func (s *Store) relayerMutex(key string) *sync.Mutex {
+	mu, _ := relayerMutexes.LoadOrStore(key, &sync.Mutex{})
+	return mu.(*sync.Mutex)
+}
+
+// PendingRelayed lists a relayer's pending transactions on a network, by
+// nonce.
+func (s *Store) PendingRelayed(ctx context.Context, network, relayer string) ([]RelayedTransaction, error) {
+	var rows []RelayedTransaction
+	err := s.ctx(ctx).Where("network = ? AND relayer = ? AND status = ?", network, relayer, relayPending).
+		Order("nonce asc").Find(&rows).Error
+	return rows, err
+}
+
+// PendingRelayedFor lists the pending transactions relayed for a payer on a
+// network.
+func (s *Store) PendingRelayedFor(ctx context.Context, network, payer string) ([]RelayedTransaction, error) {
+	var rows []RelayedTransaction
+	err := s.ctx(ctx).Where("network = ? AND payer = ? AND status = ?", network, payer, relayPending).
+		Order("nonce asc").Find(&rows).Error
+	return rows, err
+}
+
+// SaveRelayed inserts or replaces the transaction of (network, relayer,
+// nonce).
+func (s *Store) SaveRelayed(ctx context.Context, t *RelayedTransaction) error {
+	now := s.Now()
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now
+	}
+	t.UpdatedAt = now
+	return s.ctx(ctx).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "network"}, {Name: "relayer"}, {Name: "nonce"}},
+		DoUpdates: clause.AssignmentColumns([]string{"payer", "reference", "valid_before", "to_address", "data", "gas", "tip", "fee_cap",
+			"hashes", "status", "mined_hash", "sent_at", "updated_at"}),
+	}).Create(t).Error
+}
+
+// RelayedTransactions lists a relayer's transactions on a network, newest
+// nonce first, whatever their status.
+func (s *Store) RelayedTransactions(ctx context.Context, network, relayer string, limit int) ([]RelayedTransaction, error) {
+	var rows []RelayedTransaction
+	err := s.ctx(ctx).Where("network = ? AND relayer = ?", network, relayer).Order("nonce desc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
