@@ -71,3 +71,36 @@ func TestRelayerLockAndLedger(t *testing.T) {
 		}
 	})
 }
+
+// TestRelayerLockWithASmallPool: more holders than the pool has
+// connections, each running statements under the lock (as a relay does),
+// all get through: waiters queue in the process, so the holder always has
+// a connection for its statements (PostgreSQL; SQLite has no pool to
+// exhaust).
+func TestRelayerLockWithASmallPool(t *testing.T) {
+	url := storetest.PostgresURL(t)
+	st, err := models.Open(models.Options{DatabaseURL: url, Secrets: storetest.Keyring(), Pool: models.Pool{MaxOpen: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			done <- st.RelayerLocked(ctx, "base", "0xaa", func(ctx context.Context) error {
+				_, err := st.PendingRelayed(ctx, "base", "0xaa")
+				return err
+			})
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -15,14 +15,18 @@ const relayPending = "pending"
 // RelayerLocked runs fn holding the lock of a relayer wallet on a network,
 // across every process sharing the database: on PostgreSQL a transaction
 // holding an advisory lock (released at its end, or when its connection
-// dies), on SQLite (one process) a mutex. fn's statements run outside that
-// transaction: the lock orders broadcasts, it holds no rows.
+// dies) taken behind a mutex of the process, on SQLite (one process) the
+// mutex alone. fn's statements run outside that transaction: the lock
+// orders broadcasts, it holds no rows.
 func (s *Store) RelayerLocked(ctx context.Context, network, relayer string, fn func(ctx context.Context) error) error {
 	key := "relayer:" + network + ":" + relayer
+	// The process's own holders queue on a mutex first, so one connection
+	// at most per wallet waits on the advisory lock: waiters holding the
+	// whole pool would leave the holder none for fn's statements.
+	mu := s.relayerMutex(key)
+	mu.Lock()
+	defer mu.Unlock()
 	if s.Dialect() != "postgres" {
-		mu := s.relayerMutex(key)
-		mu.Lock()
-		defer mu.Unlock()
 		return fn(ctx)
 	}
 	h := fnv.New64a()
