@@ -121,6 +121,10 @@ type RelayedTx struct {
 	// Hashes are every transaction sent with this nonce, oldest first (a
 	// bump is a new hash); the last one is the current.
 	Hashes []common.Hash
+	// CancelFrom, when positive, is the index in Hashes of the first empty
+	// transaction sent in place of the call (its authorization expired):
+	// a hash from there on that is mined cancelled it, one before paid.
+	CancelFrom int
 	// Status: pending, mined (one of Hashes), cancelled (the authorization
 	// expired unmined: the nonce was spent on an empty transaction), or
 	// superseded (the nonce was spent by a transaction not in the ledger).
@@ -264,26 +268,28 @@ func (r *Relayer) Relay(ctx context.Context, network string, a Authorization) (s
 	return hash.Hex(), nil
 }
 
-// payerFree refuses a payer whose relayed transaction the node still holds
-// as pending (for up to relayPendingFor): simulated against the latest
-// block, their next authorization would pass and then revert.
+// payerFree refuses a payer with a relayed transaction not mined yet (sent
+// within relayPendingFor): simulated against the latest block, their next
+// authorization would pass and then revert. The ledger says what is
+// pending, whichever replica sent it (a node behind a load balancer may
+// not have seen another replica's transaction); a receipt of any of its
+// hashes frees the payer.
 func (r *Relayer) payerFree(ctx context.Context, c RelayClient, n Network, payer common.Address) error {
 	held, err := r.ledger().PayerPending(ctx, n.Name, payer)
 	if err != nil {
 		return fmt.Errorf("chain: relay on %s: ledger: %w", n.Name, err)
 	}
-	for _, p := range held {
+	for i := range held {
+		p := &held[i]
 		if r.now().Sub(p.SentAt) >= relayPendingFor {
 			continue
 		}
-		// Busy only while the node holds it as pending: mined, or unknown
-		// to the node (dropped, replaced, another chain), it holds nothing.
-		_, isPending, err := c.TransactionByHash(ctx, p.Hashes[len(p.Hashes)-1])
-		switch {
-		case err == nil && isPending:
+		mined, _, err := r.minedHash(ctx, c, p)
+		if err != nil {
+			return fmt.Errorf("chain: relay on %s: %w", n.Name, scrubRPC(err, n.RPCURL))
+		}
+		if mined == (common.Hash{}) {
 			return ErrRelayBusy
-		case err != nil && !errors.Is(err, ethereum.NotFound):
-			return fmt.Errorf("chain: relay on %s: transaction %s: %w", n.Name, p.Hashes[len(p.Hashes)-1].Hex(), scrubRPC(err, n.RPCURL))
 		}
 	}
 	return nil
@@ -408,11 +414,11 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 		first := true // only the lowest unmined nonce is sent again: the ones behind it wait for it
 		for i := range pending {
 			t := &pending[i]
-			if mined, err := r.minedHash(ctx, c, t); err != nil {
+			if mined, at, err := r.minedHash(ctx, c, t); err != nil {
 				return fmt.Errorf("chain: tend relayer on %s: %w", network, scrubRPC(err, n.RPCURL))
 			} else if mined != (common.Hash{}) {
 				t.Status, t.MinedHash = RelayMined, mined
-				if len(t.Data) == 0 {
+				if t.CancelFrom > 0 && at >= t.CancelFrom {
 					t.Status = RelayCancelled
 				}
 				if err := r.ledger().Save(ctx, *t); err != nil {
@@ -434,17 +440,19 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 			if r.now().Sub(t.SentAt) < r.bumpAfter() {
 				continue
 			}
-			if len(t.Data) > 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
-				// The authorization expires before a block could take
-				// it: the transaction could only revert. Spend the nonce.
-				t.To, t.Data, t.Gas = from, nil, 21_000
-			}
 			tip, feeCap, err := r.fees(ctx, c, t.Tip, t.FeeCap)
 			if err != nil {
 				return fmt.Errorf("chain: tend relayer on %s: %w", network, scrubRPC(err, n.RPCURL))
 			}
-			if tip.Cmp(t.Tip) <= 0 || feeCap.Cmp(t.FeeCap) <= 0 {
-				continue // at MaxFeeCap already: it waits for the base fee to fall
+			if tip.Cmp(bump(t.Tip)) < 0 || feeCap.Cmp(bump(t.FeeCap)) < 0 {
+				// MaxFeeCap leaves no room for a replacement nodes accept:
+				// it waits for the base fee to fall.
+				continue
+			}
+			if t.CancelFrom == 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
+				// The authorization expires before a block could take
+				// it: the transaction could only revert. Spend the nonce.
+				t.To, t.Data, t.Gas, t.CancelFrom = from, nil, 21_000, len(t.Hashes)
 			}
 			t.Tip, t.FeeCap = tip, feeCap
 			if _, err := r.send(ctx, c, key, id, t); err != nil {
@@ -457,21 +465,22 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 	return sent, err
 }
 
-// minedHash is the hash of t's transactions that has a receipt, if any.
-func (r *Relayer) minedHash(ctx context.Context, c RelayClient, t *RelayedTx) (common.Hash, error) {
+// minedHash is the hash of t's transactions that has a receipt, if any,
+// and its index in t.Hashes.
+func (r *Relayer) minedHash(ctx context.Context, c RelayClient, t *RelayedTx) (common.Hash, int, error) {
 	for i := len(t.Hashes) - 1; i >= 0; i-- {
 		rc, err := c.TransactionReceipt(ctx, t.Hashes[i])
 		if errors.Is(err, ethereum.NotFound) {
 			continue
 		}
 		if err != nil {
-			return common.Hash{}, fmt.Errorf("receipt of %s: %w", t.Hashes[i].Hex(), err)
+			return common.Hash{}, 0, fmt.Errorf("receipt of %s: %w", t.Hashes[i].Hex(), err)
 		}
 		if rc != nil {
-			return t.Hashes[i], nil
+			return t.Hashes[i], i, nil
 		}
 	}
-	return common.Hash{}, nil
+	return common.Hash{}, 0, nil
 }
 
 // RunTender tends every relayer network's transactions each interval

@@ -51,7 +51,8 @@ func (l RelayLedger) Save(ctx context.Context, t chain.RelayedTx) error {
 	}
 	row := &models.RelayedTransaction{Network: t.Network, Relayer: addrKey(t.Relayer), Nonce: t.Nonce, Payer: addrKey(t.Payer),
 		Reference: strings.ToLower(t.Reference.Hex()), ValidBefore: t.ValidBefore, ToAddress: addrKey(t.To), Data: hexutil.Encode(t.Data),
-		Gas: t.Gas, Tip: t.Tip.String(), FeeCap: t.FeeCap.String(), Hashes: hashes, Status: t.Status, SentAt: t.SentAt.UTC()}
+		Gas: t.Gas, Tip: t.Tip.String(), FeeCap: t.FeeCap.String(), Hashes: hashes, CancelFrom: t.CancelFrom, Status: t.Status,
+		SentAt: t.SentAt.UTC()}
 	if t.MinedHash != (common.Hash{}) {
 		row.MinedHash = strings.ToLower(t.MinedHash.Hex())
 	}
@@ -74,7 +75,7 @@ func relayedTxs(rows []models.RelayedTransaction) ([]chain.RelayedTx, error) {
 		}
 		t := chain.RelayedTx{Network: r.Network, Relayer: common.HexToAddress(r.Relayer), Nonce: r.Nonce, Payer: common.HexToAddress(r.Payer),
 			Reference: common.HexToHash(r.Reference), ValidBefore: r.ValidBefore, To: common.HexToAddress(r.ToAddress), Data: data,
-			Gas: r.Gas, Tip: tip, FeeCap: feeCap, Status: r.Status, SentAt: r.SentAt}
+			Gas: r.Gas, Tip: tip, FeeCap: feeCap, CancelFrom: r.CancelFrom, Status: r.Status, SentAt: r.SentAt}
 		for _, h := range r.Hashes {
 			t.Hashes = append(t.Hashes, common.HexToHash(h))
 		}

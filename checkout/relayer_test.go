@@ -3,12 +3,14 @@ package checkout_test
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"math/big"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
@@ -27,6 +29,16 @@ type flakyNode struct {
 	mu      sync.Mutex
 	drop    int
 	lagging bool
+}
+
+// TransactionByHash: a lagging node knows no pending transaction (another
+// replica's went to another node).
+func (f *flakyNode) TransactionByHash(ctx context.Context, h common.Hash) (*types.Transaction, bool, error) {
+	tx, pending, err := f.RelayClient.TransactionByHash(ctx, h)
+	if f.lagging && err == nil && pending {
+		return nil, false, ethereum.NotFound
+	}
+	return tx, pending, err
 }
 
 func (f *flakyNode) SendTransaction(ctx context.Context, tx *types.Transaction) error {
@@ -168,6 +180,17 @@ func TestRelayersOnNodesThatDoNotSharePools(t *testing.T) {
 	if e.relayed(0).Status != chain.RelayPending || e.relayed(1).Status != chain.RelayPending {
 		t.Fatal("both in the ledger")
 	}
+	// The customer's next authorization, on the other replica before their
+	// first is mined: busy, though that replica's node never saw the first.
+	next := e.session(e.linkA, e.addr(e.customer))
+	c0 := e.session(e.linkA, e.addr(e.customer))
+	if _, err := one.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(c0, e.customer, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(next, e.customer, time.Hour)); !errors.Is(err, chain.ErrRelayBusy) {
+		t.Fatalf("the payer's next authorization on another replica: %v", err)
+	}
+	e.sim.Commit()
 
 	// The same without the shared ledger.
 	three, four := e.newRelayer(&flakyNode{RelayClient: e.sim.Client(), lagging: true}, &now), e.newRelayer(&flakyNode{RelayClient: e.sim.Client(), lagging: true}, &now)
@@ -225,5 +248,30 @@ func TestRelayerSpendsTheNonceOfAnExpiredAuthorization(t *testing.T) {
 	}
 	if got := e.relayed(1); got.Status != chain.RelayMined {
 		t.Fatalf("the payment behind it: %+v", got)
+	}
+}
+
+// TestRelayerWaitsAtItsFeeBound: with RELAYER_MAX_FEE_GWEI leaving no room
+// for a replacement nodes accept (12.5% over the last fees), Tend sends
+// nothing and reports no error: the transaction waits for the base fee.
+func TestRelayerWaitsAtItsFeeBound(t *testing.T) {
+	e := newBindEnv(t)
+	now := time.Now()
+	r := e.newRelayer(&flakyNode{RelayClient: e.sim.Client(), drop: 1}, &now)
+	cs := e.session(e.linkA, e.addr(e.customer))
+	if _, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(cs, e.customer, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	feeCap, _ := new(big.Int).SetString(e.relayed(0).FeeCap, 10)
+	r.MaxFeeCap = new(big.Int).Div(new(big.Int).Mul(feeCap, big.NewInt(105)), big.NewInt(100))
+	now = now.Add(time.Minute)
+	for range 2 {
+		if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 0 {
+			t.Fatalf("at the bound: %d %v", sent, err)
+		}
+	}
+	r.MaxFeeCap = nil
+	if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 1 {
+		t.Fatalf("without the bound: %d %v", sent, err)
 	}
 }

@@ -610,6 +610,7 @@ type RelayedTransaction struct {
 	Tip         string     `gorm:"size:80;not null"`
 	FeeCap      string     `gorm:"size:80;not null"`
 	Hashes      StringList `gorm:"type:text;not null"`
+	CancelFrom  int        `gorm:"not null;default:0"`
 	Status      string     `gorm:"size:16;not null;index:idx_relayed_payer,priority:3"`
 	MinedHash   string     `gorm:"size:66;not null;default:''"`
 	SentAt      time.Time  `gorm:"not null"`

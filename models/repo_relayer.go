@@ -75,7 +75,7 @@ func (s *Store) SaveRelayed(ctx context.Context, t *RelayedTransaction) error {
 	return s.ctx(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "network"}, {Name: "relayer"}, {Name: "nonce"}},
 		DoUpdates: clause.AssignmentColumns([]string{"payer", "reference", "valid_before", "to_address", "data", "gas", "tip", "fee_cap",
-			"hashes", "status", "mined_hash", "sent_at", "updated_at"}),
+			"hashes", "cancel_from", "status", "mined_hash", "sent_at", "updated_at"}),
 	}).Create(t).Error
 }
 
