@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
@@ -63,6 +65,9 @@ type EVMVerifier struct {
 	net    Network
 	client EVMClient
 	usdc   common.Address
+	// follows remembers, per session reference, the search for a
+	// transaction that replaced an unseen submitted one.
+	follows follows
 }
 
 // NewEVMVerifier checks that client serves n's chain (by chain id) and returns
@@ -237,32 +242,122 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 // still waiting in the node's pool, or replaced there by another
 // transaction from the same sender and nonce (a wallet's "speed up", a
 // relayer's fee bump: a new hash, the same signed authorization), which
-// then carried the payer's authorization and is verified instead (PaidBy).
-// Only the payer's own authorization is followed (the one the pending call
-// names, or the session's declared wallet's): another wallet's with the
-// same nonce is a stranger's, never this session's payment.
+// then carried the session's authorization and is judged instead (PaidBy).
+//
+// Anyone can sign an authorization of their own with the session's
+// reference as its nonce, so a use is followed only when it pays the
+// session in full, or comes from the declared wallet (the customer's own
+// short payment fails visibly); a full payment is preferred. The search
+// is incremental per reference (the blocks since the last check, a few
+// more for reorgs), and uses still unconfirmed are remembered.
 func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, unseen VerifyResult) (VerifyResult, error) {
 	if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
 		return unseen, nil // in the pool: not replaced
 	} else if !errors.Is(err, ethereum.NotFound) {
 		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
 	}
+	lf, ok := v.client.(ethereum.LogFilterer)
+	if !ok {
+		return unseen, nil
+	}
 	head, err := v.client.BlockNumber(ctx)
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
 	}
-	paid, err := v.authorizationUse(ctx, v.authorizers(ctx, hash, req.PayerAddress), ref, head)
-	if err != nil || paid == (common.Hash{}) || paid == hash {
-		return unseen, err
+	st := v.follows.get(ref)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	from := head - min(head, authorizationLookback)
+	if st.searched > 0 {
+		from = max(from, st.searched-min(st.searched, followReorgDepth))
 	}
-	again := req
-	again.TxHash = paid.Hex()
-	out, err := v.verify(ctx, again, false)
-	if err != nil || !out.Seen {
-		return unseen, err
+	logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{FromBlock: bigUint(from), ToBlock: bigUint(head),
+		Addresses: []common.Address{v.usdc}, Topics: [][]common.Hash{{AuthorizationUsedTopic}, nil, {ref}}})
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("chain: %s: authorization logs %d-%d: %w", v.net.Name, from, head, err)
 	}
-	out.PaidBy = strings.ToLower(paid.Hex())
-	return out, nil
+	st.searched = head
+	for _, l := range logs {
+		if !l.Removed && l.TxHash != hash && !slices.Contains(st.uses, l.TxHash) {
+			st.uses = append(st.uses, l.TxHash)
+		}
+	}
+	expected, _ := new(big.Int).SetString(req.ExpectedUnits, 10)
+	var declared *VerifyResult
+	kept := st.uses[:0]
+	for _, use := range st.uses {
+		again := req
+		again.TxHash = use.Hex()
+		out, err := v.verify(ctx, again, false)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		received, _ := new(big.Int).SetString(out.ReceivedUnits, 10)
+		full := out.Bound && received != nil && expected != nil && received.Cmp(expected) >= 0
+		own := out.Bound && out.Payer != "" && strings.EqualFold(out.Payer, req.PayerAddress)
+		if !out.Seen || (out.Verdict == VerdictPending && !full && !own) {
+			kept = append(kept, use) // reorged away, or not judged yet
+			continue
+		}
+		if !full && !own {
+			continue // a stranger's: never this session's payment
+		}
+		kept = append(kept, use)
+		out.PaidBy = strings.ToLower(use.Hex())
+		if full {
+			st.uses = kept
+			return out, nil
+		}
+		if declared == nil {
+			declared = &out
+		}
+	}
+	st.uses = kept
+	if declared != nil {
+		return *declared, nil
+	}
+	return unseen, nil
+}
+
+// followReorgDepth is how many blocks a reference's incremental search
+// reads again, for uses a reorg moved.
+const followReorgDepth = 64
+
+// followState is what the search for a reference's replacement knows.
+type followState struct {
+	mu       sync.Mutex
+	searched uint64        // the last block searched
+	uses     []common.Hash // uses found and not ruled out, oldest first
+	at       time.Time     // last asked, for pruning
+}
+
+// follows keeps each reference's search for an hour after its last check.
+type follows struct {
+	mu sync.Mutex
+	m  map[common.Hash]*followState
+}
+
+func (f *follows) get(ref common.Hash) *followState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[common.Hash]*followState{}
+	}
+	now := time.Now()
+	if len(f.m) > 1000 {
+		for k, st := range f.m {
+			if now.Sub(st.at) > time.Hour {
+				delete(f.m, k)
+			}
+		}
+	}
+	st, ok := f.m[ref]
+	if !ok {
+		st = &followState{}
+		f.m[ref] = st
+	}
+	st.at = now
+	return st
 }
 
 // authorizationLookback is how many blocks before a reverted transaction's

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
+	"sync"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -41,6 +43,8 @@ type SolanaVerifier struct {
 	net    Network
 	client SolanaClient
 	mint   solana.PublicKey
+	// ruledOut remembers what following an unseen signature ruled out.
+	ruledOut ruledOut
 }
 
 // NewSolanaVerifier returns a verifier for the Solana network n.
@@ -177,15 +181,16 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 
 // solanaFollowLimit bounds the signatures of a session's reference read
 // when its submitted transaction is unseen (the newest, finalized).
-const solanaFollowLimit = 20
+const solanaFollowLimit = 200
 
 // replacement answers for a submitted transaction the chain has not got
 // (it may still land, or its blockhash expired and the payer paid again
 // with a new transaction: a new signature). A finalized transaction that
-// carries the session's reference and either comes from the declared
-// wallet or pays the session in full is judged instead (PaidBy); a
-// stranger's carrying the reference with less is never followed, so it
-// cannot fail the session.
+// carries the session's reference and pays the session in full, or else
+// one from the declared wallet (the customer's own short payment fails
+// visibly), is judged instead (PaidBy); a stranger's carrying the
+// reference with less is never followed, so it cannot fail the session.
+// Signatures ruled out are remembered per reference and not read again.
 func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig solana.Signature, ref solana.PublicKey, unseen VerifyResult) (VerifyResult, error) {
 	sl, ok := v.client.(solanaSignatureLister)
 	if !ok {
@@ -196,8 +201,10 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: signatures of reference %s: %w", v.net.Name, ref, err)
 	}
+	ruledOut := v.ruledOut.get(ref.String())
+	var own *VerifyResult
 	for i := len(sigs) - 1; i >= 0; i-- { // oldest first
-		if sigs[i] == nil || sigs[i].Err != nil || sigs[i].Signature == sig {
+		if sigs[i] == nil || sigs[i].Err != nil || sigs[i].Signature == sig || ruledOut.has(sigs[i].Signature.String()) {
 			continue
 		}
 		again := req
@@ -206,15 +213,73 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 		if err != nil {
 			return VerifyResult{}, err
 		}
-		if !out.Bound || out.Verdict == VerdictPending {
-			continue
+		if out.Verdict == VerdictPending {
+			continue // not final yet: read again on the next check
 		}
-		if out.Verdict == VerdictComplete || (req.PayerAddress != "" && out.Payer == req.PayerAddress) {
-			out.PaidBy = again.TxHash
+		out.PaidBy = again.TxHash
+		switch {
+		case out.Bound && out.Verdict == VerdictComplete:
 			return out, nil
+		case out.Bound && req.PayerAddress != "" && out.Payer == req.PayerAddress:
+			if own == nil {
+				own = &out
+			}
+		default:
+			ruledOut.add(again.TxHash)
 		}
 	}
+	if own != nil {
+		return *own, nil
+	}
 	return unseen, nil
+}
+
+// ruledOut remembers, per reference, the transactions a follow judged and
+// ruled out (final, not the session's): an hour after their last use.
+type ruledOut struct {
+	mu sync.Mutex
+	m  map[string]*sigSet
+}
+
+type sigSet struct {
+	mu   sync.Mutex
+	sigs map[string]bool
+	at   time.Time
+}
+
+func (r *ruledOut) get(ref string) *sigSet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*sigSet{}
+	}
+	now := time.Now()
+	if len(r.m) > 1000 {
+		for k, s := range r.m {
+			if now.Sub(s.at) > time.Hour {
+				delete(r.m, k)
+			}
+		}
+	}
+	s, ok := r.m[ref]
+	if !ok {
+		s = &sigSet{sigs: map[string]bool{}}
+		r.m[ref] = s
+	}
+	s.at = now
+	return s
+}
+
+func (s *sigSet) has(sig string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sigs[sig]
+}
+
+func (s *sigSet) add(sig string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sigs[sig] = true
 }
 
 func (v *SolanaVerifier) get(ctx context.Context, sig solana.Signature, c rpc.CommitmentType) (*rpc.GetTransactionResult, error) {

@@ -436,6 +436,7 @@ func TestSolanaFollowsTheReference(t *testing.T) {
 		{"a stranger's unit only", []solanaPayment{{units: 1, from: solana.NewWallet().PrivateKey}}, VerdictPending, -1},
 		{"a stranger paid in full", []solanaPayment{{units: due, from: solana.NewWallet().PrivateKey}}, VerdictComplete, 0},
 		{"the customer paid short", []solanaPayment{{units: due - 1}}, VerdictFailed, 0},
+		{"the customer paid short, then someone in full", []solanaPayment{{units: due - 1}, {units: due, from: solana.NewWallet().PrivateKey}}, VerdictComplete, 1},
 		{"the customer's, not final yet", []solanaPayment{{units: due, notFinal: true}}, VerdictPending, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -522,17 +522,56 @@ func TestBindingVerdictTable(t *testing.T) {
 				}
 				return got + ", backed by the replacement"
 			}},
-		{"a stranger's own authorization with the session's nonce, while the session's submitted hash is unknown to the chain",
+		{"a stranger's own authorization (one unit) with the session's nonce, while the session's submitted hash is unknown to the chain",
 			"pending", func() string {
 				cs := e.session(e.linkA, cust)
 				e.submit(cs, "0x"+strings.Repeat("ab", 32))
 				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
+				a.Value = big.NewInt(1)
 				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
 				if err != nil {
 					return "error: " + err.Error()
 				}
 				e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
 				return e.judge(cs)
+			}},
+		{"the payer's speed-up signed from another wallet than the session declares (the page's connected wallet)",
+			"complete (bound), backed by the replacement", func() string {
+				cs := e.session(e.linkA, e.addr(e.exchange))
+				a, sig := e.authorize(cs, e.customer, cust, e.domain)
+				slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
+				e.submit(cs, slow.Hash().Hex()) // the first never reaches a node
+				if err := e.sim.Client().SendTransaction(e.ctx, fast); err != nil {
+					return "error: " + err.Error()
+				}
+				e.sim.Commit()
+				got := e.judge(cs)
+				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, fast.Hash().Hex()) {
+					return got + ", not backed by the replacement"
+				}
+				return got + ", backed by the replacement"
+			}},
+		{"unseen submitted hash; the declared wallet's own short authorization and another wallet's full one, both with the session's nonce",
+			"complete (bound), backed by the full payment", func() string {
+				cs := e.session(e.linkA, cust)
+				e.submit(cs, "0x"+strings.Repeat("cd", 32))
+				short, _ := e.authorize(cs, e.customer, cust, e.domain)
+				short.Value = big.NewInt(1)
+				sig, err := devchain.SignAuthorization(e.customer, e.domain, short)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, short, sig))
+				full, _ := e.authorize(cs, e.exchange, e.addr(e.exchange), e.domain)
+				if sig, err = devchain.SignAuthorization(e.exchange, e.domain, full); err != nil {
+					return "error: " + err.Error()
+				}
+				h := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, full, sig))
+				got := e.judge(cs)
+				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, h) {
+					return got + ", not backed by the full payment"
+				}
+				return got + ", backed by the full payment"
 			}},
 		{"late payment after the session expired", "exception late 10.00", func() string {
 			e := newBindEnv(t) // a chain and store of its own: no other session is open

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"math/big"
 	"os"
 	"testing"
 	"time"
@@ -79,15 +78,6 @@ func TestSolanaDevChainPayment(t *testing.T) {
 	var lost solana.Signature
 	lost[0], lost[63] = 7, 9
 	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": lost.String()}, 200)
-	// A stranger's unit carrying the reference first: never followed (it
-	// would fail the session as underpaid).
-	if _, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.StrangerKey(), id, big.NewInt(1), soldev.PayOptions{NoSubmit: true}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second) // finalized, and seen by the session's checks
-	if d := s.call("GET", "/api/checkout/session/"+id, "", nil, 200)["session"].(map[string]any); d["status"] != "txn_broadcast" {
-		t.Fatalf("after a stranger's unit with the reference: %v", d["status"])
-	}
 	p, err = soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{NoSubmit: true})
 	if err != nil {
 		t.Fatal(err)
