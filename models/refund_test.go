@@ -569,7 +569,6 @@ func TestRefundLandsLate(t *testing.T) {
 // 29.75: 19/119), neither one micro unit short nor one over.
 func TestLateRefundTaxSplit(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
-		ctx := context.Background()
 		for _, c := range []struct {
 			name           string
 			before, amount money.Amount // refunded before, then each of the two refunds
@@ -580,37 +579,56 @@ func TestLateRefundTaxSplit(t *testing.T) {
 			// After 6 (taxed 0), 1 alone is taxed 1 each, together 1 in all.
 			{name: "over", before: 6, amount: 1, late: 0, again: 1},
 		} {
-			f := newRefundFixture(t, st, models.ModeTest)
-			if c.before > 0 {
-				r, err := f.refund(c.before, models.InitiatedByAPI)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f.succeed(t, r)
-			}
-			lost, err := f.refund(c.amount, models.InitiatedByAPI)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := f.hash()
-			if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			f.notFound(t, lost.ID, h, "not found")
-			again, err := f.refund(c.amount, models.InitiatedByAPI)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.succeed(t, again)
-			if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
-			l, a := mustRefund(t, st, lost.ID), mustRefund(t, st, again.ID)
-			if l.TaxAmount != c.late || a.TaxAmount != c.again || l.SubtotalAmount+l.TaxAmount != l.Amount {
-				t.Errorf("%s: tax parts %s (late, of %s) and %s, want %s and %s", c.name, l.TaxAmount, l.Amount, a.TaxAmount, c.late, c.again)
-			}
+			lateTaxSplit(t, st, c.name, c.before, c.amount, c.late, c.again, false)
+			lateTaxSplit(t, st, c.name+", its hash replaced before it landed", c.before, c.amount, c.late, c.again, true)
 		}
 	})
+}
+
+// lateTaxSplit plays one case of TestLateRefundTaxSplit: after before
+// refunded, a refund of amount fails TX_NOT_FOUND, another of amount
+// succeeds, then the first lands late (or its hash is replaced and the
+// replacement lands); their tax parts must be wantLate and wantAgain.
+func lateTaxSplit(t *testing.T, st *models.Store, name string, before, amount, wantLate, wantAgain money.Amount, replaced bool) {
+	t.Helper()
+	ctx := context.Background()
+	f := newRefundFixture(t, st, models.ModeTest)
+	if before > 0 {
+		r, err := f.refund(before, models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.succeed(t, r)
+	}
+	lost, err := f.refund(amount, models.InitiatedByAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.hash()
+	if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.notFound(t, lost.ID, h, "not found")
+	again, err := f.refund(amount, models.InitiatedByAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.succeed(t, again)
+	if replaced {
+		h = f.hash()
+		if err := st.ReplaceRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l, a := mustRefund(t, st, lost.ID), mustRefund(t, st, again.ID)
+	if l.Status != models.RefundSucceeded || l.TaxAmount != wantLate || a.TaxAmount != wantAgain || l.SubtotalAmount+l.TaxAmount != l.Amount {
+		t.Errorf("%s: tax parts %s (late, of %s, %s) and %s, want %s and %s", name, l.TaxAmount, l.Amount, l.Status, a.TaxAmount, wantLate, wantAgain)
+	}
 }
 
 // TestReplaceRefundTx: a submitted refund takes the hash that replaced its

@@ -280,6 +280,17 @@ func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at
 				return apperr.Conflict("the refund's amount has been refunded again since it failed; record this transfer with a new refund")
 			}
 			fields["status"], fields["failure_reason"], fields["failure_message"], fields["failed_at"] = RefundSubmitted, "", "", nil
+			// Counted again, after the refunds made while it was failed:
+			// its parts are split again after theirs (as a late landing's).
+			var t Transaction
+			if err := tx.Select("id", "session_id", "amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+				return err
+			}
+			sub, tax, err := s.refundSplit(tx, &t, r.Amount, r.ID)
+			if err != nil {
+				return err
+			}
+			fields["subtotal_amount"], fields["tax_amount"] = sub, tax
 		}
 		return repoint(tx, &r, fields)
 	})
