@@ -67,7 +67,7 @@ type EVMVerifier struct {
 	usdc   common.Address
 	// follows remembers, per session reference, the search for a
 	// transaction that replaced an unseen submitted one.
-	follows follows
+	follows recent[common.Hash, followState]
 }
 
 // NewEVMVerifier checks that client serves n's chain (by chain id) and returns
@@ -328,36 +328,42 @@ type followState struct {
 	mu       sync.Mutex
 	searched uint64        // the last block searched
 	uses     []common.Hash // uses found and not ruled out, oldest first
-	at       time.Time     // last asked, for pruning
 }
 
-// follows keeps each reference's search for an hour after its last check.
-type follows struct {
+// recent keeps a value per key for an hour after its last use (pruned
+// once it holds over a thousand).
+type recent[K comparable, V any] struct {
 	mu sync.Mutex
-	m  map[common.Hash]*followState
+	m  map[K]*recentEntry[V]
 }
 
-func (f *follows) get(ref common.Hash) *followState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[common.Hash]*followState{}
+type recentEntry[V any] struct {
+	v  *V
+	at time.Time
+}
+
+// get returns k's value, a new zero one the first time.
+func (r *recent[K, V]) get(k K) *V {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[K]*recentEntry[V]{}
 	}
 	now := time.Now()
-	if len(f.m) > 1000 {
-		for k, st := range f.m {
-			if now.Sub(st.at) > time.Hour {
-				delete(f.m, k)
+	if len(r.m) > 1000 {
+		for key, e := range r.m {
+			if now.Sub(e.at) > time.Hour {
+				delete(r.m, key)
 			}
 		}
 	}
-	st, ok := f.m[ref]
+	e, ok := r.m[k]
 	if !ok {
-		st = &followState{}
-		f.m[ref] = st
+		e = &recentEntry[V]{v: new(V)}
+		r.m[k] = e
 	}
-	st.at = now
-	return st
+	e.at = now
+	return e.v
 }
 
 // authorizationLookback is how many blocks before a reverted transaction's

@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"net/url"
 	"sync"
-	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -43,8 +42,9 @@ type SolanaVerifier struct {
 	net    Network
 	client SolanaClient
 	mint   solana.PublicKey
-	// ruledOut remembers what following an unseen signature ruled out.
-	ruledOut ruledOut
+	// ruledOut remembers, per reference, what following an unseen
+	// signature ruled out.
+	ruledOut recent[string, sigSet]
 }
 
 // NewSolanaVerifier returns a verifier for the Solana network n.
@@ -234,40 +234,11 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 	return unseen, nil
 }
 
-// ruledOut remembers, per reference, the transactions a follow judged and
-// ruled out (final, not the session's): an hour after their last use.
-type ruledOut struct {
-	mu sync.Mutex
-	m  map[string]*sigSet
-}
-
+// sigSet is a set of signatures a follow ruled out (final, not the
+// session's).
 type sigSet struct {
 	mu   sync.Mutex
 	sigs map[string]bool
-	at   time.Time
-}
-
-func (r *ruledOut) get(ref string) *sigSet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[string]*sigSet{}
-	}
-	now := time.Now()
-	if len(r.m) > 1000 {
-		for k, s := range r.m {
-			if now.Sub(s.at) > time.Hour {
-				delete(r.m, k)
-			}
-		}
-	}
-	s, ok := r.m[ref]
-	if !ok {
-		s = &sigSet{sigs: map[string]bool{}}
-		r.m[ref] = s
-	}
-	s.at = now
-	return s
 }
 
 func (s *sigSet) has(sig string) bool {
@@ -279,6 +250,9 @@ func (s *sigSet) has(sig string) bool {
 func (s *sigSet) add(sig string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.sigs == nil {
+		s.sigs = map[string]bool{}
+	}
 	s.sigs[sig] = true
 }
 

@@ -174,6 +174,35 @@ func (e *bindEnv) payBound(cs *models.CheckoutSession) string {
 	return e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
 }
 
+// speedUp has the customer sign cs's authorization and send their own
+// transferWithAuthorization (into the pool first when pooled, where the
+// session judges it pending), submits its hash, then sends the same call
+// at a higher tip in its place; it judges the session once the
+// replacement is mined and says which hash backs it.
+func (e *bindEnv) speedUp(cs *models.CheckoutSession, pooled bool) string {
+	a, sig := e.authorize(cs, e.customer, e.addr(e.customer), e.domain)
+	slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
+	cl := e.sim.Client()
+	if pooled {
+		if err := cl.SendTransaction(e.ctx, slow); err != nil {
+			return "error: " + err.Error()
+		}
+	}
+	e.submit(cs, slow.Hash().Hex())
+	if got := e.judge(cs); got != "pending" {
+		return "before the replacement: " + got
+	}
+	if err := cl.SendTransaction(e.ctx, fast); err != nil {
+		return "error: " + err.Error()
+	}
+	e.sim.Commit()
+	got := e.judge(cs)
+	if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, fast.Hash().Hex()) {
+		return got + ", not backed by the replacement"
+	}
+	return got + ", backed by the replacement"
+}
+
 // ownAuthorizationTx is the payer's own transferWithAuthorization call of
 // a, signed with their next account nonce and tipMul gwei of tip: the same
 // call at a higher tip replaces it in the pool (a wallet's speed-up).
@@ -500,28 +529,7 @@ func TestBindingVerdictTable(t *testing.T) {
 				return got + "; " + e.exception(e.mA, h)
 			}},
 		{"the payer's wallet speeds its transaction up (same nonce, higher fee): the submitted hash is never mined",
-			"complete (bound), backed by the replacement", func() string {
-				cs := e.session(e.linkA, cust)
-				a, sig := e.authorize(cs, e.customer, cust, e.domain)
-				slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
-				cl := e.sim.Client()
-				if err := cl.SendTransaction(e.ctx, slow); err != nil {
-					return "error: " + err.Error()
-				}
-				e.submit(cs, slow.Hash().Hex())
-				if got := e.judge(cs); got != "pending" {
-					return "waiting in the pool: " + got
-				}
-				if err := cl.SendTransaction(e.ctx, fast); err != nil {
-					return "error: " + err.Error()
-				}
-				e.sim.Commit()
-				got := e.judge(cs)
-				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, fast.Hash().Hex()) {
-					return got + ", not backed by the replacement"
-				}
-				return got + ", backed by the replacement"
-			}},
+			"complete (bound), backed by the replacement", func() string { return e.speedUp(e.session(e.linkA, cust), true) }},
 		{"a stranger's own authorization (one unit) with the session's nonce, while the session's submitted hash is unknown to the chain",
 			"pending", func() string {
 				cs := e.session(e.linkA, cust)
@@ -536,21 +544,7 @@ func TestBindingVerdictTable(t *testing.T) {
 				return e.judge(cs)
 			}},
 		{"the payer's speed-up signed from another wallet than the session declares (the page's connected wallet)",
-			"complete (bound), backed by the replacement", func() string {
-				cs := e.session(e.linkA, e.addr(e.exchange))
-				a, sig := e.authorize(cs, e.customer, cust, e.domain)
-				slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
-				e.submit(cs, slow.Hash().Hex()) // the first never reaches a node
-				if err := e.sim.Client().SendTransaction(e.ctx, fast); err != nil {
-					return "error: " + err.Error()
-				}
-				e.sim.Commit()
-				got := e.judge(cs)
-				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, fast.Hash().Hex()) {
-					return got + ", not backed by the replacement"
-				}
-				return got + ", backed by the replacement"
-			}},
+			"complete (bound), backed by the replacement", func() string { return e.speedUp(e.session(e.linkA, e.addr(e.exchange)), false) }},
 		{"unseen submitted hash; the declared wallet's own short authorization and another wallet's full one, both with the session's nonce",
 			"complete (bound), backed by the full payment", func() string {
 				cs := e.session(e.linkA, cust)
