@@ -131,7 +131,7 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 	if errors.Is(err, ethereum.NotFound) {
 		res.Message = "transaction not found on chain yet"
 		if follow && ref != (common.Hash{}) {
-			return v.replacement(ctx, req, hash, ref, res)
+			return v.replacement(ctx, req, hash, ref, merchant, res)
 		}
 		return res, nil
 	}
@@ -250,7 +250,7 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 // short payment fails visibly); a full payment is preferred. The search
 // is incremental per reference (the blocks since the last check, a few
 // more for reorgs), and uses still unconfirmed are remembered.
-func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, unseen VerifyResult) (VerifyResult, error) {
+func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, merchant common.Address, unseen VerifyResult) (VerifyResult, error) {
 	if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
 		return unseen, nil // in the pool: not replaced
 	} else if !errors.Is(err, ethereum.NotFound) {
@@ -267,57 +267,119 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 	st := v.follows.get(ref)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.ruledOut == nil {
+		st.ruledOut = map[common.Hash]bool{}
+	}
 	from := head - min(head, authorizationLookback)
 	if st.searched > 0 {
-		from = max(from, st.searched-min(st.searched, followReorgDepth))
+		from = max(from, min(head, st.searched-min(st.searched, followReorgDepth)))
 	}
 	logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{FromBlock: bigUint(from), ToBlock: bigUint(head),
 		Addresses: []common.Address{v.usdc}, Topics: [][]common.Hash{{AuthorizationUsedTopic}, nil, {ref}}})
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: authorization logs %d-%d: %w", v.net.Name, from, head, err)
 	}
-	st.searched = head
+	// Candidates, from the logs alone: the declared wallet's use (one at
+	// most: a nonce is used once per authorizer), or a transaction that
+	// also moved at least the amount due to the merchant. Anyone may use
+	// the nonce with an authorization of their own, by the hundred: those
+	// cost no receipt read.
+	expected, _ := new(big.Int).SetString(req.ExpectedUnits, 10)
+	var declared common.Address
+	if p, err := ParseAddress(FamilyEVM, req.PayerAddress); err == nil {
+		declared = common.HexToAddress(p)
+	}
+	var others []types.Log
 	for _, l := range logs {
-		if !l.Removed && l.TxHash != hash && !slices.Contains(st.uses, l.TxHash) {
+		if l.Removed || l.TxHash == hash || len(l.Topics) < 3 || st.ruledOut[l.TxHash] || slices.Contains(st.uses, l.TxHash) {
+			continue
+		}
+		if declared != (common.Address{}) && common.BytesToAddress(l.Topics[1].Bytes()) == declared {
 			st.uses = append(st.uses, l.TxHash)
+			continue
+		}
+		others = append(others, l)
+	}
+	if len(others) > 0 {
+		paid, err := v.paidAtLeast(ctx, lf, merchant, expected, from, head)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		for _, l := range others {
+			if paid[l.TxHash] {
+				st.uses = append(st.uses, l.TxHash)
+			} else {
+				st.ruledOut[l.TxHash] = true
+			}
 		}
 	}
-	expected, _ := new(big.Int).SetString(req.ExpectedUnits, 10)
-	var declared *VerifyResult
-	kept := st.uses[:0]
-	for _, use := range st.uses {
+	st.searched = head
+
+	// Judge them, a few a check: a full payment first, else the declared
+	// wallet's own.
+	var full, own *VerifyResult
+	next := make([]common.Hash, 0, len(st.uses))
+	for i, use := range st.uses {
+		if i >= followJudgedPerCheck {
+			next = append(next, st.uses[i:]...)
+			break
+		}
 		again := req
 		again.TxHash = use.Hex()
 		out, err := v.verify(ctx, again, false)
 		if err != nil {
+			st.uses = append(next, st.uses[i:]...)
 			return VerifyResult{}, err
 		}
 		received, _ := new(big.Int).SetString(out.ReceivedUnits, 10)
-		full := out.Bound && received != nil && expected != nil && received.Cmp(expected) >= 0
-		own := out.Bound && out.Payer != "" && strings.EqualFold(out.Payer, req.PayerAddress)
-		if !out.Seen || (out.Verdict == VerdictPending && !full && !own) {
-			kept = append(kept, use) // reorged away, or not judged yet
+		isFull := out.Bound && received != nil && expected != nil && received.Cmp(expected) >= 0
+		isOwn := out.Bound && out.Payer != "" && strings.EqualFold(out.Payer, req.PayerAddress)
+		switch {
+		case !out.Seen || (out.Verdict == VerdictPending && !isFull && !isOwn):
+			next = append(next, use) // reorged away, or not judged yet
+			continue
+		case !isFull && !isOwn:
+			st.ruledOut[use] = true // a stranger's: never this session's payment
 			continue
 		}
-		if !full && !own {
-			continue // a stranger's: never this session's payment
-		}
-		kept = append(kept, use)
+		next = append(next, use)
 		out.PaidBy = strings.ToLower(use.Hex())
-		if full {
-			st.uses = kept
-			return out, nil
-		}
-		if declared == nil {
-			declared = &out
+		if isFull && full == nil {
+			full = &out
+		} else if !isFull && own == nil {
+			own = &out
 		}
 	}
-	st.uses = kept
-	if declared != nil {
-		return *declared, nil
+	st.uses = next
+	switch {
+	case full != nil:
+		return *full, nil
+	case own != nil:
+		return *own, nil
 	}
 	return unseen, nil
 }
+
+// paidAtLeast lists the transactions of blocks from..to whose USDC
+// Transfer logs paid the merchant at least units in one transfer.
+func (v *EVMVerifier) paidAtLeast(ctx context.Context, lf ethereum.LogFilterer, merchant common.Address, units *big.Int, from, to uint64) (map[common.Hash]bool, error) {
+	logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{FromBlock: bigUint(from), ToBlock: bigUint(to),
+		Addresses: []common.Address{v.usdc}, Topics: [][]common.Hash{{transferTopic}, nil, {common.BytesToHash(merchant.Bytes())}}})
+	if err != nil {
+		return nil, fmt.Errorf("chain: %s: transfer logs %d-%d: %w", v.net.Name, from, to, err)
+	}
+	out := map[common.Hash]bool{}
+	for _, l := range logs {
+		if !l.Removed && units != nil && new(big.Int).SetBytes(l.Data).Cmp(units) >= 0 {
+			out[l.TxHash] = true
+		}
+	}
+	return out, nil
+}
+
+// followJudgedPerCheck bounds the candidates judged (a receipt read each)
+// in one check; the rest wait for the next.
+const followJudgedPerCheck = 8
 
 // followReorgDepth is how many blocks a reference's incremental search
 // reads again, for uses a reorg moved.
@@ -327,7 +389,10 @@ const followReorgDepth = 64
 type followState struct {
 	mu       sync.Mutex
 	searched uint64        // the last block searched
-	uses     []common.Hash // uses found and not ruled out, oldest first
+	uses     []common.Hash // candidates found and not ruled out, oldest first
+	// ruledOut are uses that cannot be the session's payment (another
+	// wallet's, short), never judged again.
+	ruledOut map[common.Hash]bool
 }
 
 // recent keeps a value per key for an hour after its last use (pruned

@@ -179,9 +179,9 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 	return res, nil
 }
 
-// solanaFollowLimit bounds the signatures of a session's reference read
-// when its submitted transaction is unseen (the newest, finalized).
-const solanaFollowLimit = 200
+// solanaFollowPages bounds the pages of a session's reference's
+// signatures read when its submitted transaction is unseen.
+const solanaFollowPages = 5
 
 // replacement answers for a submitted transaction the chain has not got
 // (it may still land, or its blockhash expired and the payer paid again
@@ -196,10 +196,26 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 	if !ok {
 		return unseen, nil
 	}
-	limit := solanaFollowLimit
-	sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, ref, &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentFinalized})
-	if err != nil {
-		return VerifyResult{}, fmt.Errorf("chain: %s: signatures of reference %s: %w", v.net.Name, ref, err)
+	// Every signature back to the session's start (pages of a thousand, a
+	// few at most): a stranger's flood of transactions carrying the
+	// reference cannot push the payer's out of view.
+	var sigs []*rpc.TransactionSignature
+	limit := solanaSignaturesPerReference
+	opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentFinalized}
+	for page := 0; page < solanaFollowPages; page++ {
+		got, err := sl.GetSignaturesForAddressWithOpts(ctx, ref, opts)
+		if err != nil {
+			return VerifyResult{}, fmt.Errorf("chain: %s: signatures of reference %s: %w", v.net.Name, ref, err)
+		}
+		sigs = append(sigs, got...)
+		if len(got) < limit || got[len(got)-1] == nil {
+			break
+		}
+		last := got[len(got)-1]
+		if !req.NotBefore.IsZero() && last.BlockTime != nil && last.BlockTime.Time().Before(req.NotBefore) {
+			break
+		}
+		opts.Before = last.Signature
 	}
 	ruledOut := v.ruledOut.get(ref.String())
 	var own *VerifyResult

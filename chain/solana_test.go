@@ -76,8 +76,24 @@ func (s *solanaRPC) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Method == "getSignaturesForAddress" && len(req.Params) > 0 {
 		key, _ := req.Params[0].(string)
+		limit, before := 1000, ""
+		if cfg, ok := req.Params[len(req.Params)-1].(map[string]any); ok {
+			if l, ok := cfg["limit"].(float64); ok {
+				limit = int(l)
+			}
+			before, _ = cfg["before"].(string)
+		}
 		list := []any{}
-		for _, sig := range s.refs[key] {
+		for _, sig := range s.refs[key] { // newest first, after before
+			if before != "" {
+				if sig == before {
+					before = ""
+				}
+				continue
+			}
+			if len(list) == limit {
+				break
+			}
 			list = append(list, map[string]any{"signature": sig, "slot": 331_234_567, "err": nil, "confirmationStatus": "finalized"})
 		}
 		reply(list, nil)
@@ -461,6 +477,34 @@ func TestSolanaFollowsTheReference(t *testing.T) {
 				t.Fatalf("got %s paidBy %q seen %v (%s), want %s paidBy %q", res.Verdict, res.PaidBy, res.Seen, res.Message, c.verdict, want)
 			}
 		})
+	}
+}
+
+// TestSolanaFollowPastAFlood: 1,200 newer transactions carrying the
+// reference (a stranger's flood, none of them the session's) do not hide
+// the customer's payment: the follow reads the reference's signatures
+// page after page.
+func TestSolanaFollowPastAFlood(t *testing.T) {
+	const due = 5_000_000
+	e := newSolanaEnv(t)
+	ref := solana.NewWallet().PublicKey()
+	paid := e.publish(solanaPayment{units: due, reference: ref})
+	e.rpc.mu.Lock()
+	for i := range 1200 {
+		var junk solana.Signature
+		junk[0], junk[1], junk[2] = 0xee, byte(i>>8), byte(i)
+		e.rpc.refs[ref.String()] = append([]string{junk.String()}, e.rpc.refs[ref.String()]...)
+	}
+	e.rpc.mu.Unlock()
+	var lost solana.Signature
+	lost[0] = 9
+	res, err := e.verifier.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: lost.String(),
+		MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(due), PayerAddress: e.customer.PublicKey().String(), Reference: ref.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictComplete || res.PaidBy != paid {
+		t.Fatalf("got %s paidBy %q (%s), want complete by %s", res.Verdict, res.PaidBy, res.Message, paid)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -567,6 +568,53 @@ func TestBindingVerdictTable(t *testing.T) {
 				}
 				return got + ", backed by the full payment"
 			}},
+		{"thirty strangers' own zero-value authorizations with the session's nonce, then the payer's speed-up",
+			"complete (bound), backed by the replacement; 2 receipts read", func() string {
+				cs := e.session(e.linkA, cust)
+				a, sig := e.authorize(cs, e.customer, cust, e.domain)
+				slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
+				e.submit(cs, slow.Hash().Hex()) // never reaches a node
+				tr := e.transactor(e.relayer)
+				for range 30 {
+					k, _ := crypto.GenerateKey()
+					z := a
+					z.From, z.Value = crypto.PubkeyToAddress(k.PublicKey), big.NewInt(0)
+					zsig, err := devchain.SignAuthorization(k, e.domain, z)
+					if err != nil {
+						return "error: " + err.Error()
+					}
+					data, err := devchain.AuthorizationCalldata(z, zsig)
+					if err != nil {
+						return "error: " + err.Error()
+					}
+					if _, err := tr.Send(e.ctx, &e.usdc, data); err != nil {
+						return "error: " + err.Error()
+					}
+				}
+				e.sim.Commit()
+				if err := e.sim.Client().SendTransaction(e.ctx, fast); err != nil {
+					return "error: " + err.Error()
+				}
+				e.sim.Commit()
+				n, _ := e.reg.Lookup(cs.Network)
+				counted := &receiptCounter{Client: e.sim.Client()}
+				v, err := chain.NewEVMVerifier(e.ctx, n, counted)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				res, err := v.Verify(e.ctx, chain.VerifyRequest{Network: cs.Network, TxHash: slow.Hash().Hex(), MerchantAddress: cs.MerchantWalletAddress,
+					ExpectedUnits: fmt.Sprint(bindDue), PayerAddress: cs.WalletAddress, Reference: *cs.PaymentReference})
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				got := e.judge(cs)
+				if !strings.EqualFold(res.PaidBy, fast.Hash().Hex()) {
+					got += ", not backed by the replacement"
+				} else {
+					got += ", backed by the replacement"
+				}
+				return fmt.Sprintf("%s; %d receipts read", got, counted.receipts.Load())
+			}},
 		{"late payment after the session expired", "exception late 10.00", func() string {
 			e := newBindEnv(t) // a chain and store of its own: no other session is open
 			cs := e.session(e.linkA, e.addr(e.customer))
@@ -724,3 +772,14 @@ func TestRelayerRefusesWhatWouldRevert(t *testing.T) {
 
 // relayOnly is a client with only the relayer's methods.
 type relayOnly struct{ chain.RelayClient }
+
+// receiptCounter counts the receipts a verifier reads.
+type receiptCounter struct {
+	simulated.Client
+	receipts atomic.Int32
+}
+
+func (c *receiptCounter) TransactionReceipt(ctx context.Context, h common.Hash) (*types.Receipt, error) {
+	c.receipts.Add(1)
+	return c.Client.TransactionReceipt(ctx, h)
+}
