@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,6 +41,20 @@ func TestRelayerLockAndLedger(t *testing.T) {
 		}
 		if most.Load() != 1 {
 			t.Fatalf("%d holders at once", most.Load())
+		}
+		// A waiter whose request ends gives up its turn.
+		held := make(chan struct{})
+		release := make(chan struct{})
+		go func() {
+			_ = st.RelayerLocked(ctx, "base", "0xaa", func(context.Context) error { close(held); <-release; return nil })
+		}()
+		<-held
+		short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := st.RelayerLocked(short, "base", "0xaa", func(context.Context) error { return nil })
+		stop()
+		close(release)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a waiter past its deadline: %v", err)
 		}
 
 		row := &models.RelayedTransaction{Network: "base", Relayer: "0xaa", Nonce: 1 << 40, Payer: "0xcc", Reference: "0x01", ValidBefore: 1 << 40,

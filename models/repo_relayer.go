@@ -23,9 +23,13 @@ func (s *Store) RelayerLocked(ctx context.Context, network, relayer string, fn f
 	// The process's own holders queue on a mutex first, so one connection
 	// at most per wallet waits on the advisory lock: waiters holding the
 	// whole pool would leave the holder none for fn's statements.
-	mu := s.relayerMutex(key)
-	mu.Lock()
-	defer mu.Unlock()
+	turn := s.relayerTurn(key)
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-turn }()
 	if s.Dialect() != "postgres" {
 		return fn(ctx)
 	}
@@ -39,11 +43,13 @@ func (s *Store) RelayerLocked(ctx context.Context, network, relayer string, fn f
 	})
 }
 
-var relayerMutexes sync.Map // key → *sync.Mutex (SQLite: one process)
+// relayerTurns are the process's locks of relayer wallets: a channel of
+// one slot each, so a waiter gives up when its request does.
+var relayerTurns sync.Map // key → chan struct{}
 
-func (s *Store) relayerMutex(key string) *sync.Mutex {
-	mu, _ := relayerMutexes.LoadOrStore(key, &sync.Mutex{})
-	return mu.(*sync.Mutex)
+func (s *Store) relayerTurn(key string) chan struct{} {
+	turn, _ := relayerTurns.LoadOrStore(key, make(chan struct{}, 1))
+	return turn.(chan struct{})
 }
 
 // PendingRelayed lists a relayer's pending transactions on a network, by
