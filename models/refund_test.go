@@ -155,6 +155,23 @@ func (f *refundFixture) notFound(t *testing.T, id, hash, message string) {
 	}
 }
 
+// lost creates a refund of amount, submits a hash for it and fails it
+// TX_NOT_FOUND (its transfer unseen: watched); it returns the refund and
+// the hash.
+func (f *refundFixture) lost(t *testing.T, amount money.Amount, by string) (*models.Refund, string) {
+	t.Helper()
+	r, err := f.refund(amount, by)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.hash()
+	if err := f.st.SubmitRefundTx(context.Background(), r.ID, h, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.notFound(t, r.ID, h, "not found")
+	return r, h
+}
+
 // succeed submits a hash for the refund and finishes it succeeded.
 func (f *refundFixture) succeed(t *testing.T, r *models.Refund) models.RefundFinish {
 	t.Helper()
@@ -471,15 +488,7 @@ func TestRefundLandsLate(t *testing.T) {
 			Events: models.StringList{"payment.refunded"}, Secret: "whsec_dGVzdA=="}); err != nil {
 			t.Fatal(err)
 		}
-		lost, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := f.hash()
-		if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		f.notFound(t, lost.ID, h, "not found")
+		lost, h := f.lost(t, money.FromCents(2000), models.InitiatedByMerchant)
 		if got := f.reload(t); got.RefundReserved != 0 {
 			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
 		}
@@ -600,15 +609,7 @@ func lateTaxSplit(t *testing.T, st *models.Store, name string, before, amount, w
 		}
 		f.succeed(t, r)
 	}
-	lost, err := f.refund(amount, models.InitiatedByAPI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := f.hash()
-	if err := st.SubmitRefundTx(ctx, lost.ID, h, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	f.notFound(t, lost.ID, h, "not found")
+	lost, h := f.lost(t, amount, models.InitiatedByAPI)
 	again, err := f.refund(amount, models.InitiatedByAPI)
 	if err != nil {
 		t.Fatal(err)
