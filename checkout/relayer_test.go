@@ -12,6 +12,7 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/paygate/paygate/chain"
@@ -273,5 +274,50 @@ func TestRelayerWaitsAtItsFeeBound(t *testing.T) {
 	r.MaxFeeCap = nil
 	if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 1 {
 		t.Fatalf("without the bound: %d %v", sent, err)
+	}
+}
+
+// TestRelayerLabelsWhatWasMined: a nonce whose authorization expired is
+// given an empty transaction, but the original call (sent again by a node
+// that had kept it) is mined first: the ledger says mined, with the
+// original's hash, not cancelled.
+func TestRelayerLabelsWhatWasMined(t *testing.T) {
+	e := newBindEnv(t)
+	now := time.Now()
+	node := &flakyNode{RelayClient: e.sim.Client(), drop: 2} // the call and its empty replacement
+	r := e.newRelayer(node, &now)
+	cs := e.session(e.linkA, e.addr(e.customer))
+	h1, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(cs, e.customer, 2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e.relayed(0)
+	now = now.Add(2 * time.Minute)
+	if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 1 {
+		t.Fatalf("tended: %d %v", sent, err)
+	}
+	if got := e.relayed(0); got.CancelFrom != 1 || got.Data != "0x" {
+		t.Fatalf("not replaced by an empty transaction: %+v", got)
+	}
+	// The original, as signed (deterministic signatures: the same hash),
+	// reaches the chain after all.
+	data, _ := hexutil.Decode(first.Data)
+	to := common.HexToAddress(first.ToAddress)
+	tip, _ := new(big.Int).SetString(first.Tip, 10)
+	feeCap, _ := new(big.Int).SetString(first.FeeCap, 10)
+	orig, err := types.SignNewTx(e.relayer, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{ChainID: big.NewInt(1337),
+		Nonce: 0, GasTipCap: tip, GasFeeCap: feeCap, Gas: first.Gas, To: &to, Data: data})
+	if err != nil || !strings.EqualFold(orig.Hash().Hex(), h1) {
+		t.Fatalf("the original re-signed: %v %v (relayed %s)", orig.Hash().Hex(), err, h1)
+	}
+	if err := e.sim.Client().SendTransaction(e.ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Commit()
+	if _, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.relayed(0); got.Status != chain.RelayMined || got.MinedHash != strings.ToLower(h1) {
+		t.Fatalf("after the original was mined: %+v", got)
 	}
 }
