@@ -85,10 +85,17 @@ func (s *Store) SaveRelayed(ctx context.Context, t *RelayedTransaction) error {
 	}).Create(t).Error
 }
 
-// RelayedTransactions lists a relayer's transactions on a network, newest
-// nonce first, whatever their status.
+// RelayedTransactions lists a relayer's transactions on a network (every
+// network and relayer for ""), newest nonce first, whatever their status.
 func (s *Store) RelayedTransactions(ctx context.Context, network, relayer string, limit int) ([]RelayedTransaction, error) {
 	var rows []RelayedTransaction
-	err := s.ctx(ctx).Where("network = ? AND relayer = ?", network, relayer).Order("nonce desc").Limit(limit).Find(&rows).Error
+	q := s.ctx(ctx)
+	if network != "" {
+		q = q.Where("network = ?", network)
+	}
+	if relayer != "" {
+		q = q.Where("relayer = ?", relayer)
+	}
+	err := q.Order("network asc").Order("relayer asc").Order("nonce desc").Limit(limit).Find(&rows).Error
 	return rows, err
 }

@@ -9,6 +9,7 @@
 //	paygate kyb approve|reject ID      review a merchant's KYB application
 //	paygate refunds enable|disable ID  switch a merchant's refunds (live mode needs it)
 //	paygate deliveries retry ID        make one immediate attempt of a webhook delivery
+//	paygate relayer status [NETWORK]   the relayer's transactions: pending, sent again, mined
 //	paygate secrets rotate             re-seal webhook secrets under the current server secret
 //
 // Configuration comes from the environment (see config.Config).
@@ -68,6 +69,7 @@ const usage = `usage:
   paygate refunds enable MERCHANT_ID   turn refunds on (test and live mode; by default only test mode)
   paygate refunds disable MERCHANT_ID  turn refunds off in both modes
   paygate deliveries retry DELIVERY_ID make one immediate attempt of a webhook delivery
+  paygate relayer status [NETWORK]     the relayer's newest transactions: status, times sent, fees, age
   paygate secrets rotate               seal every webhook secret under the current PAYGATE_SECRET_KEY
                                        (after a rotation; the old one in PAYGATE_SECRET_KEY_PREVIOUS)
 `
@@ -96,6 +98,8 @@ func run(ctx context.Context, args []string) error {
 		return runRefunds(ctx, rest)
 	case "deliveries":
 		return runDeliveries(ctx, rest)
+	case "relayer":
+		return runRelayer(ctx, rest)
 	case "secrets":
 		return runSecrets(ctx, rest)
 	case "help", "-h", "--help":
