@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +17,7 @@ func TestKYBReviewCommand(t *testing.T) {
 	t.Setenv("PAYGATE_DATA_DIR", dir)
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("SMTP_HOST", "")
-	st, err := models.Open(models.Options{SQLitePath: filepath.Join(dir, "paygate.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(); err != nil {
-		t.Fatal(err)
-	}
+	st := embeddedStore(t, dir)
 	ctx := context.Background()
 	mk := func(email string) string {
 		m := &models.Merchant{Email: email, PasswordHash: "x", BusinessName: "Shop"}

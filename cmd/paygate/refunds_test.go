@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,14 +19,7 @@ func TestRefundsCommand(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("PAYGATE_DATA_DIR", dir)
 	t.Setenv("DATABASE_URL", "")
-	st, err := models.Open(models.Options{SQLitePath: filepath.Join(dir, "paygate.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(); err != nil {
-		t.Fatal(err)
-	}
+	st := embeddedStore(t, dir)
 	ctx := context.Background()
 	m := &models.Merchant{Email: "r@example.com", PasswordHash: "x", BusinessName: "Shop"}
 	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Type: models.ModeTest}); err != nil {

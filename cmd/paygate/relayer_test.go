@@ -14,14 +14,7 @@ import (
 // TestRelayerStatus prints the ledger as an operator reads it: a nonce
 // sent twice and pending, one emptied and cancelled, fees in gwei, ages.
 func TestRelayerStatus(t *testing.T) {
-	st, err := models.Open(models.Options{SQLitePath: filepath.Join(t.TempDir(), "paygate.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(); err != nil {
-		t.Fatal(err)
-	}
+	st := embeddedStore(t, t.TempDir())
 	ctx := context.Background()
 	now := time.Now()
 	var out bytes.Buffer
@@ -62,4 +55,19 @@ func TestRelayerStatus(t *testing.T) {
 	if err := runRelayer(ctx, []string{"bump"}); err == nil {
 		t.Fatal("an unknown relayer command was accepted")
 	}
+}
+
+// embeddedStore opens and migrates the embedded store in dir, as the
+// operator commands find it (PAYGATE_DATA_DIR), closed with the test.
+func embeddedStore(t *testing.T, dir string) *models.Store {
+	t.Helper()
+	st, err := models.Open(models.Options{SQLitePath: filepath.Join(dir, "paygate.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
