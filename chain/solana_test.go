@@ -76,12 +76,16 @@ func (s *solanaRPC) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Method == "getSignaturesForAddress" && len(req.Params) > 0 {
 		key, _ := req.Params[0].(string)
-		limit, before := 1000, ""
-		if cfg, ok := req.Params[len(req.Params)-1].(map[string]any); ok {
-			if l, ok := cfg["limit"].(float64); ok {
-				limit = int(l)
-			}
-			before, _ = cfg["before"].(string)
+		var opts struct {
+			Limit  int    `json:"limit"`
+			Before string `json:"before"`
+		}
+		if raw, err := json.Marshal(req.Params[len(req.Params)-1]); err == nil {
+			_ = json.Unmarshal(raw, &opts)
+		}
+		limit, before := opts.Limit, opts.Before
+		if limit <= 0 {
+			limit = 1000
 		}
 		list := []any{}
 		for _, sig := range s.refs[key] { // newest first, after before

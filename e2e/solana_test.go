@@ -24,19 +24,11 @@ func TestSolanaDevChainPayment(t *testing.T) {
 	ctx := context.Background()
 	s, sc := solanaDevStack(t, stackOptions{watch: true})
 	key, session := s.merchant()
-	merchant := solana.NewWallet().PublicKey()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": merchant.String()}}, 200)
+	link := s.solanaLink(key, session)
 	rc := newReceiver(t, nil)
 	s.webhookEndpoint(session, rc, "checkout.completed")
-	link := s.call("POST", "/api/payment-links", key, map[string]any{"name": "Sticker", "amount": "3.00", "network": "solana_devnet"}, 201)["id"].(string)
 	open := func() string {
-		q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": link, "network": "solana_devnet",
-			"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
-		d := s.call("POST", "/api/checkout/session", "", map[string]any{
-			"linkId": link, "quoteToken": q["quoteToken"], "walletAddress": soldev.CustomerAddress, "walletType": "solana",
-			"network": "solana_devnet", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
-			"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],
-				"totalCents": q["totalCents"], "calculationId": q["calculationId"]}}, 201)
+		d := s.openSolanaSession(link)
 		if d["paymentReference"] == "" || d["solanaPayUrl"] == nil {
 			t.Fatalf("a Solana session without its reference or Solana Pay URL: %v", d)
 		}
@@ -86,6 +78,29 @@ func TestSolanaDevChainPayment(t *testing.T) {
 	if d["session"].(map[string]any)["txHash"] != p.Signature {
 		t.Fatalf("completed with %v, paid again with %s (submitted %s)", d["session"].(map[string]any)["txHash"], p.Signature, lost)
 	}
+}
+
+// solanaLink gives the merchant a fresh Solana wallet (beside the EVM one)
+// and a 3.00 solana_devnet payment link, and returns the link's id.
+func (s *stack) solanaLink(key, session string) string {
+	s.t.Helper()
+	merchant := solana.NewWallet().PublicKey()
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": merchant.String()}}, 200)
+	return s.call("POST", "/api/payment-links", key, map[string]any{"name": "Sticker", "amount": "3.00", "network": "solana_devnet"}, 201)["id"].(string)
+}
+
+// openSolanaSession quotes and opens a session of a solana_devnet link
+// declaring the dev customer's wallet, as the hosted page does, and
+// returns the created session.
+func (s *stack) openSolanaSession(link string) map[string]any {
+	s.t.Helper()
+	q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": link, "network": "solana_devnet",
+		"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
+	return s.call("POST", "/api/checkout/session", "", map[string]any{
+		"linkId": link, "quoteToken": q["quoteToken"], "walletAddress": soldev.CustomerAddress, "walletType": "solana",
+		"network": "solana_devnet", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
+		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],
+			"totalCents": q["totalCents"], "calculationId": q["calculationId"]}}, 201)
 }
 
 // solanaDevStack starts the local Solana runtime (skipped where Node or the

@@ -79,16 +79,8 @@ func TestSolanaWatcherFindsAPaymentInACrowd(t *testing.T) {
 	ctx := context.Background()
 	s, sc := solanaDevStack(t, stackOptions{}) // the watcher is run by the test, as above
 	key, session := s.merchant()
-	merchant := solana.NewWallet().PublicKey()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": merchant.String()}}, 200)
-	link := s.call("POST", "/api/payment-links", key, map[string]any{"name": "Sticker", "amount": "3.00", "network": "solana_devnet"}, 201)["id"].(string)
-	q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": link, "network": "solana_devnet",
-		"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
-	genuine := s.call("POST", "/api/checkout/session", "", map[string]any{
-		"linkId": link, "quoteToken": q["quoteToken"], "walletAddress": soldev.CustomerAddress, "walletType": "solana",
-		"network": "solana_devnet", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
-		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],
-			"totalCents": q["totalCents"], "calculationId": q["calculationId"]}}, 201)["id"].(string)
+	link := s.solanaLink(key, session)
+	genuine := s.openSolanaSession(link)["id"].(string)
 	g, err := s.store.CheckoutSession(ctx, genuine)
 	if err != nil {
 		t.Fatal(err)

@@ -155,6 +155,21 @@ func (f *refundFixture) notFound(t *testing.T, id, hash, message string) {
 	}
 }
 
+// submitted creates a refund of amount by the merchant and submits a hash
+// for it; it returns the refund and the hash.
+func (f *refundFixture) submitted(t *testing.T, amount money.Amount) (*models.Refund, string) {
+	t.Helper()
+	r, err := f.refund(amount, models.InitiatedByMerchant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.hash()
+	if err := f.st.SubmitRefundTx(context.Background(), r.ID, h, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return r, h
+}
+
 // lost creates a refund of amount, submits a hash for it and fails it
 // TX_NOT_FOUND (its transfer unseen: watched); it returns the refund and
 // the hash.
@@ -641,14 +656,8 @@ func TestReplaceRefundTx(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		f := newRefundFixture(t, st, models.ModeTest)
-		r, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, second := f.hash(), f.hash()
-		if err := st.SubmitRefundTx(ctx, r.ID, first, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		r, _ := f.submitted(t, money.FromCents(2000))
+		second := f.hash()
 		for range 2 {
 			if err := st.ReplaceRefundTx(ctx, r.ID, second, time.Now()); err != nil {
 				t.Fatal(err)
@@ -714,14 +723,8 @@ func TestAdoptRefundTx(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		f := newRefundFixture(t, st, models.ModeTest)
-		r, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, second := f.hash(), f.hash()
-		if err := st.SubmitRefundTx(ctx, r.ID, first, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		r, first := f.submitted(t, money.FromCents(2000))
+		second := f.hash()
 		if err := st.ReplaceRefundTx(ctx, r.ID, second, time.Now()); err != nil {
 			t.Fatal(err)
 		}
