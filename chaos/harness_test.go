@@ -597,13 +597,16 @@ func (s *stack) measure(fault string, expected map[string]string) row {
 		return r
 	}
 	defer conn.Close(ctx)
-	got := map[string]string{}
-	rows, err := conn.Query(ctx, "SELECT id, status FROM checkout_sessions")
+	got, why := map[string]string{}, map[string]string{}
+	rows, err := conn.Query(ctx, "SELECT id, status, COALESCE(failure_reason, ''), COALESCE(failure_message, '') FROM checkout_sessions")
 	if err == nil {
 		for rows.Next() {
-			var id, st string
-			if rows.Scan(&id, &st) == nil {
+			var id, st, reason, msg string
+			if rows.Scan(&id, &st, &reason, &msg) == nil {
 				got[id] = st
+				if reason != "" {
+					why[id] = " (" + reason + ": " + msg + ")"
+				}
 			}
 		}
 		rows.Close()
@@ -612,7 +615,7 @@ func (s *stack) measure(fault string, expected map[string]string) row {
 		if got[id] != want {
 			r.wrong++
 			if len(r.notes) < 5 {
-				r.notes = append(r.notes, fmt.Sprintf("session %s is %q, want %q", id, got[id], want))
+				r.notes = append(r.notes, fmt.Sprintf("session %s is %q%s, want %q", id, got[id], why[id], want))
 			}
 		}
 	}
