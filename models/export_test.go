@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -153,4 +154,21 @@ func OpenWithEarlierSQLiteDriver(path string, secrets *keyring.Ring) (*Store, er
 		sqlDB.SetMaxOpenConns(1)
 	}
 	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, secrets: secrets}, nil
+}
+
+// ErrKept is errKept: a pipeline its keep refused.
+var ErrKept = errKept
+
+// PipelineForTest runs raw statements (SQL with ? and its values) through
+// the store's pipeline.
+func (s *Store) PipelineForTest(ctx context.Context, keep func([]int64) bool, stmts ...[]any) ([]int64, error) {
+	var ps []pending
+	for _, st := range stmts {
+		p, err := built(s.dry(ctx).Exec(st[0].(string), st[1:]...))
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return s.pipeline(ctx, ps, keep)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -238,35 +239,163 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 	if !TerminalStatus(o.Status) {
 		return FinishResult{}, fmt.Errorf("models: %q is not an outcome", o.Status)
 	}
+	var received money.Amount
+	if o.ReceivedUnits != "" {
+		v, err := strconv.ParseInt(o.ReceivedUnits, 10, 64)
+		if err != nil || v < 0 {
+			return FinishResult{}, fmt.Errorf("models: received units %q: not a non-negative int64", o.ReceivedUnits)
+		}
+		received = money.Amount(v)
+	}
+	out, err := s.finishPlain(ctx, o, received)
+	if errors.Is(err, errNotPlain) {
+		out, err = s.finish(ctx, o, received)
+	}
+	if err == nil {
+		s.sessionsChanged(o.SessionID)
+	}
+	return out, err
+}
+
+// errNotPlain: the outcome takes FinishSession's general path.
+var errNotPlain = errors.New("models: not a plain outcome")
+
+// finishPlain stores an outcome that moves no money (an expiry, a cancel,
+// a failure with nothing received: the expiry storm's) on an open session:
+// the session and its endpoints read, then every write built ahead and
+// sent together, guarded by the status read (on PostgreSQL one round trip
+// and its COMMIT, where the general path takes one a statement and its
+// reads inside the transaction). errNotPlain: a payment, money to keep as
+// an exception, a session finished already, or one that changed between
+// the read and the writes (the writes rolled back); the general path
+// answers each of those.
+func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amount) (FinishResult, error) {
+	if o.Status == StatusComplete || keepsTransfer(o, received) {
+		return FinishResult{}, errNotPlain
+	}
+	var cs CheckoutSession
+	if err := s.ctx(ctx).Where("id = ?", o.SessionID).Take(&cs).Error; err != nil {
+		return FinishResult{}, notFound(err)
+	}
+	if TerminalStatus(cs.Status) {
+		return FinishResult{}, errNotPlain
+	}
+	endpoints, err := activeEndpoints(s.ctx(ctx), cs.MerchantID, cs.Mode)
+	if err != nil {
+		return FinishResult{}, err
+	}
+	at := o.At.UTC()
+	paidBy := settle(&cs, &o)
+	entry, fields := s.outcomeWrites(&cs, o, received, paidBy, at)
+	dry := s.dry(ctx)
+	var stmts []pending
+	add := func(db *gorm.DB) error {
+		st, err := built(db)
+		stmts = append(stmts, st)
+		return err
+	}
+	// The status first: it takes the session's row lock, and its guard
+	// fails (no row) if another outcome was stored since the read.
+	if err := errors.Join(add(dry.Model(&CheckoutSession{}).Where("id = ? AND status = ?", cs.ID, cs.Status).Updates(fields)),
+		add(dry.Clauses(clause.OnConflict{DoNothing: true}).Create(&entry))); err != nil {
+		return FinishResult{}, err
+	}
+	var ids []string
+	for _, ev := range sessionEvents(&cs, nil, o, nil) {
+		e, err := newEvent(cs.MerchantID, cs.Mode, ev, at)
+		if err != nil {
+			return FinishResult{}, err
+		}
+		if err := add(dry.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)); err != nil {
+			return FinishResult{}, err
+		}
+		for _, ep := range endpoints {
+			if !subscribes(ep.Events, e.Type) {
+				continue
+			}
+			d, err := newDelivery(e, ep.ID, ev.Data, at)
+			if err != nil {
+				return FinishResult{}, err
+			}
+			if err := add(dry.Clauses(clause.OnConflict{DoNothing: true}).Create(&d)); err != nil {
+				return FinishResult{}, err
+			}
+			ids = append(ids, d.ID)
+		}
+	}
+	// Every statement wrote its row, or none stays: a history entry, an
+	// event or a delivery there already is a retry's, the general path's.
+	if _, err := s.pipeline(ctx, stmts, func(rows []int64) bool {
+		return !slices.ContainsFunc(rows, func(n int64) bool { return n != 1 })
+	}); err != nil {
+		if errors.Is(err, errKept) {
+			err = errNotPlain
+		}
+		return FinishResult{}, err
+	}
+	slices.Sort(ids)
+	out := FinishResult{Status: o.Status, Reason: o.Reason, Message: o.Message, Deliveries: ids}
+	if cs.SubscriptionID != nil {
+		out.SubscriptionID = *cs.SubscriptionID
+	}
+	return out, nil
+}
+
+// keepsTransfer: a failed transfer that did reach the merchant is kept as
+// a payment exception (failedTransferException).
+func keepsTransfer(o Outcome, received money.Amount) bool {
+	return o.Status == StatusFailed && o.Reason == ReasonInvalidTransfer && received > 0
+}
+
+// settle fits o to what is stored and answers whether the session takes
+// the hash of the transaction that paid it (o.PaidBy): then cs has it too
+// (the checks and the events read it).
+func settle(cs *CheckoutSession, o *Outcome) (paidBy bool) {
+	if TerminalStatus(cs.Status) {
+		// Finished already (an activity retried after its commit): answer
+		// what was stored, whatever this call asks.
+		o.Status, o.Reason, o.Message = cs.Status, cs.FailureReason, cs.FailureMessage
+		return false
+	}
+	// Backed by the transaction that carried the payer's authorization
+	// (the submitted one reverted): the payment is recorded with it.
+	if o.PaidBy != "" && (cs.TxHash == nil || *cs.TxHash != o.PaidBy) {
+		cs.TxHash = &o.PaidBy
+		return true
+	}
+	return false
+}
+
+// outcomeWrites are an outcome's history entry and the session's new
+// fields.
+func (s *Store) outcomeWrites(cs *CheckoutSession, o Outcome, received money.Amount, paidBy bool, at time.Time) (CheckoutSessionEvent, map[string]any) {
+	e := CheckoutSessionEvent{ID: o.EntryID, SessionID: cs.ID, Status: o.Status, Source: o.Source, Chain: o.Chain, CreatedAt: at}
+	fields := map[string]any{"status": o.Status, "failure_reason": o.Reason, "failure_message": truncate(o.Message, 500),
+		"received_amount": received, "updated_at": s.Now()}
+	if o.Status == StatusComplete {
+		fields["completed_at"], fields["failure_message"] = at, ""
+	}
+	if paidBy {
+		fields["tx_hash"] = o.PaidBy
+	}
+	return e, fields
+}
+
+// finish is FinishSession's general path: one transaction of GORM calls,
+// its reads and writes interleaved.
+func (s *Store) finish(ctx context.Context, o Outcome, received money.Amount) (FinishResult, error) {
 	var out FinishResult
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var cs CheckoutSession
 		if err := tx.Where("id = ?", o.SessionID).Take(&cs).Error; err != nil {
 			return notFound(err)
 		}
-		if TerminalStatus(cs.Status) {
-			// Finished already (an activity retried after its commit): answer
-			// what was stored, whatever this call asks.
-			o.Status, o.Reason, o.Message = cs.Status, cs.FailureReason, cs.FailureMessage
-		}
-		// Backed by the transaction that carried the payer's authorization
-		// (the submitted one reverted): the payment is recorded with it.
-		paidBy := !TerminalStatus(cs.Status) && o.PaidBy != "" && (cs.TxHash == nil || *cs.TxHash != o.PaidBy)
-		if paidBy {
-			cs.TxHash = &o.PaidBy
-		}
+		open := !TerminalStatus(cs.Status)
 		at := o.At.UTC()
-		var received money.Amount
-		if o.ReceivedUnits != "" {
-			v, err := strconv.ParseInt(o.ReceivedUnits, 10, 64)
-			if err != nil || v < 0 {
-				return fmt.Errorf("models: received units %q: not a non-negative int64", o.ReceivedUnits)
-			}
-			received = money.Amount(v)
-		}
+		paidBy := settle(&cs, &o)
 		// The link (its totals, its token for the events) matters to a
 		// payment only: an expiry, a cancel or a failure does without the
-		// read, the commonest outcomes' one round trip less.
+		// read.
 		var link *PaymentLink
 		var err error
 		if o.Status == StatusComplete {
@@ -276,7 +405,7 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 		}
 		var txn *Transaction
 		var exc *EventSpec
-		if !TerminalStatus(cs.Status) {
+		if open {
 			if o.Status == StatusComplete && !o.Bound {
 				if exc, err = s.checkUnboundClaim(tx, &cs, &o, &received, at); err != nil {
 					return err
@@ -302,7 +431,7 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 					}
 				}
 			}
-			if o.Status == StatusFailed && o.Reason == ReasonInvalidTransfer && received > 0 {
+			if keepsTransfer(o, received) {
 				if exc, err = s.failedTransferException(tx, &cs, o, received, at); err != nil {
 					return err
 				}
@@ -314,24 +443,26 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 			}
 			txn = &t
 		}
-		e := CheckoutSessionEvent{ID: o.EntryID, SessionID: cs.ID, Status: o.Status, Source: o.Source, Chain: o.Chain, CreatedAt: at}
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-			return err
+		// What the checks above decided (contested, another session's
+		// transfer) is what is stored. A session finished already keeps
+		// its row and history as they are (a retried call's entry is
+		// there; another caller's outcome lost to the stored one).
+		if open {
+			e, fields := s.outcomeWrites(&cs, o, received, paidBy, at)
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+				return err
+			}
+			if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
+				return err
+			}
 		}
-		fields := map[string]any{"status": o.Status, "failure_reason": o.Reason, "failure_message": truncate(o.Message, 500),
-			"received_amount": received, "updated_at": s.Now()}
-		if o.Status == StatusComplete {
-			fields["completed_at"], fields["failure_message"] = at, ""
-		}
-		if paidBy {
-			fields["tx_hash"] = o.PaidBy
-		}
-		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
-			return err
-		}
-		deliveries, err := s.emitSessionEvents(tx, &cs, link, o, txn, at)
-		if err != nil {
-			return err
+		var deliveries []string
+		for _, ev := range sessionEvents(&cs, link, o, txn) {
+			got, err := s.emitEvent(tx, cs.MerchantID, cs.Mode, ev, at)
+			if err != nil {
+				return err
+			}
+			deliveries = append(deliveries, got...)
 		}
 		if exc != nil {
 			more, err := s.emitEvent(tx, cs.MerchantID, cs.Mode, *exc, at)
@@ -346,9 +477,6 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 		}
 		return nil
 	})
-	if err == nil {
-		s.sessionsChanged(o.SessionID)
-	}
 	return out, err
 }
 
@@ -531,8 +659,9 @@ func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink,
 	return t, false, nil
 }
 
-// emitSessionEvents records the events of an outcome (SPEC.md "Events").
-func (s *Store) emitSessionEvents(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, o Outcome, txn *Transaction, at time.Time) ([]string, error) {
+// sessionEvents are the events of an outcome (SPEC.md "Events"), keyed
+// by type and session: a payment's need its link and transaction.
+func sessionEvents(cs *CheckoutSession, link *PaymentLink, o Outcome, txn *Transaction) []EventSpec {
 	live := cs.Mode == ModeLive
 	amount := cs.ExpectedAmount.String()
 	var txHash any
@@ -573,16 +702,10 @@ func (s *Store) emitSessionEvents(tx *gorm.DB, cs *CheckoutSession, link *Paymen
 		events = []EventSpec{{Type: "checkout.expired", Data: map[string]any{"sessionId": cs.ID, "paymentLinkId": cs.PaymentLinkID,
 			"network": cs.Network, "amount": amount, "expiresAt": cs.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z"), "livemode": live}}}
 	}
-	var ids []string
-	for _, ev := range events {
-		ev.Key = ev.Type + ":" + cs.ID
-		got, err := s.emitEvent(tx, cs.MerchantID, cs.Mode, ev, at)
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, got...)
+	for i := range events {
+		events[i].Key = events[i].Type + ":" + cs.ID
 	}
-	return ids, nil
+	return events
 }
 
 // WatchedReferences lists the payment references of a network's sessions

@@ -40,11 +40,10 @@ func (s *Store) EmitEvent(ctx context.Context, merchantID string, mode Mode, ev 
 }
 
 func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpec, at time.Time) ([]string, error) {
-	data, err := json.Marshal(ev.Data)
+	e, err := newEvent(merchantID, mode, ev, at)
 	if err != nil {
 		return nil, err
 	}
-	e := Event{ID: NewID(), MerchantID: merchantID, Mode: mode, Type: ev.Type, Key: ev.Key, Data: data, CreatedAt: at.UTC()}
 	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
 	if res.Error != nil {
 		return nil, res.Error
@@ -63,8 +62,8 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 		}
 		e = stored
 	}
-	var endpoints []WebhookEndpoint
-	if err := tx.Where("merchant_id = ? AND mode = ? AND active = ?", merchantID, mode, true).Find(&endpoints).Error; err != nil {
+	endpoints, err := activeEndpoints(tx, merchantID, mode)
+	if err != nil {
 		return nil, err
 	}
 	var ids []string
@@ -72,14 +71,10 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 		if !subscribes(ep.Events, e.Type) {
 			continue
 		}
-		id := NewID()
-		body, err := json.Marshal(Envelope{Event: e.Type, Data: ev.Data, WebhookDeliveryID: id,
-			Timestamp: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z")})
+		d, err := newDelivery(e, ep.ID, ev.Data, at)
 		if err != nil {
 			return nil, err
 		}
-		d := WebhookDelivery{ID: id, MerchantID: merchantID, Mode: mode, EventID: e.ID, EndpointID: ep.ID, Event: e.Type,
-			SessionID: eventSessionID(e.Data), Payload: body, Status: DeliveryPending, CreatedAt: at.UTC(), UpdatedAt: at.UTC()}
 		r := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d)
 		if r.Error != nil {
 			return nil, r.Error
@@ -87,7 +82,7 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 		if r.RowsAffected == 0 {
 			fresh = false // a delivery was there already: the stored ids answer
 		}
-		ids = append(ids, id)
+		ids = append(ids, d.ID)
 	}
 	if fresh {
 		slices.Sort(ids)
@@ -100,6 +95,36 @@ func (s *Store) emitEvent(tx *gorm.DB, merchantID string, mode Mode, ev EventSpe
 	// Byte order, as above (a database's collation may order text otherwise).
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// newEvent is the row of an event.
+func newEvent(merchantID string, mode Mode, ev EventSpec, at time.Time) (Event, error) {
+	data, err := json.Marshal(ev.Data)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{ID: NewID(), MerchantID: merchantID, Mode: mode, Type: ev.Type, Key: ev.Key, Data: data, CreatedAt: at.UTC()}, nil
+}
+
+// newDelivery is the row of e's delivery to an endpoint, pending since
+// at, its payload the envelope sent (data is the event's data).
+func newDelivery(e Event, endpointID string, data map[string]any, at time.Time) (WebhookDelivery, error) {
+	id := NewID()
+	body, err := json.Marshal(Envelope{Event: e.Type, Data: data, WebhookDeliveryID: id,
+		Timestamp: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z")})
+	if err != nil {
+		return WebhookDelivery{}, err
+	}
+	at = at.UTC()
+	return WebhookDelivery{ID: id, MerchantID: e.MerchantID, Mode: e.Mode, EventID: e.ID, EndpointID: endpointID, Event: e.Type,
+		SessionID: eventSessionID(e.Data), Payload: body, Status: DeliveryPending, CreatedAt: at, UpdatedAt: at}, nil
+}
+
+// activeEndpoints are a merchant's active endpoints of a mode.
+func activeEndpoints(db *gorm.DB, merchantID string, mode Mode) ([]WebhookEndpoint, error) {
+	var endpoints []WebhookEndpoint
+	err := db.Where("merchant_id = ? AND mode = ? AND active = ?", merchantID, mode, true).Find(&endpoints).Error
+	return endpoints, err
 }
 
 func subscribes(events []string, typ string) bool {

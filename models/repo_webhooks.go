@@ -9,7 +9,6 @@ import (
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/keyring"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // ErrGone reports a delivery or endpoint that no longer exists.
@@ -210,29 +209,28 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, a AttemptRecord) erro
 			WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE webhook_endpoints.id = webhook_deliveries.endpoint_id
 				AND webhook_endpoints.deleted_at IS NULL) THEN ? ELSE ? END`, DeliveryDelivered, DeliveryPending, DeliveryFailed)
 	}
-	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&WebhookDelivery{}).Where("id = ? AND attempts <= ?", a.DeliveryID, a.Attempt).
-			Updates(map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now(), "status": next})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			// An older attempt recorded late (it changes nothing visible),
-			// or a delivery that is gone.
-			var n int64
-			if err := tx.Model(&WebhookDelivery{}).Where("id = ?", a.DeliveryID).Count(&n).Error; err != nil {
-				return err
-			}
-			if n == 0 {
-				return ErrGone
-			}
-		}
-		row := DeliveryAttempt{DeliveryID: a.DeliveryID, Attempt: a.Attempt, ResponseStatus: status, Error: truncate(a.Error, 500), AttemptedAt: at}
-		return tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "delivery_id"}, {Name: "attempt"}},
-			DoUpdates: clause.AssignmentColumns([]string{"response_status", "error", "attempted_at"}),
-		}).Create(&row).Error
-	})
+	// Both statements go together (one round trip on PostgreSQL, as one
+	// transaction): the attempt row is written for a delivery that
+	// exists, also when its update changes nothing (an older attempt
+	// recorded late); neither writing means the delivery is gone.
+	dry := s.dry(ctx)
+	update, uerr := built(dry.Model(&WebhookDelivery{}).Where("id = ? AND attempts <= ?", a.DeliveryID, a.Attempt).
+		Updates(map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now(), "status": next}))
+	attempt, aerr := built(dry.Exec(`INSERT INTO delivery_attempts (delivery_id, attempt, response_status, error, attempted_at)
+		SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = ?)
+		ON CONFLICT (delivery_id, attempt) DO UPDATE SET response_status = excluded.response_status, error = excluded.error,
+			attempted_at = excluded.attempted_at`, a.DeliveryID, a.Attempt, status, truncate(a.Error, 500), at, a.DeliveryID))
+	if err := errors.Join(uerr, aerr); err != nil {
+		return err
+	}
+	rows, err := s.pipeline(ctx, []pending{update, attempt}, nil)
+	if err != nil {
+		return err
+	}
+	if rows[0] == 0 && rows[1] == 0 {
+		return ErrGone
+	}
+	return nil
 }
 
 // WebhookDeliveryOfMerchant loads one of the merchant's deliveries.

@@ -101,6 +101,17 @@ func Exec(t testing.TB, st *models.Store, query string, args ...any) int64 {
 	return res.RowsAffected
 }
 
+// URL is where a test store's database is: PostgreSQL's URL, with the
+// store's schema, or SQLite's file URI.
+func URL(t testing.TB, st *models.Store) string {
+	t.Helper()
+	v, ok := databases.Load(st)
+	if !ok {
+		t.Fatal("storetest: URL of a store storetest did not open")
+	}
+	return v.(database).where
+}
+
 // Secret is the server secret the test stores seal webhook secrets under.
 const Secret = "storetest-server-secret-storetest-server-secret"
 

@@ -1,0 +1,136 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+)
+
+// TestPipeline: statements sent together are one transaction on either
+// store. Refused by keep, or failing at any statement, nothing of it
+// stays, and the connection it ran on serves the next call (on
+// PostgreSQL, a pool of one: a connection left in its transaction would
+// hold the next write where no other connection sees it).
+func TestPipeline(t *testing.T) {
+	for _, d := range storetest.Dialects() {
+		t.Run(d, func(t *testing.T) {
+			base := storetest.Open(t, d)
+			st := base
+			if d == "postgres" {
+				one, err := models.Open(models.Options{DatabaseURL: storetest.URL(t, base), Secrets: storetest.Keyring(), Pool: models.Pool{MaxOpen: 1, MaxIdle: 1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer one.Close()
+				st = one
+			}
+			ctx := context.Background()
+			insert := func(id string) []any {
+				return []any{"INSERT INTO checkout_session_events (id, session_id, status, source, created_at) VALUES (?, ?, ?, ?, ?)",
+					id, "pipeline", "expired", "server", time.Now().UTC()}
+			}
+			stored := func(id string) bool {
+				t.Helper()
+				return storetest.Exec(t, base, "UPDATE checkout_session_events SET chain = chain WHERE id = ?", id) == 1
+			}
+			refuse := func([]int64) bool { return false }
+			accept := func([]int64) bool { return true }
+			ids := func(n int) []string {
+				var out []string
+				for range n {
+					out = append(out, models.NewID())
+				}
+				return out
+			}
+
+			// Refused: rolled back, the rows affected still answered.
+			a := ids(2)
+			rows, err := st.PipelineForTest(ctx, refuse, insert(a[0]), insert(a[1]))
+			if !errors.Is(err, models.ErrKept) || len(rows) != 2 || rows[0] != 1 || rows[1] != 1 {
+				t.Fatalf("refused: %v %v", rows, err)
+			}
+			if stored(a[0]) || stored(a[1]) {
+				t.Fatal("a refused pipeline's rows stayed")
+			}
+			// A statement failing (a duplicate key) after one that wrote,
+			// with keep and without: nothing of the pipeline stays.
+			for _, keep := range []func([]int64) bool{accept, nil} {
+				b := ids(2)
+				if _, err := st.PipelineForTest(ctx, keep, insert(b[0]), insert(b[1]), insert(b[1])); err == nil ||
+					!strings.Contains(strings.ToLower(err.Error()), "unique") {
+					t.Fatalf("duplicate key: %v", err)
+				}
+				if stored(b[0]) || stored(b[1]) {
+					t.Fatalf("keep %v: a failed pipeline's rows stayed", keep != nil)
+				}
+			}
+			// The next pipelines commit, seen from another connection.
+			c := ids(3)
+			if rows, err := st.PipelineForTest(ctx, accept, insert(c[0]), insert(c[1])); err != nil || rows[0] != 1 || rows[1] != 1 {
+				t.Fatalf("accepted: %v %v", rows, err)
+			}
+			if rows, err := st.PipelineForTest(ctx, nil, insert(c[2])); err != nil || rows[0] != 1 {
+				t.Fatalf("without keep: %v %v", rows, err)
+			}
+			for _, id := range c {
+				if !stored(id) {
+					t.Fatalf("%s not stored", id)
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrentOutcomes: two outcomes of one session stored at once (an
+// expiry and a cancel) agree: one is stored, both calls answer it with
+// the same deliveries, and there is one event and one delivery. Stored by
+// transactions of reads and writes, both read the session open on
+// PostgreSQL and both wrote: the status overwritten, two contradicting
+// events sent.
+func TestConcurrentOutcomes(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newLinkFixture(t, st, "race@example.com", "checkout.expired", "checkout.cancelled")
+		for i := range 20 {
+			cs := f.session("0x" + strings.Repeat("0", 62) + string(rune('a'+i%6)) + string(rune('0'+i%10)))
+			var wg sync.WaitGroup
+			res := make([]models.FinishResult, 2)
+			errs := make([]error, 2)
+			for j, status := range []string{models.StatusExpired, models.StatusCancelled} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res[j], errs[j] = st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status,
+						Source: "server", At: time.Now()})
+				}()
+			}
+			wg.Wait()
+			if errs[0] != nil || errs[1] != nil {
+				t.Fatalf("round %d: %v %v", i, errs[0], errs[1])
+			}
+			if res[0].Status != res[1].Status || len(res[0].Deliveries) != 1 || strings.Join(res[0].Deliveries, ",") != strings.Join(res[1].Deliveries, ",") {
+				t.Fatalf("round %d: the calls disagree: %+v and %+v", i, res[0], res[1])
+			}
+			got, err := st.CheckoutSession(ctx, cs.ID)
+			if err != nil || got.Status != res[0].Status {
+				t.Fatalf("round %d: stored %v (%v), answered %s", i, got.Status, err, res[0].Status)
+			}
+			if n := storetest.Exec(t, st, "UPDATE webhook_deliveries SET attempts = attempts WHERE session_id = ?", cs.ID); n != 1 {
+				t.Fatalf("round %d: %d deliveries, want 1", i, n)
+			}
+			if n := storetest.Exec(t, st, "UPDATE events SET type = type WHERE key LIKE ?", "%:"+cs.ID); n != 1 {
+				t.Fatalf("round %d: %d events, want 1", i, n)
+			}
+			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status IN (?, ?)",
+				cs.ID, models.StatusExpired, models.StatusCancelled); n != 1 {
+				t.Fatalf("round %d: %d outcome entries in the history, want 1", i, n)
+			}
+		}
+	})
+}
