@@ -126,8 +126,10 @@ type RelayedTx struct {
 	// a hash from there on that is mined cancelled it, one before paid.
 	CancelFrom int
 	// Status: pending, mined (one of Hashes), cancelled (the authorization
-	// expired unmined: the nonce was spent on an empty transaction), or
-	// superseded (the nonce was spent by a transaction not in the ledger).
+	// expired unmined: the nonce was spent on an empty transaction),
+	// superseded (the nonce was spent by a transaction not in the ledger),
+	// or filled (no payer: the relayer's empty transaction for a nonce
+	// missing from the ledger, mined).
 	Status string
 	// MinedHash is the hash that was mined (mined, cancelled).
 	MinedHash common.Hash
@@ -140,6 +142,9 @@ const (
 	RelayMined      = "mined"
 	RelayCancelled  = "cancelled"
 	RelaySuperseded = "superseded"
+	// RelayFilled: an empty transaction of the relayer's own that spent a
+	// nonce missing from the ledger (a gap), mined.
+	RelayFilled = "filled"
 )
 
 // RelayLedger keeps a relayer's transactions where every replica sharing
@@ -374,7 +379,10 @@ func (r *Relayer) send(ctx context.Context, c RelayClient, key *ecdsa.PrivateKey
 // authorization to it; the ones behind it wait for it to be mined),
 // or, once its authorization has expired (it could only revert), replaced
 // by an empty transaction to the relayer itself so the nonce is spent and
-// the transactions after it can be mined. It returns how many it sent.
+// the transactions after it can be mined. Nonces below the lowest one that
+// the ledger does not hold and the node's pool holds nothing at (a gap)
+// are spent on empty transactions likewise (fillGap). It returns how many
+// it sent.
 func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 	if !r.Enabled(network) {
 		return 0, nil
@@ -421,6 +429,9 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 				if t.CancelFrom > 0 && at >= t.CancelFrom {
 					t.Status = RelayCancelled
 				}
+				if t.Payer == (common.Address{}) {
+					t.Status = RelayFilled
+				}
 				if err := r.ledger().Save(ctx, *t); err != nil {
 					return err
 				}
@@ -440,6 +451,16 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 			if r.now().Sub(t.SentAt) < r.bumpAfter() {
 				continue
 			}
+			if t.Nonce > spent {
+				filled, err := r.fillGap(ctx, c, key, id, t.Network, spent, t.Nonce)
+				if err != nil {
+					return fmt.Errorf("chain: tend relayer on %s: %w", network, scrubRPC(err, n.RPCURL))
+				}
+				if filled > 0 {
+					sent += filled
+					continue
+				}
+			}
 			tip, feeCap, err := r.fees(ctx, c, t.Tip, t.FeeCap)
 			if err != nil {
 				return fmt.Errorf("chain: tend relayer on %s: %w", network, scrubRPC(err, n.RPCURL))
@@ -449,7 +470,7 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 				// it waits for the base fee to fall.
 				continue
 			}
-			if t.CancelFrom == 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
+			if t.Payer != (common.Address{}) && t.CancelFrom == 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
 				// The authorization expires before a block could take
 				// it: the transaction could only revert. Spend the nonce.
 				t.To, t.Data, t.Gas, t.CancelFrom = from, nil, 21_000, len(t.Hashes)
@@ -463,6 +484,41 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 		return nil
 	})
 	return sent, err
+}
+
+// maxGapFill bounds the nonces one Tend spends on a gap.
+const maxGapFill = 16
+
+// fillGap spends the nonces from spent up to (not with) next, which the
+// ledger does not hold, on empty transactions to the relayer itself, and
+// records each in the ledger (no payer; "filled" once mined). Such a gap
+// is a transaction sent from the key by something else that never made it
+// into a block, or one sent whose ledger write failed and that the node
+// then lost: nothing would ever be mined past it. It fills nothing while
+// the node holds a transaction at the gap's first nonce (its pending nonce
+// is past it): that one is real, only slow, and is not replaced.
+func (r *Relayer) fillGap(ctx context.Context, c RelayClient, key *ecdsa.PrivateKey, chainID *big.Int, network string, spent, next uint64) (int, error) {
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	pooled, err := c.PendingNonceAt(ctx, from)
+	if err != nil {
+		return 0, fmt.Errorf("pending nonce: %w", err)
+	}
+	if pooled > spent {
+		return 0, nil
+	}
+	filled := 0
+	for nonce := spent; nonce < next && filled < maxGapFill; nonce++ {
+		tip, feeCap, err := r.fees(ctx, c, nil, nil)
+		if err != nil {
+			return filled, err
+		}
+		g := RelayedTx{Network: network, Relayer: from, Nonce: nonce, To: from, Gas: 21_000, Tip: tip, FeeCap: feeCap, Status: RelayPending}
+		if _, err := r.send(ctx, c, key, chainID, &g); err != nil {
+			return filled, fmt.Errorf("gap nonce %d: %w", nonce, err)
+		}
+		filled++
+	}
+	return filled, nil
 }
 
 // minedHash is the hash of t's transactions that has a receipt, if any,

@@ -30,6 +30,9 @@ type flakyNode struct {
 	mu      sync.Mutex
 	drop    int
 	lagging bool
+	// ahead is added to the pending nonce: a transaction of the key's
+	// sent by something else, pooled at the node (until it loses it).
+	ahead uint64
 }
 
 // TransactionByHash: a lagging node knows no pending transaction (another
@@ -54,10 +57,15 @@ func (f *flakyNode) SendTransaction(ctx context.Context, tx *types.Transaction) 
 }
 
 func (f *flakyNode) PendingNonceAt(ctx context.Context, a common.Address) (uint64, error) {
+	f.mu.Lock()
+	ahead := f.ahead
+	f.mu.Unlock()
 	if f.lagging {
-		return f.RelayClient.NonceAt(ctx, a, nil)
+		n, err := f.RelayClient.NonceAt(ctx, a, nil)
+		return n + ahead, err
 	}
-	return f.RelayClient.PendingNonceAt(ctx, a)
+	n, err := f.RelayClient.PendingNonceAt(ctx, a)
+	return n + ahead, err
 }
 
 // relayEnv is a relayer on the binding table's chain, its ledger in the
@@ -150,6 +158,67 @@ func TestRelayerSendsAStuckTransactionAgain(t *testing.T) {
 	}
 	if got := e.relayed(0); got.Status != chain.RelayMined || got.MinedHash != again.Hashes[1] {
 		t.Fatalf("ledger after the mining: %+v", got)
+	}
+}
+
+// TestRelayerFillsANonceGap: a transaction of the relayer's key sent by
+// something else (or sent and not recorded) is pooled at nonce 0, so the
+// relayed payment takes nonce 1; the node then loses the other one, and
+// nothing past nonce 0 could ever be mined. While the node still holds a
+// transaction at the gap, Tend leaves it (that one is real); once the node
+// holds none, Tend spends the nonce on an empty transaction of its own,
+// in the ledger with no payer, and the payment behind it is mined: the
+// session completes, the filler is labelled filled. On the code before,
+// Tend only sent nonce 1 again, for ever.
+func TestRelayerFillsANonceGap(t *testing.T) {
+	e := newBindEnv(t)
+	now := time.Now()
+	node := &flakyNode{RelayClient: e.sim.Client(), ahead: 1}
+	r := e.newRelayer(node, &now)
+	cs := e.session(e.linkA, e.addr(e.customer))
+	h, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(cs, e.customer, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.submit(cs, h)
+	e.sim.Commit()
+	if got := e.judge(cs); got != "pending" || e.relayed(1).Status != chain.RelayPending {
+		t.Fatalf("the payment behind the gap: %s", got)
+	}
+	rows := func() int {
+		t.Helper()
+		all, err := e.st.RelayedTransactions(e.ctx, chain.NetworkBaseSepolia, strings.ToLower(e.addr(e.relayer).Hex()), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all)
+	}
+	now = now.Add(time.Minute)
+	if _, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || rows() != 1 {
+		t.Fatalf("tended while the node holds a transaction at the gap: %d rows, %v", rows(), err)
+	}
+	node.mu.Lock()
+	node.ahead = 0 // lost
+	node.mu.Unlock()
+	now = now.Add(time.Minute)
+	if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 1 {
+		t.Fatalf("tended with the gap empty: %d %v", sent, err)
+	}
+	fill := e.relayed(0)
+	if fill.Payer != strings.ToLower((common.Address{}).Hex()) || fill.ToAddress != strings.ToLower(e.addr(e.relayer).Hex()) ||
+		fill.Status != chain.RelayPending || len(fill.Hashes) != 1 {
+		t.Fatalf("the gap's row: %+v", fill)
+	}
+	e.sim.Commit()
+	if got := e.judge(cs); got != "complete (bound)" {
+		t.Fatalf("the payment once the gap was filled: %s", got)
+	}
+	now = now.Add(time.Minute)
+	if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 0 {
+		t.Fatalf("tended once mined: %d %v", sent, err)
+	}
+	if f, p := e.relayed(0), e.relayed(1); f.Status != chain.RelayFilled || f.MinedHash != fill.Hashes[0] || p.Status != chain.RelayMined {
+		t.Fatalf("ledger after the mining: %+v %+v", f, p)
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/paygate/paygate/models"
 )
@@ -52,12 +55,15 @@ func relayerStatus(ctx context.Context, w io.Writer, st *models.Store, network s
 		if r.MinedHash != "" {
 			current = r.MinedHash + " (mined)"
 		}
-		kind := ""
+		kind, payer := "", r.Payer
 		if r.CancelFrom > 0 {
 			kind = ", emptied"
 		}
+		if payer == strings.ToLower((common.Address{}).Hex()) {
+			payer = "- (a gap's nonce, filled by the relayer)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d%s\t%s\t%s / %s\t%s ago\t%s\n", r.Network, r.Relayer, r.Nonce, r.Status, len(r.Hashes), kind, current,
-			gwei(r.Tip), gwei(r.FeeCap), now.Sub(r.SentAt).Round(time.Second), r.Payer)
+			gwei(r.Tip), gwei(r.FeeCap), now.Sub(r.SentAt).Round(time.Second), payer)
 	}
 	return tw.Flush()
 }

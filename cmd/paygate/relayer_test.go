@@ -27,6 +27,9 @@ func TestRelayerStatus(t *testing.T) {
 		{Network: "base", Relayer: "0xaa", Nonce: 6, Payer: "0xce", Reference: "0x02", ToAddress: "0xaa", Data: "0x", Gas: 21000,
 			Tip: "1000000000", FeeCap: "2000000000", Hashes: models.StringList{"0xg1", "0xg2"}, CancelFrom: 1, Status: "cancelled",
 			MinedHash: "0xg2", SentAt: now.Add(-10 * time.Minute)},
+		{Network: "base", Relayer: "0xaa", Nonce: 5, Payer: "0x0000000000000000000000000000000000000000", Reference: "0x", ToAddress: "0xaa",
+			Data: "0x", Gas: 21000, Tip: "1000000000", FeeCap: "2000000000", Hashes: models.StringList{"0xf1"}, Status: "filled",
+			MinedHash: "0xf1", SentAt: now.Add(-11 * time.Minute)},
 		{Network: "polygon", Relayer: "0xbb", Nonce: 1, Payer: "0xcf", Reference: "0x03", ToAddress: "0xdd", Data: "0x12", Gas: 90000,
 			Tip: "1", FeeCap: "2", Hashes: models.StringList{"0xp1"}, Status: "mined", MinedHash: "0xp1", SentAt: now},
 	} {
@@ -39,12 +42,13 @@ func TestRelayerStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || !strings.Contains(lines[0], "status") {
-		t.Fatalf("base only, header and two rows:\n%s", out.String())
+	if len(lines) != 4 || !strings.Contains(lines[0], "status") {
+		t.Fatalf("base only, header and three rows:\n%s", out.String())
 	}
 	for i, want := range [][]string{
 		{"base", "7", "pending", "2 ", "0xh2", "1.125 / 2.250", "50s ago", "0xcc"},
 		{"6", "cancelled", "2, emptied", "0xg2 (mined)", "10m0s ago"},
+		{"5", "filled", "0xf1 (mined)", "a gap's nonce, filled by the relayer"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i+1], w) {
