@@ -91,6 +91,25 @@ func (e *bindEnv) signedFor(cs *models.CheckoutSession, payer *ecdsa.PrivateKey,
 		Signature: sig}
 }
 
+// relayUnmined relays the customer's payment of a new session through a
+// relayer on node and submits its hash; a block later it is still
+// unmined (node lost it, or it waits behind a nonce).
+func (e *bindEnv) relayUnmined(node *flakyNode, now *time.Time) (*chain.Relayer, *models.CheckoutSession, string) {
+	e.t.Helper()
+	r := e.newRelayer(node, now)
+	cs := e.session(e.linkA, e.addr(e.customer))
+	h, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(cs, e.customer, time.Hour))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.submit(cs, h)
+	e.sim.Commit()
+	if got := e.judge(cs); got != "pending" {
+		e.t.Fatalf("the relayed payment a block later: %s", got)
+	}
+	return r, cs, h
+}
+
 func (e *bindEnv) relayed(nonce uint64) models.RelayedTransaction {
 	e.t.Helper()
 	rows, err := e.st.RelayedTransactions(e.ctx, chain.NetworkBaseSepolia, strings.ToLower(e.addr(e.relayer).Hex()), 100)
@@ -115,18 +134,7 @@ func (e *bindEnv) relayed(nonce uint64) models.RelayedTransaction {
 func TestRelayerSendsAStuckTransactionAgain(t *testing.T) {
 	e := newBindEnv(t)
 	now := time.Now()
-	node := &flakyNode{RelayClient: e.sim.Client(), drop: 1}
-	r := e.newRelayer(node, &now)
-	cs := e.session(e.linkA, e.addr(e.customer))
-	h1, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(cs, e.customer, time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.submit(cs, h1)
-	e.sim.Commit()
-	if got := e.judge(cs); got != "pending" {
-		t.Fatalf("the lost transaction: %s", got)
-	}
+	r, cs, h1 := e.relayUnmined(&flakyNode{RelayClient: e.sim.Client(), drop: 1}, &now)
 	if sent, err := r.Tend(e.ctx, chain.NetworkBaseSepolia); err != nil || sent != 0 {
 		t.Fatalf("tended before BumpAfter: %d %v", sent, err)
 	}
@@ -174,16 +182,9 @@ func TestRelayerFillsANonceGap(t *testing.T) {
 	e := newBindEnv(t)
 	now := time.Now()
 	node := &flakyNode{RelayClient: e.sim.Client(), ahead: 1}
-	r := e.newRelayer(node, &now)
-	cs := e.session(e.linkA, e.addr(e.customer))
-	h, err := r.Relay(e.ctx, chain.NetworkBaseSepolia, e.signedFor(cs, e.customer, time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.submit(cs, h)
-	e.sim.Commit()
-	if got := e.judge(cs); got != "pending" || e.relayed(1).Status != chain.RelayPending {
-		t.Fatalf("the payment behind the gap: %s", got)
+	r, cs, _ := e.relayUnmined(node, &now)
+	if e.relayed(1).Status != chain.RelayPending {
+		t.Fatal("the payment behind the gap is not in the ledger")
 	}
 	rows := func() int {
 		t.Helper()
