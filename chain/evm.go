@@ -68,6 +68,8 @@ type EVMVerifier struct {
 	// follows remembers, per session reference, the search for a
 	// transaction that replaced an unseen submitted one.
 	follows recent[common.Hash, followState]
+	// Now is the clock of the search's pace (nil: time.Now).
+	Now func() time.Time
 }
 
 // NewEVMVerifier checks that client serves n's chain (by chain id) and returns
@@ -251,22 +253,38 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 // is incremental per reference (the blocks since the last check, a few
 // more for reorgs), and uses still unconfirmed are remembered.
 func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, merchant common.Address, unseen VerifyResult) (VerifyResult, error) {
+	lf, ok := v.client.(ethereum.LogFilterer)
+	if !ok {
+		return unseen, nil
+	}
+	st := v.follows.get(ref)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// Its pace: every check for followBurst after the first search (a
+	// wallet's speed-up lands within a block or two), then once every
+	// followEvery while nothing is found to judge, so a hash that is never
+	// seen (a stranger's, for the not-found window's hour) costs the node
+	// a few calls a minute, not three more a check.
+	now := time.Now()
+	if v.Now != nil {
+		now = v.Now()
+	}
+	if len(st.uses) == 0 && !st.first.IsZero() && now.Sub(st.first) >= followBurst && now.Sub(st.last) < followEvery {
+		return unseen, nil
+	}
 	if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
 		return unseen, nil // in the pool: not replaced
 	} else if !errors.Is(err, ethereum.NotFound) {
 		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
 	}
-	lf, ok := v.client.(ethereum.LogFilterer)
-	if !ok {
-		return unseen, nil
-	}
 	head, err := v.client.BlockNumber(ctx)
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
 	}
-	st := v.follows.get(ref)
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	if st.first.IsZero() {
+		st.first = now
+	}
+	st.last = now
 	if st.ruledOut == nil {
 		st.ruledOut = map[common.Hash]bool{}
 	}
@@ -385,11 +403,19 @@ const followJudgedPerCheck = 8
 // reads again, for uses a reorg moved.
 const followReorgDepth = 64
 
+// followBurst is how long after its first search a reference's
+// replacement is searched at every check; followEvery the pace after it.
+const (
+	followBurst = 2 * time.Minute
+	followEvery = 30 * time.Second
+)
+
 // followState is what the search for a reference's replacement knows.
 type followState struct {
-	mu       sync.Mutex
-	searched uint64        // the last block searched
-	uses     []common.Hash // candidates found and not ruled out, oldest first
+	mu          sync.Mutex
+	first, last time.Time     // the first and the last search
+	searched    uint64        // the last block searched
+	uses        []common.Hash // candidates found and not ruled out, oldest first
 	// ruledOut are uses that cannot be the session's payment (another
 	// wallet's, short), never judged again.
 	ruledOut map[common.Hash]bool

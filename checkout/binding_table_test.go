@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -773,10 +774,70 @@ func TestRelayerRefusesWhatWouldRevert(t *testing.T) {
 // relayOnly is a client with only the relayer's methods.
 type relayOnly struct{ chain.RelayClient }
 
-// receiptCounter counts the receipts a verifier reads.
+// receiptCounter counts the receipts a verifier reads and its log
+// queries.
 type receiptCounter struct {
 	simulated.Client
-	receipts atomic.Int32
+	receipts, logs atomic.Int32
+}
+
+func (c *receiptCounter) FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
+	c.logs.Add(1)
+	return c.Client.FilterLogs(ctx, q)
+}
+
+// TestFollowPace: a submitted hash no node knows is checked every 5 s.
+// The search for a transaction that replaced it runs at every check for
+// two minutes after the first, then once every 30 s (it ran at every
+// check for the not-found window's hour: three more calls to the node a
+// check, for any stranger's made-up hash); a speed-up that lands after
+// the first two minutes is still followed, at the next search.
+func TestFollowPace(t *testing.T) {
+	e := newBindEnv(t)
+	cust := e.addr(e.customer)
+	cs := e.session(e.linkA, cust)
+	a, sig := e.authorize(cs, e.customer, cust, e.domain)
+	slow, fast := e.ownAuthorizationTx(a, sig, 1), e.ownAuthorizationTx(a, sig, 3)
+	n, _ := e.reg.Lookup(cs.Network)
+	counted := &receiptCounter{Client: e.sim.Client()}
+	v, err := chain.NewEVMVerifier(e.ctx, n, counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var at time.Duration
+	v.Now = func() time.Time { return start.Add(at) }
+	check := func() chain.VerifyResult {
+		t.Helper()
+		res, err := v.Verify(e.ctx, chain.VerifyRequest{Network: cs.Network, TxHash: slow.Hash().Hex(), MerchantAddress: cs.MerchantWalletAddress,
+			ExpectedUnits: fmt.Sprint(bindDue), PayerAddress: cust.Hex(), Reference: *cs.PaymentReference})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for at = 0; at <= 5*time.Minute; at += 5 * time.Second {
+		if res := check(); res.Seen || res.PaidBy != "" {
+			t.Fatalf("at %s, nothing sent: %+v", at, res)
+		}
+	}
+	// 24 searches in the first two minutes (0 to 115 s), then at 145,
+	// 175, ..., 295 s: 6.
+	if got := counted.logs.Load(); got != 30 {
+		t.Fatalf("%d log queries over 61 checks, want 30", got)
+	}
+	if err := e.sim.Client().SendTransaction(e.ctx, fast); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Commit()
+	at = 305 * time.Second
+	if res := check(); res.PaidBy != "" {
+		t.Fatalf("followed before the next search was due: %+v", res)
+	}
+	at = 325 * time.Second
+	if res := check(); !strings.EqualFold(res.PaidBy, fast.Hash().Hex()) || res.Verdict == chain.VerdictFailed {
+		t.Fatalf("the speed-up at the next search: %+v", res)
+	}
 }
 
 func (c *receiptCounter) TransactionReceipt(ctx context.Context, h common.Hash) (*types.Receipt, error) {
