@@ -260,16 +260,10 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 	st := v.follows.get(ref)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	// Its pace: every check for followBurst after the first search (a
-	// wallet's speed-up lands within a block or two), then once every
-	// followEvery while nothing is found to judge, so a hash that is never
-	// seen (a stranger's, for the not-found window's hour) costs the node
-	// a few calls a minute, not three more a check.
-	now := time.Now()
-	if v.Now != nil {
-		now = v.Now()
-	}
-	if len(st.uses) == 0 && !st.first.IsZero() && now.Sub(st.first) >= followBurst && now.Sub(st.last) < followEvery {
+	// Found uses wait to be judged at every check; otherwise the search
+	// keeps its pace (followPace).
+	now := clock(v.Now)
+	if len(st.uses) == 0 && !st.pace.due(now) {
 		return unseen, nil
 	}
 	if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
@@ -281,10 +275,7 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: head block: %w", v.net.Name, err)
 	}
-	if st.first.IsZero() {
-		st.first = now
-	}
-	st.last = now
+	st.pace.searched(now)
 	if st.ruledOut == nil {
 		st.ruledOut = map[common.Hash]bool{}
 	}
@@ -410,12 +401,41 @@ const (
 	followEvery = 30 * time.Second
 )
 
+// followPace spaces the searches for a reference's replacement: at every
+// check for followBurst after the first (a wallet's speed-up, a payment
+// made again, lands within a block or two), then once every followEvery,
+// so a hash or signature no node will ever know (anyone may submit one,
+// and it is checked for the not-found window's hour) costs the node a few
+// more calls a minute, not more at every check.
+type followPace struct{ first, last time.Time }
+
+// due reports whether a search is due at now.
+func (p *followPace) due(now time.Time) bool {
+	return p.first.IsZero() || now.Sub(p.first) < followBurst || now.Sub(p.last) >= followEvery
+}
+
+// searched records a search at now.
+func (p *followPace) searched(now time.Time) {
+	if p.first.IsZero() {
+		p.first = now
+	}
+	p.last = now
+}
+
+// clock is now's time (nil: time.Now).
+func clock(now func() time.Time) time.Time {
+	if now != nil {
+		return now()
+	}
+	return time.Now()
+}
+
 // followState is what the search for a reference's replacement knows.
 type followState struct {
-	mu          sync.Mutex
-	first, last time.Time     // the first and the last search
-	searched    uint64        // the last block searched
-	uses        []common.Hash // candidates found and not ruled out, oldest first
+	mu       sync.Mutex
+	pace     followPace
+	searched uint64        // the last block searched
+	uses     []common.Hash // candidates found and not ruled out, oldest first
 	// ruledOut are uses that cannot be the session's payment (another
 	// wallet's, short), never judged again.
 	ruledOut map[common.Hash]bool

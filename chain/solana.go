@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -42,9 +43,11 @@ type SolanaVerifier struct {
 	net    Network
 	client SolanaClient
 	mint   solana.PublicKey
-	// ruledOut remembers, per reference, what following an unseen
-	// signature ruled out.
-	ruledOut recent[string, sigSet]
+	// follows remembers, per reference, what following an unseen
+	// signature ruled out, and its pace.
+	follows recent[string, sigSet]
+	// Now is the clock of the search's pace (nil: time.Now).
+	Now func() time.Time
 }
 
 // NewSolanaVerifier returns a verifier for the Solana network n.
@@ -196,6 +199,10 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 	if !ok {
 		return unseen, nil
 	}
+	ruledOut := v.follows.get(ref.String())
+	if !ruledOut.due(clock(v.Now)) {
+		return unseen, nil
+	}
 	// Every signature back to the session's start (pages of a thousand, a
 	// few at most): a stranger's flood of transactions carrying the
 	// reference cannot push the payer's out of view.
@@ -217,8 +224,9 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 		}
 		opts.Before = last.Signature
 	}
-	ruledOut := v.ruledOut.get(ref.String())
 	var own *VerifyResult
+	waiting := false
+	defer func() { ruledOut.wait(waiting) }()
 	for i := len(sigs) - 1; i >= 0; i-- { // oldest first
 		if sigs[i] == nil || sigs[i].Err != nil || sigs[i].Signature == sig || ruledOut.has(sigs[i].Signature.String()) {
 			continue
@@ -230,7 +238,8 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 			return VerifyResult{}, err
 		}
 		if out.Verdict == VerdictPending {
-			continue // not final yet: read again on the next check
+			waiting = true // not final yet: read again on the next check
+			continue
 		}
 		out.PaidBy = again.TxHash
 		switch {
@@ -251,10 +260,31 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 }
 
 // sigSet is a set of signatures a follow ruled out (final, not the
-// session's).
+// session's), and the follow's pace.
 type sigSet struct {
 	mu   sync.Mutex
 	sigs map[string]bool
+	pace followPace
+	// waiting: the last search found a signature not final yet, read
+	// again at the next check whatever the pace.
+	waiting bool
+}
+
+// due reports whether a search is due at now, and if so records it.
+func (s *sigSet) due(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.waiting && !s.pace.due(now) {
+		return false
+	}
+	s.pace.searched(now)
+	return true
+}
+
+func (s *sigSet) wait(waiting bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting = waiting
 }
 
 func (s *sigSet) has(sig string) bool {

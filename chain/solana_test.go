@@ -31,6 +31,7 @@ type solanaRPC struct {
 	docs     map[string]txDoc
 	refs     map[string][]string // reference → signatures carrying it, newest first
 	requests []map[string]any
+	lists    int // getSignaturesForAddress calls
 	fail     bool
 }
 
@@ -75,6 +76,7 @@ func (s *solanaRPC) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Method == "getSignaturesForAddress" && len(req.Params) > 0 {
+		s.lists++
 		key, _ := req.Params[0].(string)
 		var opts struct {
 			Limit  int    `json:"limit"`
@@ -509,6 +511,53 @@ func TestSolanaFollowPastAFlood(t *testing.T) {
 	}
 	if res.Verdict != VerdictComplete || res.PaidBy != paid {
 		t.Fatalf("got %s paidBy %q (%s), want complete by %s", res.Verdict, res.PaidBy, res.Message, paid)
+	}
+}
+
+// TestSolanaFollowPace: an unseen signature checked every 5 s; the
+// reference's signatures are read at every check for two minutes, then
+// once every 30 s (they were read at every check for the not-found
+// window's hour); a payment made again after the first two minutes is
+// followed at the next search.
+func TestSolanaFollowPace(t *testing.T) {
+	const due = 5_000_000
+	e := newSolanaEnv(t)
+	ref := solana.NewWallet().PublicKey()
+	start := time.Now()
+	var at time.Duration
+	e.verifier.Now = func() time.Time { return start.Add(at) }
+	var lost solana.Signature
+	lost[0] = 7
+	check := func() VerifyResult {
+		t.Helper()
+		res, err := e.verifier.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: lost.String(),
+			MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(due), PayerAddress: e.customer.PublicKey().String(), Reference: ref.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	lists := func() int {
+		e.rpc.mu.Lock()
+		defer e.rpc.mu.Unlock()
+		return e.rpc.lists
+	}
+	for at = 0; at <= 5*time.Minute; at += 5 * time.Second {
+		if res := check(); res.PaidBy != "" {
+			t.Fatalf("at %s, nothing paid: %+v", at, res)
+		}
+	}
+	if got := lists(); got != 30 {
+		t.Fatalf("%d signature lists over 61 checks, want 30", got)
+	}
+	paid := e.publish(solanaPayment{units: due, reference: ref})
+	at = 305 * time.Second
+	if res := check(); res.PaidBy != "" {
+		t.Fatalf("followed before the next search was due: %+v", res)
+	}
+	at = 325 * time.Second
+	if res := check(); res.Verdict != VerdictComplete || res.PaidBy != paid {
+		t.Fatalf("the payment made again, at the next search: %+v", res)
 	}
 }
 
