@@ -136,6 +136,10 @@ type RelayedTx struct {
 	SentAt    time.Time
 }
 
+// fillsGap: t is the relayer's own empty transaction for a nonce missing
+// from the ledger (fillGap), which carries no authorization.
+func (t *RelayedTx) fillsGap() bool { return t.Payer == (common.Address{}) }
+
 // Relayed transaction statuses.
 const (
 	RelayPending    = "pending"
@@ -429,7 +433,7 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 				if t.CancelFrom > 0 && at >= t.CancelFrom {
 					t.Status = RelayCancelled
 				}
-				if t.Payer == (common.Address{}) {
+				if t.fillsGap() {
 					t.Status = RelayFilled
 				}
 				if err := r.ledger().Save(ctx, *t); err != nil {
@@ -470,7 +474,7 @@ func (r *Relayer) Tend(ctx context.Context, network string) (int, error) {
 				// it waits for the base fee to fall.
 				continue
 			}
-			if t.Payer != (common.Address{}) && t.CancelFrom == 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
+			if !t.fillsGap() && t.CancelFrom == 0 && r.now().Add(relayExpiryMargin).Unix() >= t.ValidBefore {
 				// The authorization expires before a block could take
 				// it: the transaction could only revert. Spend the nonce.
 				t.To, t.Data, t.Gas, t.CancelFrom = from, nil, 21_000, len(t.Hashes)

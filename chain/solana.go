@@ -199,8 +199,8 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 	if !ok {
 		return unseen, nil
 	}
-	ruledOut := v.follows.get(ref.String())
-	if !ruledOut.due(clock(v.Now)) {
+	follow := v.follows.get(ref.String())
+	if !follow.due(clock(v.Now)) {
 		return unseen, nil
 	}
 	// Every signature back to the session's start (pages of a thousand, a
@@ -226,9 +226,9 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 	}
 	var own *VerifyResult
 	waiting := false
-	defer func() { ruledOut.wait(waiting) }()
+	defer func() { follow.wait(waiting) }()
 	for i := len(sigs) - 1; i >= 0; i-- { // oldest first
-		if sigs[i] == nil || sigs[i].Err != nil || sigs[i].Signature == sig || ruledOut.has(sigs[i].Signature.String()) {
+		if sigs[i] == nil || sigs[i].Err != nil || sigs[i].Signature == sig || follow.has(sigs[i].Signature.String()) {
 			continue
 		}
 		again := req
@@ -250,7 +250,7 @@ func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig
 				own = &out
 			}
 		default:
-			ruledOut.add(again.TxHash)
+			follow.add(again.TxHash)
 		}
 	}
 	if own != nil {

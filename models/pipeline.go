@@ -50,7 +50,7 @@ var errKept = errors.New("models: pipeline rolled back")
 // the GORM calls would.
 func (s *Store) pipeline(ctx context.Context, stmts []pending, keep func(rows []int64) bool) ([]int64, error) {
 	rows := make([]int64, len(stmts))
-	if s.db.Dialector.Name() != "postgres" {
+	if s.Dialect() != "postgres" {
 		err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 			for i, st := range stmts {
 				res, err := tx.Statement.ConnPool.ExecContext(ctx, st.sql, st.vars...)
