@@ -156,12 +156,12 @@ func OpenWithEarlierSQLiteDriver(path string, secrets *keyring.Ring) (*Store, er
 	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, secrets: secrets}, nil
 }
 
-// ErrKept is errKept: a pipeline its keep refused.
-var ErrKept = errKept
+// IsConstraintViolation is isConstraintViolation.
+var IsConstraintViolation = isConstraintViolation
 
 // PipelineForTest runs raw statements (SQL with ? and its values) through
 // the store's pipeline.
-func (s *Store) PipelineForTest(ctx context.Context, keep func([]int64) bool, stmts ...[]any) ([]int64, error) {
+func (s *Store) PipelineForTest(ctx context.Context, stmts ...[]any) ([]int64, error) {
 	var ps []pending
 	for _, st := range stmts {
 		p, err := built(s.dry(ctx).Exec(st[0].(string), st[1:]...))
@@ -170,5 +170,5 @@ func (s *Store) PipelineForTest(ctx context.Context, keep func([]int64) bool, st
 		}
 		ps = append(ps, p)
 	}
-	return s.pipeline(ctx, ps, keep)
+	return s.pipeline(ctx, ps)
 }

@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 
@@ -33,22 +32,19 @@ func built(db *gorm.DB) (pending, error) {
 	return pending{sql: db.Statement.SQL.String(), vars: db.Statement.Vars}, nil
 }
 
-// errKept: keep refused the pipeline's rows, and its transaction rolled
-// back.
-var errKept = errors.New("models: pipeline rolled back")
-
 // pipeline runs stmts as one transaction and answers each one's rows
-// affected. With keep, the transaction commits only when keep accepts
-// those rows; otherwise it rolls back and pipeline answers errKept.
+// affected; a statement failing rolls back the whole. A caller whose
+// writes depend on what it read guards them in SQL (a statement that
+// fails unless the row is still as read), so nothing waits on a round
+// trip of its own to decide between COMMIT and ROLLBACK.
 //
 // On PostgreSQL the statements go to the server together, one round trip
-// (pgx's batch: with keep, BEGIN goes with them and COMMIT or ROLLBACK is
-// one more; without, the batch is its own implicit transaction), where a
-// transaction of GORM calls takes one a statement and two for BEGIN and
-// COMMIT: on the expiry storm's path each round trip is PostgreSQL CPU
-// (issue 16). On SQLite they run one after another in a transaction, as
-// the GORM calls would.
-func (s *Store) pipeline(ctx context.Context, stmts []pending, keep func(rows []int64) bool) ([]int64, error) {
+// (pgx's batch, its own implicit transaction), where a transaction of
+// GORM calls takes one a statement and two for BEGIN and COMMIT: on the
+// expiry storm's path each round trip is PostgreSQL CPU (issue 16). On
+// SQLite they run one after another in a transaction, as the GORM calls
+// would.
+func (s *Store) pipeline(ctx context.Context, stmts []pending) ([]int64, error) {
 	rows := make([]int64, len(stmts))
 	if s.Dialect() != "postgres" {
 		err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
@@ -60,9 +56,6 @@ func (s *Store) pipeline(ctx context.Context, stmts []pending, keep func(rows []
 				if rows[i], err = res.RowsAffected(); err != nil {
 					return err
 				}
-			}
-			if keep != nil && !keep(rows) {
-				return errKept
 			}
 			return nil
 		})
@@ -82,45 +75,19 @@ func (s *Store) pipeline(ctx context.Context, stmts []pending, keep func(rows []
 		if !ok {
 			return fmt.Errorf("models: pipeline on a %T connection", dc)
 		}
-		pc := c.Conn()
 		b := &pgx.Batch{}
-		if keep != nil {
-			b.Queue("BEGIN")
-		}
 		for _, st := range stmts {
 			b.Queue(st.sql, st.vars...)
 		}
-		err := readBatch(pc.SendBatch(ctx, b), keep != nil, rows)
-		if keep == nil {
-			// The batch was its own transaction: committed, or rolled
-			// back whole by its failing statement.
-			return err
-		}
-		end := "COMMIT"
-		if err != nil || !keep(rows) {
-			end = "ROLLBACK"
-		}
-		if _, xerr := pc.Exec(ctx, end); xerr != nil {
-			// The connection is in a transaction nothing will end: drop
-			// it (database/sql would too, on its next use).
-			return errors.Join(err, xerr, driver.ErrBadConn)
-		}
-		if err == nil && end == "ROLLBACK" {
-			err = errKept
-		}
-		return err
+		// One Sync ends the batch: committed, or rolled back whole by its
+		// failing statement.
+		return readBatch(c.Conn().SendBatch(ctx, b), rows)
 	})
 	return rows, err
 }
 
-// readBatch reads a batch's results into rows (skipping BEGIN's with
-// begun) and closes it.
-func readBatch(br pgx.BatchResults, begun bool, rows []int64) error {
-	if begun {
-		if _, err := br.Exec(); err != nil {
-			return errors.Join(err, br.Close())
-		}
-	}
+// readBatch reads a batch's results into rows and closes it.
+func readBatch(br pgx.BatchResults, rows []int64) error {
 	for i := range rows {
 		tag, err := br.Exec()
 		if err != nil {

@@ -261,28 +261,26 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 var errNotPlain = errors.New("models: not a plain outcome")
 
 // finishPlain stores an outcome that moves no money (an expiry, a cancel,
-// a failure with nothing received: the expiry storm's) on an open session:
-// the session and its endpoints read, then every write built ahead and
-// sent together, guarded by the status read (on PostgreSQL one round trip
-// and its COMMIT, where the general path takes one a statement and its
-// reads inside the transaction). errNotPlain: a payment, money to keep as
-// an exception, a session finished already, or one that changed between
-// the read and the writes (the writes rolled back); the general path
-// answers each of those.
+// a failure with nothing received: the expiry storm's) on an open session
+// in two round trips on PostgreSQL: the session read with its merchant's
+// endpoints (one statement), then every write built ahead and sent
+// together. The first write is guarded: the history entry takes the
+// session's row lock and its session id from a read of the row that
+// finds none (a NOT NULL failure, rolling back the whole) once another
+// outcome is stored since the read. errNotPlain: a payment, money to keep
+// as an exception, a session finished already, or a write refused by a
+// constraint (the guard, or a retry's entry or event there already): the
+// general path answers, which handles each.
 func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amount) (FinishResult, error) {
 	if o.Status == StatusComplete || keepsTransfer(o, received) {
 		return FinishResult{}, errNotPlain
 	}
-	var cs CheckoutSession
-	if err := s.ctx(ctx).Where("id = ?", o.SessionID).Take(&cs).Error; err != nil {
-		return FinishResult{}, notFound(err)
+	cs, endpoints, err := s.sessionWithEndpoints(ctx, o.SessionID)
+	if err != nil {
+		return FinishResult{}, err
 	}
 	if TerminalStatus(cs.Status) {
 		return FinishResult{}, errNotPlain
-	}
-	endpoints, err := activeEndpoints(s.ctx(ctx), cs.MerchantID, cs.Mode)
-	if err != nil {
-		return FinishResult{}, err
 	}
 	at := o.At.UTC()
 	paidBy := settle(&cs, &o)
@@ -294,10 +292,18 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 		stmts = append(stmts, st)
 		return err
 	}
-	// The status first: it takes the session's row lock, and its guard
-	// fails (no row) if another outcome was stored since the read.
-	if err := errors.Join(add(dry.Model(&CheckoutSession{}).Where("id = ? AND status = ?", cs.ID, cs.Status).Updates(fields)),
-		add(dry.Clauses(clause.OnConflict{DoNothing: true}).Create(&entry))); err != nil {
+	// The guard's read locks the row on PostgreSQL: an outcome being
+	// stored meanwhile is waited for, then the row read again as it
+	// committed. SQLite has no row locks; its one writer runs the batch
+	// apart from every other write.
+	lock := ""
+	if s.Dialect() == "postgres" {
+		lock = " FOR UPDATE"
+	}
+	unchanged := gorm.Expr("(SELECT id FROM checkout_sessions WHERE id = ? AND status = ?"+lock+")", cs.ID, cs.Status)
+	if err := errors.Join(add(dry.Model(&CheckoutSessionEvent{}).Create(map[string]any{"id": entry.ID,
+		"session_id": unchanged, "status": entry.Status, "source": entry.Source, "chain": entry.Chain, "created_at": entry.CreatedAt})),
+		add(dry.Model(&CheckoutSession{}).Where("id = ? AND status = ?", cs.ID, cs.Status).Updates(fields))); err != nil {
 		return FinishResult{}, err
 	}
 	var ids []string
@@ -306,7 +312,7 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 		if err != nil {
 			return FinishResult{}, err
 		}
-		if err := add(dry.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)); err != nil {
+		if err := add(dry.Create(&e)); err != nil {
 			return FinishResult{}, err
 		}
 		for _, ep := range endpoints {
@@ -317,18 +323,14 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 			if err != nil {
 				return FinishResult{}, err
 			}
-			if err := add(dry.Clauses(clause.OnConflict{DoNothing: true}).Create(&d)); err != nil {
+			if err := add(dry.Create(&d)); err != nil {
 				return FinishResult{}, err
 			}
 			ids = append(ids, d.ID)
 		}
 	}
-	// Every statement wrote its row, or none stays: a history entry, an
-	// event or a delivery there already is a retry's, the general path's.
-	if _, err := s.pipeline(ctx, stmts, func(rows []int64) bool {
-		return !slices.ContainsFunc(rows, func(n int64) bool { return n != 1 })
-	}); err != nil {
-		if errors.Is(err, errKept) {
+	if _, err := s.pipeline(ctx, stmts); err != nil {
+		if isConstraintViolation(err) {
 			err = errNotPlain
 		}
 		return FinishResult{}, err
@@ -339,6 +341,35 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 		out.SubscriptionID = *cs.SubscriptionID
 	}
 	return out, nil
+}
+
+// sessionWithEndpoints reads a session and its merchant's active webhook
+// endpoints of its mode in one statement (a join: the session's columns
+// on every endpoint's row, or on one row without an endpoint).
+func (s *Store) sessionWithEndpoints(ctx context.Context, id string) (CheckoutSession, []WebhookEndpoint, error) {
+	var rows []struct {
+		CheckoutSession `gorm:"embedded"`
+		EndpointID      *string
+		EndpointEvents  StringList
+	}
+	err := s.ctx(ctx).Model(&CheckoutSession{}).
+		Select("checkout_sessions.*, webhook_endpoints.id AS endpoint_id, webhook_endpoints.events AS endpoint_events").
+		Joins("LEFT JOIN webhook_endpoints ON webhook_endpoints.merchant_id = checkout_sessions.merchant_id AND "+
+			"webhook_endpoints.mode = checkout_sessions.mode AND webhook_endpoints.active = ? AND webhook_endpoints.deleted_at IS NULL", true).
+		Where("checkout_sessions.id = ?", id).Find(&rows).Error
+	if err != nil {
+		return CheckoutSession{}, nil, err
+	}
+	if len(rows) == 0 {
+		return CheckoutSession{}, nil, apperr.NotFound()
+	}
+	var endpoints []WebhookEndpoint
+	for _, r := range rows {
+		if r.EndpointID != nil {
+			endpoints = append(endpoints, WebhookEndpoint{ID: *r.EndpointID, Events: r.EndpointEvents})
+		}
+	}
+	return rows[0].CheckoutSession, endpoints, nil
 }
 
 // keepsTransfer: a failed transfer that did reach the merchant is kept as

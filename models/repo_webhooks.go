@@ -223,7 +223,7 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, a AttemptRecord) erro
 	if err := errors.Join(uerr, aerr); err != nil {
 		return err
 	}
-	rows, err := s.pipeline(ctx, []pending{update, attempt}, nil)
+	rows, err := s.pipeline(ctx, []pending{update, attempt})
 	if err != nil {
 		return err
 	}

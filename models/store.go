@@ -257,6 +257,16 @@ func isUniqueViolation(err error) bool {
 	return errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) || errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY)
 }
 
+// isConstraintViolation recognises any constraint's failure (unique, not
+// null, foreign key, check) on either dialect.
+func isConstraintViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "23")
+	}
+	return errors.Is(err, sqlite3.CONSTRAINT)
+}
+
 func (s *Store) ctx(ctx context.Context) *gorm.DB { return s.db.WithContext(ctx) }
 
 // reader is where a read outside any transaction goes: SQLite's read-only
