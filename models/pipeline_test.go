@@ -2,6 +2,8 @@ package models_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -87,49 +89,64 @@ func TestPipeline(t *testing.T) {
 	}
 }
 
-// TestConcurrentOutcomes: two outcomes of one session stored at once (an
-// expiry and a cancel) agree: one is stored, both calls answer it with
-// the same deliveries, and there is one event and one delivery. Stored by
-// transactions of reads and writes, both read the session open on
-// PostgreSQL and both wrote: the status overwritten, two contradicting
-// events sent.
+// TestConcurrentOutcomes: two outcomes of one session stored at once agree:
+// one is stored, both calls answer it with the same deliveries, and there
+// is one outcome in the history, one event and one delivery. Two plain
+// outcomes (an expiry and a cancel) stored by transactions of reads and
+// writes both read the session open on PostgreSQL and both wrote: the
+// status overwritten, two contradicting events sent. A payment (the
+// general path) beside an expiry (the plain path) did the same while the
+// general path read the session without its row lock.
 func TestConcurrentOutcomes(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
-		f := newLinkFixture(t, st, "race@example.com", "checkout.expired", "checkout.cancelled")
-		for i := range 20 {
-			cs := f.session("0x" + strings.Repeat("0", 62) + string(rune('a'+i%6)) + string(rune('0'+i%10)))
+		f := newLinkFixture(t, st, "race@example.com", "checkout.expired", "checkout.cancelled", "checkout.completed")
+		outcome := func(i int, cs *models.CheckoutSession, status string) models.Outcome {
+			o := models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status, Source: "server", At: time.Now()}
+			if status == models.StatusComplete {
+				o.Source, o.Chain, o.Bound = "chain", "base_sepolia", true
+				o.PaidBy = fmt.Sprintf("0x%064x", 1<<20+i)
+				o.Payer = "0x" + strings.Repeat("12", 20)
+				o.ReceivedUnits = strconv.FormatInt(int64(cs.ExpectedAmount), 10)
+			}
+			return o
+		}
+		for i := range 40 {
+			pair := []string{models.StatusExpired, models.StatusCancelled}
+			if i%2 == 1 {
+				pair[1] = models.StatusComplete
+			}
+			cs := f.session(fmt.Sprintf("0x%064x", i+1))
 			var wg sync.WaitGroup
 			res := make([]models.FinishResult, 2)
 			errs := make([]error, 2)
-			for j, status := range []string{models.StatusExpired, models.StatusCancelled} {
+			for j, status := range pair {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res[j], errs[j] = st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status,
-						Source: "server", At: time.Now()})
+					res[j], errs[j] = st.FinishSession(ctx, outcome(i, cs, status))
 				}()
 			}
 			wg.Wait()
 			if errs[0] != nil || errs[1] != nil {
-				t.Fatalf("round %d: %v %v", i, errs[0], errs[1])
+				t.Fatalf("round %d %v: %v %v", i, pair, errs[0], errs[1])
 			}
 			if res[0].Status != res[1].Status || len(res[0].Deliveries) != 1 || strings.Join(res[0].Deliveries, ",") != strings.Join(res[1].Deliveries, ",") {
-				t.Fatalf("round %d: the calls disagree: %+v and %+v", i, res[0], res[1])
+				t.Fatalf("round %d %v: the calls disagree: %+v and %+v", i, pair, res[0], res[1])
 			}
 			got, err := st.CheckoutSession(ctx, cs.ID)
 			if err != nil || got.Status != res[0].Status {
-				t.Fatalf("round %d: stored %v (%v), answered %s", i, got.Status, err, res[0].Status)
+				t.Fatalf("round %d %v: stored %v (%v), answered %s", i, pair, got.Status, err, res[0].Status)
 			}
 			if n := storetest.Exec(t, st, "UPDATE webhook_deliveries SET attempts = attempts WHERE session_id = ?", cs.ID); n != 1 {
-				t.Fatalf("round %d: %d deliveries, want 1", i, n)
+				t.Fatalf("round %d %v: %d deliveries, want 1", i, pair, n)
 			}
-			if n := storetest.Exec(t, st, "UPDATE events SET type = type WHERE key LIKE ?", "%:"+cs.ID); n != 1 {
-				t.Fatalf("round %d: %d events, want 1", i, n)
+			if n := storetest.Exec(t, st, "UPDATE events SET type = type WHERE type LIKE ? AND key LIKE ?", "checkout.%", "%:"+cs.ID); n != 1 {
+				t.Fatalf("round %d %v: %d checkout events, want 1", i, pair, n)
 			}
-			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status IN (?, ?)",
-				cs.ID, models.StatusExpired, models.StatusCancelled); n != 1 {
-				t.Fatalf("round %d: %d outcome entries in the history, want 1", i, n)
+			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status IN (?, ?, ?)",
+				cs.ID, models.StatusExpired, models.StatusCancelled, models.StatusComplete); n != 1 {
+				t.Fatalf("round %d %v: %d outcome entries in the history, want 1", i, pair, n)
 			}
 		}
 	})

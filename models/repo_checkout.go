@@ -417,8 +417,11 @@ func (s *Store) outcomeWrites(cs *CheckoutSession, o Outcome, received money.Amo
 func (s *Store) finish(ctx context.Context, o Outcome, received money.Amount) (FinishResult, error) {
 	var out FinishResult
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		// Read under the row's lock: an outcome stored meanwhile (the
+		// plain path, or another call of this one) is waited for and
+		// read as it committed, so this one does not overwrite it.
 		var cs CheckoutSession
-		if err := tx.Where("id = ?", o.SessionID).Take(&cs).Error; err != nil {
+		if err := s.forUpdate(tx).Where("id = ?", o.SessionID).Take(&cs).Error; err != nil {
 			return notFound(err)
 		}
 		open := !TerminalStatus(cs.Status)
