@@ -34,9 +34,12 @@ func built(db *gorm.DB) (pending, error) {
 
 // pipeline runs stmts as one transaction and answers each one's rows
 // affected; a statement failing rolls back the whole. A caller whose
-// writes depend on what it read guards them in SQL (a statement that
-// fails unless the row is still as read), so nothing waits on a round
-// trip of its own to decide between COMMIT and ROLLBACK.
+// writes depend on what it read guards them in SQL, so nothing waits on a
+// round trip of its own to decide between COMMIT and ROLLBACK: its first
+// statement fails unless the row is still as read, and on PostgreSQL that
+// statement reads the row FOR UPDATE (a plain read sees the committed row
+// and misses a writer still in its transaction; the lock waits for that
+// writer and then reads the row as it committed).
 //
 // On PostgreSQL the statements go to the server together, one round trip
 // (pgx's batch, its own implicit transaction), where a transaction of

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 )
@@ -17,8 +18,9 @@ import (
 // store. Failing at any statement, nothing of it stays, and the
 // connection it ran on serves the next call (on PostgreSQL, a pool of one:
 // a connection left in its transaction would hold the next write where no
-// other connection sees it). A guard refusing (a NOT NULL value read from
-// a row that is no longer as read) is such a failure.
+// other connection sees it). A guard refusing (a NOT NULL value read by a
+// subquery that finds no row) is such a failure; the guard's wait on a
+// row another transaction holds is TestOutcomeWaitsForTheRowLock's.
 func TestPipeline(t *testing.T) {
 	for _, d := range storetest.Dialects() {
 		t.Run(d, func(t *testing.T) {
@@ -147,6 +149,94 @@ func TestConcurrentOutcomes(t *testing.T) {
 			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status IN (?, ?, ?)",
 				cs.ID, models.StatusExpired, models.StatusCancelled, models.StatusComplete); n != 1 {
 				t.Fatalf("round %d %v: %d outcome entries in the history, want 1", i, pair, n)
+			}
+		}
+	})
+}
+
+// TestOutcomeWaitsForTheRowLock: an outcome stored while another
+// transaction holds the session's row (another outcome being stored, not
+// yet committed) waits for it, then answers what it committed and writes
+// nothing of its own: the plain path's guard and the general path's read
+// both lock the row. Without the lock the plain path wrote its entry, event
+// and delivery beside the other outcome, and the general path overwrote it.
+// PostgreSQL only: SQLite's one writer runs one transaction at a time.
+func TestOutcomeWaitsForTheRowLock(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		if st.Dialect() != "postgres" {
+			t.Skip("SQLite has no row locks: its one writer runs one transaction at a time")
+		}
+		ctx := context.Background()
+		f := newLinkFixture(t, st, "lock@example.com", "checkout.expired", "checkout.cancelled", "checkout.completed")
+		conn, err := pgx.Connect(ctx, storetest.URL(t, st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for i, status := range []string{models.StatusExpired, models.StatusComplete} {
+			cs := f.session(fmt.Sprintf("0x%064x", 1<<16+i))
+			o := models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status, Source: "server", At: time.Now()}
+			if status == models.StatusComplete {
+				o.Source, o.Chain, o.Bound = "chain", "base_sepolia", true
+				o.PaidBy, o.Payer = fmt.Sprintf("0x%064x", 1<<24+i), "0x"+strings.Repeat("12", 20)
+				o.ReceivedUnits = strconv.FormatInt(int64(cs.ExpectedAmount), 10)
+			}
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "UPDATE checkout_sessions SET status = $1 WHERE id = $2", models.StatusCancelled, cs.ID); err != nil {
+				t.Fatal(err)
+			}
+			type answer struct {
+				res models.FinishResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := st.FinishSession(ctx, o)
+				done <- answer{res, err}
+			}()
+			// Until the call waits on this transaction's lock.
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				var waiting int
+				if err := tx.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))").Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting > 0 {
+					break
+				}
+				select {
+				case a := <-done:
+					t.Fatalf("%s: answered without waiting for the row's lock: %+v %v", status, a.res, a.err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the call never waited on the row's lock", status)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: no answer after the commit", status)
+			}
+			if a.err != nil || a.res.Status != models.StatusCancelled {
+				t.Fatalf("%s: answered %+v %v; want the committed cancel", status, a.res, a.err)
+			}
+			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status <> ?", cs.ID, models.StatusCreated); n != 0 {
+				t.Errorf("%s: %d history entries written after the other outcome", status, n)
+			}
+			if n := storetest.Exec(t, st, "UPDATE events SET type = type WHERE type = ? AND key LIKE ?", "checkout."+map[string]string{
+				models.StatusExpired: "expired", models.StatusComplete: "completed"}[status], "%:"+cs.ID); n != 0 {
+				t.Errorf("%s: its event was written after the other outcome", status)
+			}
+			if n := storetest.Exec(t, st, "UPDATE transactions SET status = status WHERE session_id = ?", cs.ID); n != 0 {
+				t.Errorf("%s: a transaction was recorded for a cancelled session", status)
 			}
 		}
 	})

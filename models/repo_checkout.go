@@ -329,11 +329,17 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 			ids = append(ids, d.ID)
 		}
 	}
-	if _, err := s.pipeline(ctx, stmts); err != nil {
+	rows, err := s.pipeline(ctx, stmts)
+	if err != nil {
 		if isConstraintViolation(err) {
 			err = errNotPlain
 		}
 		return FinishResult{}, err
+	}
+	if rows[1] != 1 {
+		// The guard held the row: this cannot be. Failing, the activity
+		// is retried, and the general path mends what was written.
+		return FinishResult{}, fmt.Errorf("models: session %s changed under its lock (%d rows updated)", cs.ID, rows[1])
 	}
 	slices.Sort(ids)
 	out := FinishResult{Status: o.Status, Reason: o.Reason, Message: o.Message, Deliveries: ids}
