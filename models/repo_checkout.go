@@ -162,7 +162,9 @@ type Transition struct {
 }
 
 // RecordSessionTransition stores a status change and its entry (once per
-// entry id). A terminal session is never moved again.
+// entry id). A terminal session is never moved again, and its history
+// takes no entry after the outcome's (a transition arriving late, as a
+// payment's sighting after the expiry, is dropped whole).
 func (s *Store) RecordSessionTransition(ctx context.Context, t Transition) error {
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		e := CheckoutSessionEvent{ID: t.EntryID, SessionID: t.SessionID, Status: t.Status, Source: t.Source, Chain: t.Chain, CreatedAt: t.At.UTC()}
@@ -175,13 +177,24 @@ func (s *Store) RecordSessionTransition(ctx context.Context, t Transition) error
 			fields["tx_hash"] = t.TxHash
 		}
 		terminal := []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}
-		return tx.Model(&CheckoutSession{}).Where("id = ? AND status NOT IN ?", t.SessionID, terminal).Updates(fields).Error
+		res = tx.Model(&CheckoutSession{}).Where("id = ? AND status NOT IN ?", t.SessionID, terminal).Updates(fields)
+		if res.Error == nil && res.RowsAffected == 0 {
+			return errFinished
+		}
+		return res.Error
 	})
+	if errors.Is(err, errFinished) {
+		return nil
+	}
 	if err == nil {
 		s.sessionsChanged(t.SessionID)
 	}
 	return err
 }
+
+// errFinished rolls back a transition that came after the session's
+// outcome.
+var errFinished = errors.New("models: session finished")
 
 // Outcome ends a session.
 type Outcome struct {

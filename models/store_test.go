@@ -469,3 +469,39 @@ func newLinkFixture(t *testing.T, st *models.Store, email string, events ...stri
 	}
 	return f
 }
+
+// TestTransitionAfterTheOutcome: a transition that arrives after the
+// session's outcome (a payment's sighting after the expiry) moves nothing
+// and leaves no entry after the outcome's in the history; a retried
+// transition is stored once.
+func TestTransitionAfterTheOutcome(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newLinkFixture(t, st, "late@example.com")
+		cs := f.session("0x" + strings.Repeat("7", 64))
+		seen := models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast, Source: "client",
+			TxHash: "0x" + strings.Repeat("8", 64), At: time.Now()}
+		for range 2 {
+			if err := st.RecordSessionTransition(ctx, seen); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusExpired,
+			Source: "server", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		late := models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusConfirming, Source: "chain", At: time.Now()}
+		if err := st.RecordSessionTransition(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.CheckoutSession(ctx, cs.ID)
+		if err != nil || got.Status != models.StatusExpired {
+			t.Fatalf("after a late transition: %v %v", got.Status, err)
+		}
+		for status, want := range map[string]int64{models.StatusBroadcast: 1, models.StatusExpired: 1, models.StatusConfirming: 0} {
+			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status = ?", cs.ID, status); n != want {
+				t.Errorf("%d %s entries in the history, want %d", n, status, want)
+			}
+		}
+	})
+}
