@@ -103,16 +103,6 @@ func TestConcurrentOutcomes(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		f := newLinkFixture(t, st, "race@example.com", "checkout.expired", "checkout.cancelled", "checkout.completed")
-		outcome := func(i int, cs *models.CheckoutSession, status string) models.Outcome {
-			o := models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status, Source: "server", At: time.Now()}
-			if status == models.StatusComplete {
-				o.Source, o.Chain, o.Bound = "chain", "base_sepolia", true
-				o.PaidBy = fmt.Sprintf("0x%064x", 1<<20+i)
-				o.Payer = "0x" + strings.Repeat("12", 20)
-				o.ReceivedUnits = strconv.FormatInt(int64(cs.ExpectedAmount), 10)
-			}
-			return o
-		}
 		for i := range 40 {
 			pair := []string{models.StatusExpired, models.StatusCancelled}
 			if i%2 == 1 {
@@ -126,7 +116,7 @@ func TestConcurrentOutcomes(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res[j], errs[j] = st.FinishSession(ctx, outcome(i, cs, status))
+					res[j], errs[j] = st.FinishSession(ctx, raceOutcome(cs, status, 1<<20+i))
 				}()
 			}
 			wg.Wait()
@@ -154,6 +144,19 @@ func TestConcurrentOutcomes(t *testing.T) {
 	})
 }
 
+// raceOutcome is an outcome of cs with status: an expiry or a cancel from
+// the server, or the session paid in full by a bound transfer whose hash
+// is made of n.
+func raceOutcome(cs *models.CheckoutSession, status string, n int) models.Outcome {
+	o := models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status, Source: "server", At: time.Now()}
+	if status == models.StatusComplete {
+		o.Source, o.Chain, o.Bound = "chain", "base_sepolia", true
+		o.PaidBy, o.Payer = fmt.Sprintf("0x%064x", n), "0x"+strings.Repeat("12", 20)
+		o.ReceivedUnits = strconv.FormatInt(int64(cs.ExpectedAmount), 10)
+	}
+	return o
+}
+
 // TestOutcomeWaitsForTheRowLock: an outcome stored while another
 // transaction holds the session's row (another outcome being stored, not
 // yet committed) waits for it, then answers what it committed and writes
@@ -175,12 +178,7 @@ func TestOutcomeWaitsForTheRowLock(t *testing.T) {
 		defer conn.Close(ctx)
 		for i, status := range []string{models.StatusExpired, models.StatusComplete} {
 			cs := f.session(fmt.Sprintf("0x%064x", 1<<16+i))
-			o := models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: status, Source: "server", At: time.Now()}
-			if status == models.StatusComplete {
-				o.Source, o.Chain, o.Bound = "chain", "base_sepolia", true
-				o.PaidBy, o.Payer = fmt.Sprintf("0x%064x", 1<<24+i), "0x"+strings.Repeat("12", 20)
-				o.ReceivedUnits = strconv.FormatInt(int64(cs.ExpectedAmount), 10)
-			}
+			o := raceOutcome(cs, status, 1<<24+i)
 			tx, err := conn.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -314,9 +314,12 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 		lock = " FOR UPDATE"
 	}
 	unchanged := gorm.Expr("(SELECT id FROM checkout_sessions WHERE id = ? AND status = ?"+lock+")", cs.ID, cs.Status)
-	if err := errors.Join(add(dry.Model(&CheckoutSessionEvent{}).Create(map[string]any{"id": entry.ID,
-		"session_id": unchanged, "status": entry.Status, "source": entry.Source, "chain": entry.Chain, "created_at": entry.CreatedAt})),
-		add(dry.Model(&CheckoutSession{}).Where("id = ? AND status = ?", cs.ID, cs.Status).Updates(fields))); err != nil {
+	if err := add(dry.Model(&CheckoutSessionEvent{}).Create(map[string]any{"id": entry.ID,
+		"session_id": unchanged, "status": entry.Status, "source": entry.Source, "chain": entry.Chain, "created_at": entry.CreatedAt})); err != nil {
+		return FinishResult{}, err
+	}
+	update := len(stmts)
+	if err := add(dry.Model(&CheckoutSession{}).Where("id = ? AND status = ?", cs.ID, cs.Status).Updates(fields)); err != nil {
 		return FinishResult{}, err
 	}
 	var ids []string
@@ -349,10 +352,10 @@ func (s *Store) finishPlain(ctx context.Context, o Outcome, received money.Amoun
 		}
 		return FinishResult{}, err
 	}
-	if rows[1] != 1 {
+	if rows[update] != 1 {
 		// The guard held the row: this cannot be. Failing, the activity
 		// is retried, and the general path mends what was written.
-		return FinishResult{}, fmt.Errorf("models: session %s changed under its lock (%d rows updated)", cs.ID, rows[1])
+		return FinishResult{}, fmt.Errorf("models: session %s changed under its lock (%d rows updated)", cs.ID, rows[update])
 	}
 	slices.Sort(ids)
 	out := FinishResult{Status: o.Status, Reason: o.Reason, Message: o.Message, Deliveries: ids}
