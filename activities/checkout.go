@@ -57,6 +57,9 @@ type SessionOutcome struct {
 	// the submitted one reverted (chain.VerifyResult.PaidBy); the session
 	// is then backed by it.
 	PaidBy string
+	// BlockTime is when the transfer was mined (chain.VerifyResult.BlockTime;
+	// zero when unknown): which other sessions it could have paid.
+	BlockTime time.Time
 }
 
 // SessionFinish is the outcome as stored: the store may turn a complete

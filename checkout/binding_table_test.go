@@ -144,13 +144,18 @@ func (e *bindEnv) merchant(email string, wallet common.Address) (*models.Merchan
 
 // session opens a session of a link declaring a payer wallet.
 func (e *bindEnv) session(l *models.PaymentLink, declared common.Address) *models.CheckoutSession {
+	return e.sessionDue(l, declared, bindDue)
+}
+
+// sessionDue opens a session due units (a cheaper order of the same shop).
+func (e *bindEnv) sessionDue(l *models.PaymentLink, declared common.Address, units int64) *models.CheckoutSession {
 	e.n++
 	ref, err := checkout.NewPaymentReference(chain.FamilyEVM)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	cs := &models.CheckoutSession{MerchantID: l.MerchantID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: chain.NetworkBaseSepolia,
-		WalletType: "evm", WalletAddress: declared.Hex(), ExpectedAmount: money.Amount(bindDue), MerchantWalletAddress: l.MerchantWalletAddress,
+		WalletType: "evm", WalletAddress: declared.Hex(), ExpectedAmount: money.Amount(units), MerchantWalletAddress: l.MerchantWalletAddress,
 		TokenAddress: e.usdc.Hex(), PaymentReference: &ref, CustomerEmail: fmt.Sprintf("c%d@x.io", e.n), ExpiresAt: time.Now().Add(30 * time.Minute)}
 	if err := e.st.CreateCheckoutSession(e.ctx, cs); err != nil {
 		e.t.Fatal(err)
@@ -234,7 +239,11 @@ func (e *bindEnv) ownAuthorizationTx(a devchain.Authorization, sig []byte, tipMu
 }
 
 func (e *bindEnv) payPlain(from *ecdsa.PrivateKey, to common.Address) string {
-	return e.mine(e.transactor(from).Transact(e.ctx, contracts.MustLoad(contracts.TestUSDC), e.usdc, "transfer", to, big.NewInt(bindDue)))
+	return e.payPlainUnits(from, to, bindDue)
+}
+
+func (e *bindEnv) payPlainUnits(from *ecdsa.PrivateKey, to common.Address, units int64) string {
+	return e.mine(e.transactor(from).Transact(e.ctx, contracts.MustLoad(contracts.TestUSDC), e.usdc, "transfer", to, big.NewInt(units)))
 }
 
 // submit attaches a hash as the checkout workflow's submit does: "409"
@@ -256,8 +265,8 @@ func (e *bindEnv) submit(cs *models.CheckoutSession, hash string) bool {
 // workflow does once the chain gives a final verdict.
 func (e *bindEnv) judge(cs *models.CheckoutSession) string {
 	res, err := e.verifier.Verify(e.ctx, chain.VerifyRequest{Network: cs.Network, TxHash: *cs.TxHash, MerchantAddress: cs.MerchantWalletAddress,
-		ExpectedUnits: fmt.Sprint(bindDue), PayerAddress: cs.WalletAddress, Reference: *cs.PaymentReference,
-		NotBefore: cs.CreatedAt.Add(-10 * time.Minute)})
+		ExpectedUnits: fmt.Sprint(cs.ExpectedAmount.Units()), PayerAddress: cs.WalletAddress, Reference: *cs.PaymentReference,
+		NotBefore: cs.CreatedAt.Add(-models.BlockClockSlack)})
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -266,7 +275,7 @@ func (e *bindEnv) judge(cs *models.CheckoutSession) string {
 	}
 	f, err := e.st.FinishSession(e.ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: string(res.Verdict), Source: "chain",
 		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
-		PaidBy: res.PaidBy, At: time.Now()})
+		PaidBy: res.PaidBy, BlockTime: res.BlockTime, At: time.Now()})
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -287,6 +296,25 @@ func (e *bindEnv) exception(m *models.Merchant, hash string) string {
 		return "no exception"
 	}
 	return fmt.Sprintf("exception %s %s", rows[0].Kind, rows[0].Amount)
+}
+
+// names reports whether the exception of a hash names every session given.
+func (e *bindEnv) names(m *models.Merchant, hash string, sessions ...*models.CheckoutSession) string {
+	rows, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest},
+		models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
+	if err != nil || len(rows) == 0 {
+		return "no exception"
+	}
+	for _, cs := range sessions {
+		found := false
+		for _, id := range rows[0].SessionIDs {
+			found = found || id == cs.ID
+		}
+		if !found {
+			return "exception without session " + cs.ID
+		}
+	}
+	return fmt.Sprintf("exception %s %s naming both", rows[0].Kind, rows[0].Amount)
 }
 
 // TestBindingVerdictTable plays the attacks of issue 10 on a real EVM and a
@@ -366,6 +394,49 @@ func TestBindingVerdictTable(t *testing.T) {
 				return "both " + a + "; " + e.exception(e.mA, h)
 			}
 			return "thief " + a + "; customer " + b
+		}},
+		{"steal an unproven payment: a stranger who saw it opens a session declaring the payer's wallet and submits it first (the customer relies on the watcher)",
+			"stranger failed TX_CONTESTED; exception contested 10.00 naming both; customer failed TX_CONTESTED", func() string {
+				victim := e.session(e.linkA, cust)
+				h := e.payPlain(e.customer, e.merchantA)
+				thief := e.session(e.linkA, cust)
+				e.submit(thief, h)
+				got := "stranger " + e.judge(thief) + "; " + e.names(e.mA, h, victim, thief)
+				if !e.submit(victim, h) {
+					return got + "; customer 409"
+				}
+				return got + "; customer " + e.judge(victim)
+			}},
+		{"steal a short unproven payment with a cheaper session declaring the payer's wallet", "stranger failed TX_CONTESTED; exception contested 9.00 naming both", func() string {
+			victim := e.session(e.linkA, cust)
+			h := e.payPlainUnits(e.customer, e.merchantA, 9_000_000)
+			thief := e.sessionDue(e.linkA, cust, 1_000_000)
+			e.submit(thief, h)
+			got := "stranger " + e.judge(thief) + "; " + e.names(e.mA, h, victim, thief)
+			e.submit(victim, h) // leaves no session open without a hash
+			return got
+		}},
+		{"no race: a stranger opens a session declaring the payer's wallet ahead, and submits the payment once mined", "stranger failed TX_CONTESTED; customer failed TX_CONTESTED; exception contested 10.00 naming both", func() string {
+			thief, victim := e.session(e.linkA, cust), e.session(e.linkA, cust)
+			h := e.payPlain(e.customer, e.merchantA)
+			e.submit(thief, h)
+			got := "stranger " + e.judge(thief)
+			if !e.submit(victim, h) {
+				return got + "; customer 409"
+			}
+			return got + "; customer " + e.judge(victim) + "; " + e.names(e.mA, h, victim, thief)
+		}},
+		{"a session of the payer's wallet that expired before the payment does not contest it", "complete", func() string {
+			old := e.session(e.linkA, cust)
+			storetest.Exec(e.t, e.st, "UPDATE checkout_sessions SET expires_at = ? WHERE id = ?", time.Now().Add(-time.Minute).UTC(), old.ID)
+			if _, err := e.st.FinishSession(e.ctx, models.Outcome{SessionID: old.ID, EntryID: models.NewID(), Status: models.StatusExpired,
+				Source: "server", At: time.Now()}); err != nil {
+				return "error: " + err.Error()
+			}
+			cs := e.session(e.linkA, cust)
+			h := e.payPlain(e.customer, e.merchantA)
+			e.submit(cs, h)
+			return e.judge(cs)
 		}},
 		{"authorization replayed (second broadcast)", "refused by the token: nonce used", func() string {
 			cs := e.session(e.linkA, cust)

@@ -147,13 +147,16 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 // attachPlain attaches a plain transfer (a wallet paying the QR code's
 // EIP-681 request) to the one open session it would pay: same wallet as the
 // session declares, exactly the amount due. It is what the customer's own
-// submit would do, so the claim is as provisional as theirs.
+// submit would do, so the claim is as provisional as theirs; another
+// session's claim on the hash (a stranger's, declaring the sender) does not
+// keep it from claiming too, so that the two are contested rather than the
+// stranger's completing while the customer's session waits to expire.
 func (s *Service) attachPlain(ctx context.Context, network string, w models.ReceivingWallet, in chain.Incoming) bool {
 	units, err := strconv.ParseInt(in.Units, 10, 64)
 	if err != nil {
 		return false
 	}
-	if done, err := s.Store.TransferAccountedFor(ctx, w.MerchantID, network, in.TxHash); err != nil || done {
+	if done, err := s.Store.TransferSettled(ctx, w.MerchantID, network, in.TxHash); err != nil || done {
 		return done
 	}
 	rows, err := s.Store.OpenSessionsPaidBy(ctx, w.MerchantID, network, in.From, units)

@@ -25,7 +25,9 @@ import (
 // without gas; a stranger's unbound transfer fails the session it was
 // offered to and stays with the merchant as an exception to resolve; a
 // stranger's own authorization carrying a session's reference does not
-// fail it; a wallet's speed-up of a submitted transaction is followed.
+// fail it; a wallet's speed-up of a submitted transaction is followed; a
+// stranger's session declaring the customer's wallet does not take their
+// plain transfer.
 func TestDevChainBinding(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 200*time.Millisecond, stackOptions{watch: true})
@@ -136,6 +138,39 @@ func TestDevChainBinding(t *testing.T) {
 	d = s.waitStatus(sped, "complete", 30*time.Second)
 	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
 		t.Fatalf("completed with %v, the replacement was %s (submitted %s)", h, p.TxHash, p.Replaced)
+	}
+
+	// 8. A stranger who knows the customer's wallet opens a cheap session
+	// declaring it; the customer pays the QR code's plain transfer for their
+	// own order and relies on the watcher; the stranger submits its hash.
+	// Nothing proves the transfer either session's: neither completes (the
+	// stranger's did before, with the customer's money, and the customer's
+	// own submit was then refused), and the money is a contested exception
+	// naming both, which the merchant attaches to the customer's session.
+	cheap, _ := s.openSession(key, "", "1.00")
+	mark, _ := s.openSession(key, link, "")
+	p = pay(devchain.PayOptions{SessionID: mark, Plain: true, NoSubmit: true})
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": cheap, "txHash": p.TxHash}, 200)
+	for _, id := range []string{cheap, mark} {
+		d = s.waitStatus(id, "failed", 30*time.Second)
+		if r := d["session"].(map[string]any)["failureReason"]; r != "TX_CONTESTED" {
+			t.Fatalf("session %s failed with %v", id, r)
+		}
+	}
+	list = s.callList("GET", "/api/payment-exceptions?kind=contested", key)
+	var contested map[string]any
+	for _, e := range list {
+		if strings.EqualFold(e["txHash"].(string), p.TxHash) {
+			contested = e
+		}
+	}
+	if ids := fmt.Sprint(contested["sessionIds"]); contested == nil || !strings.Contains(ids, cheap) || !strings.Contains(ids, mark) {
+		t.Fatalf("contested exceptions %v", list)
+	}
+	res = s.call("POST", "/api/payment-exceptions/"+contested["id"].(string)+"/resolve", key,
+		map[string]any{"sessionId": mark, "note": "the customer's order"}, 200)
+	if tx := res["transaction"].(map[string]any); tx["sessionId"] != mark {
+		t.Fatalf("resolved into %v", tx)
 	}
 }
 

@@ -219,6 +219,10 @@ type Outcome struct {
 	// (chain.VerifyResult.PaidBy): the session's hash becomes it, and the
 	// payment is recorded with it.
 	PaidBy string
+	// BlockTime is when the transfer was mined (zero when unknown): an
+	// unproven transfer is contested by every session it could have paid
+	// then (checkUnboundClaim).
+	BlockTime time.Time
 }
 
 // FinishResult is the outcome as stored: a complete verdict becomes a
@@ -571,25 +575,70 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 		cs.MerchantID, cs.Network, *cs.TxHash).Count(&held).Error; err != nil {
 		return nil, err
 	}
-	if rivals == 0 && held == 0 {
+	var could []string
+	if rivals == 0 && held == 0 && o.Payer != "" {
+		// A transfer names its sender, not its session: any other session
+		// of the merchant that declares the sender and was open when the
+		// transfer was mined could be the one it pays, whether or not it
+		// has claimed it yet (its customer may rely on the watcher, or a
+		// stranger may have opened this one to take it). Only when there is
+		// no such session is the claim this session's alone.
+		var err error
+		if could, err = s.couldBePaidBy(tx, cs, o); err != nil {
+			return nil, err
+		}
+	}
+	if rivals == 0 && held == 0 && len(could) == 0 {
 		return nil, nil
 	}
 	o.Status, o.Reason = StatusFailed, ReasonTxContested
-	o.Message = "another checkout session claims the same transfer and neither proved it; the merchant will review it"
-	if rivals == 0 {
+	switch {
+	case rivals > 0:
+		o.Message = "another checkout session claims the same transfer and neither proved it; the merchant will review it"
+	case held > 0:
 		o.Message = "this transfer is held as a payment exception and nothing proves it this session's; the merchant will review it"
+	default:
+		o.Message = "another checkout session declaring the same wallet could be the one this transfer pays, and nothing proves it this session's; the merchant will review it"
 	}
-	return s.contest(tx, cs, *received, o.Payer, at)
+	return s.contest(tx, cs, *received, o.Payer, at, could...)
 }
 
+// couldBePaidBy lists the merchant's other sessions an unproven transfer
+// could have paid: on the same network and receiving wallet, declaring its
+// sender, holding no hash, created before it was mined (with the block
+// clocks' slack) and open then (not ended before it; a cancelled session's
+// customer ended it). The amount does not narrow them: a short payment is
+// still its session's.
+func (s *Store) couldBePaidBy(tx *gorm.DB, cs *CheckoutSession, o *Outcome) ([]string, error) {
+	mined := o.BlockTime
+	if mined.IsZero() {
+		mined = o.At // unknown (an old verdict): the sessions open now
+	}
+	var ids []string
+	err := tx.Model(&CheckoutSession{}).
+		Where("merchant_id = ? AND network = ? AND id <> ? AND tx_hash IS NULL AND LOWER(wallet_address) = LOWER(?) AND LOWER(merchant_wallet_address) = LOWER(?)",
+			cs.MerchantID, cs.Network, cs.ID, o.Payer, cs.MerchantWalletAddress).
+		Where("status IN ? AND expires_at > ? AND created_at <= ?",
+			append(append([]string(nil), PreBroadcastStatuses...), StatusExpired), mined.UTC(), mined.UTC().Add(BlockClockSlack)).
+		Order("id asc").Limit(20).Pluck("id", &ids).Error
+	return ids, err
+}
+
+// BlockClockSlack is how much older than a session a block may claim to
+// be and still have paid it: block timestamps follow their producers'
+// clocks, not ours.
+const BlockClockSlack = 10 * time.Minute
+
 // contest records (or extends) the contested exception of a session's
-// hash and returns its event when it is new.
-func (s *Store) contest(tx *gorm.DB, cs *CheckoutSession, received money.Amount, payer string, at time.Time) (*EventSpec, error) {
+// hash, naming the sessions that hold it and those it could pay (also), and
+// returns its event when it is new.
+func (s *Store) contest(tx *gorm.DB, cs *CheckoutSession, received money.Amount, payer string, at time.Time, also ...string) (*EventSpec, error) {
 	var holders []string
 	if err := tx.Model(&CheckoutSession{}).Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, cs.Network, *cs.TxHash).
 		Order("id asc").Pluck("id", &holders).Error; err != nil {
 		return nil, err
 	}
+	holders = append(holders, also...)
 	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
 		Kind: ExceptionContested, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: payer,
 		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: holders,

@@ -271,10 +271,31 @@ func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode)
 // TransferAccountedFor reports whether a merchant's session, transaction
 // or exception already holds a hash: then it is no unmatched transfer.
 func (s *Store) TransferAccountedFor(ctx context.Context, merchantID, network, txHash string) (bool, error) {
-	for _, m := range []any{&CheckoutSession{}, &Transaction{}, &PaymentException{}} {
+	return s.transferHeld(ctx, merchantID, network, txHash, false)
+}
+
+// TransferSettled reports whether a hash backs a transaction of the
+// merchant or a session that completed with it. A claim alone proves
+// nothing (anyone may submit any hash to a session declaring the sender,
+// and an exception is the merchant's to attach): the session an unproven
+// transfer would pay still claims it beside them, and the store contests
+// it.
+func (s *Store) TransferSettled(ctx context.Context, merchantID, network, txHash string) (bool, error) {
+	return s.transferHeld(ctx, merchantID, network, txHash, true)
+}
+
+func (s *Store) transferHeld(ctx context.Context, merchantID, network, txHash string, settled bool) (bool, error) {
+	sessions := s.ctx(ctx).Model(&CheckoutSession{})
+	if settled {
+		sessions = sessions.Where("status = ?", StatusComplete)
+	}
+	queries := []*gorm.DB{sessions, s.ctx(ctx).Model(&Transaction{})}
+	if !settled {
+		queries = append(queries, s.ctx(ctx).Model(&PaymentException{}))
+	}
+	for _, q := range queries {
 		var n int64
-		if err := s.ctx(ctx).Model(m).Where("merchant_id = ? AND network = ? AND tx_hash = ?", merchantID, network, txHash).
-			Count(&n).Error; err != nil {
+		if err := q.Where("merchant_id = ? AND network = ? AND tx_hash = ?", merchantID, network, txHash).Count(&n).Error; err != nil {
 			return false, err
 		}
 		if n > 0 {

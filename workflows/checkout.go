@@ -182,8 +182,8 @@ const maxChecksPerRun = 300
 var checkoutActivities *activities.CheckoutActivities
 
 // blockClockSlack is how much older than the session a block may claim to
-// be: block timestamps follow their producers' clocks, not ours.
-const blockClockSlack = 10 * time.Minute
+// be (models.BlockClockSlack).
+const blockClockSlack = models.BlockClockSlack
 
 // preBroadcast reports whether a session may still take a hash or a cancel.
 func preBroadcast(status string) bool {
@@ -543,7 +543,8 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 					}
 				}
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusComplete, Source: "chain", Chain: c.in.Network,
-					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message, Bound: res.Bound, Refs: res.Refs, PaidBy: res.PaidBy})
+					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message, Bound: res.Bound, Refs: res.Refs, PaidBy: res.PaidBy,
+					BlockTime: res.BlockTime})
 			case chain.VerdictFailed:
 				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
 					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
