@@ -133,7 +133,7 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 	if errors.Is(err, ethereum.NotFound) {
 		res.Message = "transaction not found on chain yet"
 		if follow && ref != (common.Hash{}) {
-			return v.replacement(ctx, req, hash, ref, merchant, res)
+			return v.replacement(ctx, req, hash, ref, merchant, res, nil)
 		}
 		return res, nil
 	}
@@ -237,6 +237,9 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 		}
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
+	if follow && ref != (common.Hash{}) && receipt.Status == types.ReceiptStatusSuccessful && received.Sign() <= 0 && t.foreign.Sign() <= 0 {
+		return v.replacement(ctx, req, hash, ref, merchant, res, &res)
+	}
 	return res, nil
 }
 
@@ -252,9 +255,18 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 // short payment fails visibly); a full payment is preferred. The search
 // is incremental per reference (the blocks since the last check, a few
 // more for reorgs), and uses still unconfirmed are remembered.
-func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, merchant common.Address, unseen VerifyResult) (VerifyResult, error) {
+//
+// With paidNothing (the failed verdict of a submitted transaction that was
+// mined and moved no USDC to the merchant: a mistaken hash, or any hash
+// submitted by someone who knows the session's id), the session's own
+// payment is looked for the same way, at every check for followBurst, and
+// judged instead when found; the transaction is failed only after that.
+func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, merchant common.Address, unseen VerifyResult, paidNothing *VerifyResult) (VerifyResult, error) {
 	lf, ok := v.client.(ethereum.LogFilterer)
 	if !ok {
+		if paidNothing != nil {
+			return *paidNothing, nil
+		}
 		return unseen, nil
 	}
 	st := v.follows.get(ref)
@@ -263,13 +275,22 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 	// Found uses wait to be judged at every check; otherwise the search
 	// keeps its pace (followPace).
 	now := clock(v.Now)
-	if len(st.uses) == 0 && !st.pace.due(now) {
-		return unseen, nil
-	}
-	if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
-		return unseen, nil // in the pool: not replaced
-	} else if !errors.Is(err, ethereum.NotFound) {
-		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
+	if paidNothing != nil {
+		if !st.pace.first.IsZero() && now.Sub(st.pace.first) >= followBurst && len(st.uses) == 0 {
+			return *paidNothing, nil
+		}
+		unseen = *paidNothing
+		unseen.Verdict, unseen.Reason = VerdictPending, ""
+		unseen.Message = paidNothing.Message + "; looking for the session's own payment before failing it"
+	} else {
+		if len(st.uses) == 0 && !st.pace.due(now) {
+			return unseen, nil
+		}
+		if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
+			return unseen, nil // in the pool: not replaced
+		} else if !errors.Is(err, ethereum.NotFound) {
+			return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
+		}
 	}
 	head, err := v.client.BlockNumber(ctx)
 	if err != nil {

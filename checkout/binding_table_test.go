@@ -343,7 +343,9 @@ func TestBindingVerdictTable(t *testing.T) {
 			}
 			return got + "; customer " + e.judge(victim)
 		}},
-		{"burn: stranger submits an unproven payment at another merchant", "stranger failed INVALID_TRANSFER; customer complete", func() string {
+		{"burn: stranger submits an unproven payment at another merchant", "stranger pending; customer complete", func() string {
+			// The stranger's session waits (it looks for its own payment
+			// for two minutes before failing: TestPaidNothingFollowsTheReference).
 			victim, thief := e.session(e.linkA, cust), e.session(e.linkB, cust)
 			h := e.payPlain(e.customer, e.merchantA)
 			e.submit(thief, h)
@@ -438,6 +440,19 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, h)
 			return e.judge(cs)
 		}},
+		{"a stranger who knows the session's id submits a mined transaction that pays the merchant nothing; the customer's bound payment is mined next",
+			"pending; complete (bound), backed by the customer's payment", func() string {
+				cs := e.session(e.linkA, cust)
+				junk := e.payPlain(e.stranger, e.addr(e.stranger)) // any transaction: USDC to itself
+				e.submit(cs, junk)
+				got := e.judge(cs)
+				h := e.payBound(cs)
+				got += "; " + e.judge(cs)
+				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, h) {
+					return got + ", not backed by the customer's payment"
+				}
+				return got + ", backed by the customer's payment"
+			}},
 		{"authorization replayed (second broadcast)", "refused by the token: nonce used", func() string {
 			cs := e.session(e.linkA, cust)
 			a, sig := e.authorize(cs, e.customer, cust, e.domain)
@@ -914,4 +929,54 @@ func TestFollowPace(t *testing.T) {
 func (c *receiptCounter) TransactionReceipt(ctx context.Context, h common.Hash) (*types.Receipt, error) {
 	c.receipts.Add(1)
 	return c.Client.TransactionReceipt(ctx, h)
+}
+
+// TestPaidNothingFollowsTheReference: a submitted transaction that was
+// mined and paid the merchant nothing (a stranger's, or the customer's
+// mistake) is not failed at once: the session's reference is searched at
+// every check for two minutes, and the session's own payment, mined in
+// that time, is judged instead; with none, the transaction fails then.
+func TestPaidNothingFollowsTheReference(t *testing.T) {
+	e := newBindEnv(t)
+	cust := e.addr(e.customer)
+	n, _ := e.reg.Lookup(chain.NetworkBaseSepolia)
+	v, err := chain.NewEVMVerifier(e.ctx, n, e.sim.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var at time.Duration
+	v.Now = func() time.Time { return start.Add(at) }
+	check := func(cs *models.CheckoutSession) chain.VerifyResult {
+		t.Helper()
+		res, err := v.Verify(e.ctx, chain.VerifyRequest{Network: cs.Network, TxHash: *cs.TxHash, MerchantAddress: cs.MerchantWalletAddress,
+			ExpectedUnits: fmt.Sprint(bindDue), PayerAddress: cust.Hex(), Reference: *cs.PaymentReference})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// Nothing else lands: pending for two minutes of checks, then failed.
+	alone := e.session(e.linkA, cust)
+	e.submit(alone, e.payPlain(e.stranger, e.addr(e.stranger)))
+	for at = 0; at < 2*time.Minute; at += 5 * time.Second {
+		if res := check(alone); res.Verdict != chain.VerdictPending || res.PaidBy != "" {
+			t.Fatalf("at %s: %+v", at, res)
+		}
+	}
+	if res := check(alone); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonInvalidTransfer {
+		t.Fatalf("after two minutes: %+v", res)
+	}
+	// The customer pays a minute after the stranger's hash was submitted.
+	at = 0
+	paid := e.session(e.linkA, cust)
+	e.submit(paid, e.payPlain(e.stranger, e.addr(e.stranger)))
+	if res := check(paid); res.Verdict != chain.VerdictPending {
+		t.Fatalf("first check: %+v", res)
+	}
+	at = time.Minute
+	h := e.payBound(paid)
+	if res := check(paid); res.Verdict != chain.VerdictComplete || !res.Bound || !strings.EqualFold(res.PaidBy, h) {
+		t.Fatalf("the customer's payment: %+v (paid %s)", res, h)
+	}
 }
