@@ -28,7 +28,10 @@ func bindJSON(c *gin.Context, dst any) error {
 		}
 		return apperr.Invalid("body", "could not be read")
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	// An object, not null: encoding/json decodes null into a struct as
+	// nothing at all, which a route whose fields are all optional would
+	// take for {}.
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return apperr.Invalid("body", "must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
