@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -44,7 +45,7 @@ func toCustomerJSON(c *models.Customer, withMetadata bool) customerJSON {
 }
 
 // Metadata bounds (as Stripe's): 50 keys, keys up to 40 characters, values
-// up to 500.
+// up to 500; no NUL.
 func checkMetadata(v *checker, md map[string]string) {
 	if len(md) > models.MaxMetadataKeys {
 		v.Add("metadata", "must have at most 50 keys")
@@ -56,6 +57,8 @@ func checkMetadata(v *checker, md map[string]string) {
 		}
 		if utf8.RuneCountInString(val) > 500 {
 			v.Add("metadata."+k, "must be at most 500 characters")
+		} else if strings.ContainsRune(k+val, 0) {
+			v.Add("metadata."+k, "must not contain NUL")
 		}
 	}
 }
