@@ -92,6 +92,8 @@ func (s *Server) checkoutQuote(c *gin.Context) {
 	linkID := v.uuidField("linkId", req.LinkID, true)
 	network := v.text("network", req.Network, true, 32)
 	country := v.country("customer.country", req.Customer.Country, true)
+	v.text("customer.name", req.Customer.Name, false, 200)
+	v.email("customer.email", req.Customer.Email, false)
 	v.text("customer.address", req.Customer.Address, false, 500)
 	if err := v.err(); err != nil {
 		fail(c, err)
