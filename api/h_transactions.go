@@ -202,6 +202,9 @@ func (s *Server) listTransactions(c *gin.Context) {
 	if e := c.Query("customerEmail"); e != "" {
 		f.CustomerEmail = v.email("customerEmail", e, false)
 	}
+	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
+		v.Add("until", "must be after since")
+	}
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return
