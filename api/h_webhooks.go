@@ -160,7 +160,7 @@ func webhookEvents(v *checker, events []string) []string {
 	out := make([]string, 0, len(events))
 	for _, e := range events {
 		if !isWebhookEvent(e) {
-			v.Add("events", fmt.Sprintf("unknown event %q; must be among %s", truncateText(e, 64), strings.Join(WebhookEventTypes, ", ")))
+			v.Add("events", fmt.Sprintf("unknown event %q: must be among %s", truncateText(e, 64), strings.Join(WebhookEventTypes, ", ")))
 			return nil
 		}
 		if !seen[e] {
