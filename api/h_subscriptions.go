@@ -142,7 +142,7 @@ func (s *Server) createSubscription(c *gin.Context) {
 		req.BillingModel = models.BillingPush
 	}
 	if req.BillingModel == "pull" {
-		v.Add("billingModel", "pull payments are not available yet; use push")
+		v.Add("billingModel", "pull payments are not available yet (use push)")
 	} else {
 		r.BillingModel = v.oneOf("billingModel", req.BillingModel, true, models.BillingPush)
 	}
@@ -178,7 +178,7 @@ func (s *Server) listSubscriptions(c *gin.Context) {
 	page := v.page(c.Query)
 	status := v.oneOf("status", c.Query("status"), false, subscriptionStatuses...)
 	if m := v.oneOf("mode", c.Query("mode"), false, "live", "test"); m != "" && m != string(p.Mode) && !v.Has("mode") {
-		v.Add("mode", "does not match the key's mode ("+string(p.Mode)+"); use a "+m+" key")
+		v.Add("mode", "does not match the key's mode ("+string(p.Mode)+"): use a "+m+" key")
 	}
 	if err := v.err(); err != nil {
 		fail(c, err)

@@ -159,7 +159,7 @@ func (s *Server) recordTransaction(c *gin.Context) {
 		// could only ever fail its verification.
 		if t.MerchantWalletAddress == "" {
 			fail(c, apperr.Invalid("network", "no default "+string(fam)+" wallet is set on the merchant profile to verify a transfer on "+network+
-				" against; set it, or record the transfer with the paymentLinkId of a link that accepts "+network))
+				" against: set it, or record the transfer with the paymentLinkId of a link that accepts "+network))
 			return
 		}
 	}

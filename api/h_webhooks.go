@@ -233,7 +233,7 @@ func (s *Server) createWebhook(c *gin.Context) {
 		return
 	}
 	if len(existing) >= MaxWebhookEndpoints {
-		fail(c, apperr.Invalid("mode", fmt.Sprintf("at most %d webhook endpoints per mode; delete one first", MaxWebhookEndpoints)))
+		fail(c, apperr.Invalid("mode", fmt.Sprintf("at most %d webhook endpoints per mode (delete one first)", MaxWebhookEndpoints)))
 		return
 	}
 	secret, err := webhook.NewSecret()

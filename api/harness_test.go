@@ -193,12 +193,18 @@ func expectField(t testing.TB, r resp, field string) {
 	t.Helper()
 	expect(t, r, http.StatusBadRequest, "BAD_REQUEST")
 	msg := r.str("message")
+	named := false
 	for _, part := range strings.Split(msg, "; ") {
-		if strings.HasPrefix(part, field+": ") {
-			return
+		// Every part is `field: reason` (SPEC.md): a reason holding "; "
+		// would split into a part naming no field.
+		if name, reason, ok := strings.Cut(part, ": "); !ok || name == "" || strings.Contains(name, " ") || reason == "" {
+			t.Fatalf("message %q: part %q is not `field: reason`", msg, part)
 		}
+		named = named || strings.HasPrefix(part, field+": ")
 	}
-	t.Fatalf("message %q does not name %q as `field: reason`", msg, field)
+	if !named {
+		t.Fatalf("message %q does not name %q as `field: reason`", msg, field)
+	}
 }
 
 // merchant is a signed-up merchant's credentials.

@@ -153,7 +153,7 @@ func (s *Service) Relay(ctx context.Context, sessionID string, r AuthorizationRe
 		return workflows.SubmitResult{}, err
 	}
 	if cs.PaymentReference == nil {
-		return workflows.SubmitResult{}, apperr.Invalid("sessionId", "this session has no payment reference; pay it with a transfer and submit the hash")
+		return workflows.SubmitResult{}, apperr.Invalid("sessionId", "this session has no payment reference: pay it with a transfer and submit the hash")
 	}
 	if !s.Relayer.Enabled(cs.Network) {
 		return workflows.SubmitResult{}, apperr.Invalid("network",
@@ -166,7 +166,7 @@ func (s *Service) Relay(ctx context.Context, sessionID string, r AuthorizationRe
 		// It could expire before a block takes it: the token would revert
 		// the relayer's transaction, its gas spent for nothing.
 		return workflows.SubmitResult{}, apperr.Invalid("validBefore",
-			fmt.Sprintf("expires in under %s: too soon to relay; broadcast transferWithAuthorization from the wallet", RelayMinValidity))
+			fmt.Sprintf("expires in under %s: too soon to relay, broadcast transferWithAuthorization from the wallet", RelayMinValidity))
 	}
 	a := chain.Authorization{From: common.HexToAddress(r.From), To: common.HexToAddress(cs.MerchantWalletAddress),
 		Value: big.NewInt(cs.ExpectedAmount.Units()), ValidAfter: r.ValidAfter, ValidBefore: r.ValidBefore,

@@ -138,7 +138,7 @@ func verifyQuote(h *auth.Hasher, token string, now time.Time) (Quote, error) {
 		return Quote{}, errors.New("is not a quote token")
 	}
 	if now.Unix() > q.ExpiresAt {
-		return Quote{}, errors.New("has expired; request a new quote")
+		return Quote{}, errors.New("has expired: request a new quote")
 	}
 	return q, nil
 }

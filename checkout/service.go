@@ -264,7 +264,7 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 		v.Add("totalsSnapshot", "does not match the quote")
 	}
 	if cents, _ := l.Amount.Cents(); qerr == nil && q.SubtotalCents != cents {
-		v.Add("quoteToken", "the link's price changed; request a new quote")
+		v.Add("quoteToken", "the link's price changed: request a new quote")
 	}
 	net, ok := s.Networks.Lookup(r.Network)
 	if !ok && !v.Has("network") {

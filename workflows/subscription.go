@@ -625,7 +625,7 @@ func (s *subscriptionRun) actionError(action string) error {
 	case st == models.SubCanceled:
 		return refuse("the subscription is already canceled")
 	case action == ActionPause && st != models.SubTrialing && st != models.SubActive:
-		return refuse("cannot pause a subscription that is " + st + "; only trialing or active ones pause")
+		return refuse("cannot pause a subscription that is " + st + " (only trialing or active ones pause)")
 	case action == ActionResume && st != models.SubPaused:
 		return refuse("cannot resume a subscription that is " + st)
 	}
