@@ -286,8 +286,14 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 		if len(st.uses) == 0 && !st.pace.due(now) {
 			return unseen, nil
 		}
-		if _, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
-			return unseen, nil // in the pool: not replaced
+		if tx, _, err := v.client.TransactionByHash(ctx, hash); err == nil {
+			// In the pool: not replaced. Its sender and account nonce
+			// are kept: a transaction of theirs with that nonce found
+			// later is this one replaced (a plain transfer's speed-up).
+			if from, err := types.Sender(v.signer(), tx); err == nil {
+				st.sender, st.nonce, st.pooled = from, tx.Nonce(), true
+			}
+			return unseen, nil
 		} else if !errors.Is(err, ethereum.NotFound) {
 			return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
 		}
@@ -330,6 +336,11 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 		}
 		others = append(others, l)
 	}
+	if st.pooled {
+		if err := v.sameNonce(ctx, lf, st, hash, merchant, from, head); err != nil {
+			return VerifyResult{}, err
+		}
+	}
 	if len(others) > 0 {
 		paid, err := v.paidAtLeast(ctx, lf, merchant, expected, from, head)
 		if err != nil {
@@ -363,7 +374,10 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 		}
 		received, _ := new(big.Int).SetString(out.ReceivedUnits, 10)
 		isFull := out.Bound && received != nil && expected != nil && received.Cmp(expected) >= 0
-		isOwn := out.Bound && out.Payer != "" && strings.EqualFold(out.Payer, req.PayerAddress)
+		// The submitted transaction re-signed with a higher fee (same
+		// sender, same nonce) is judged as the submitted one would
+		// have been, bound or not.
+		isOwn := (out.Bound && out.Payer != "" && strings.EqualFold(out.Payer, req.PayerAddress)) || st.replacements[use]
 		switch {
 		case !out.Seen || (out.Verdict == VerdictPending && !isFull && !isOwn):
 			next = append(next, use) // reorged away, or not judged yet
@@ -388,6 +402,43 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 		return *own, nil
 	}
 	return unseen, nil
+}
+
+// sameNonce adds to st's uses the transfers to the merchant, mined in
+// blocks from..to, of a transaction signed by the submitted one's sender
+// with its account nonce: the submitted transaction replaced in the pool
+// (a wallet's speed-up of a plain transfer, which carries no reference to
+// be found by). Others of the sender are ruled out.
+func (v *EVMVerifier) sameNonce(ctx context.Context, lf ethereum.LogFilterer, st *followState, hash common.Hash, merchant common.Address, from, to uint64) error {
+	logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc},
+		Topics: [][]common.Hash{{transferTopic}, {common.BytesToHash(st.sender.Bytes())}, {common.BytesToHash(merchant.Bytes())}}})
+	if err != nil {
+		return fmt.Errorf("chain: %s: transfer logs %d-%d: %w", v.net.Name, from, to, err)
+	}
+	if st.replacements == nil {
+		st.replacements = map[common.Hash]bool{}
+	}
+	for _, l := range logs {
+		if l.Removed || l.TxHash == hash || st.ruledOut[l.TxHash] || slices.Contains(st.uses, l.TxHash) {
+			continue
+		}
+		tx, _, err := v.client.TransactionByHash(ctx, l.TxHash)
+		if err != nil {
+			return fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, l.TxHash.Hex(), err)
+		}
+		if signer, err := types.Sender(v.signer(), tx); err == nil && signer == st.sender && tx.Nonce() == st.nonce {
+			st.uses = append(st.uses, l.TxHash)
+			st.replacements[l.TxHash] = true
+			continue
+		}
+		st.ruledOut[l.TxHash] = true
+	}
+	return nil
+}
+
+// signer recovers transactions' senders on the verifier's chain.
+func (v *EVMVerifier) signer() types.Signer {
+	return types.LatestSignerForChainID(new(big.Int).SetUint64(v.net.ChainID))
 }
 
 // paidAtLeast lists the transactions of blocks from..to whose USDC
@@ -460,6 +511,13 @@ type followState struct {
 	// ruledOut are uses that cannot be the session's payment (another
 	// wallet's, short), never judged again.
 	ruledOut map[common.Hash]bool
+	// sender and nonce of the submitted transaction, read from the node's
+	// pool while it waited there (pooled): a transfer of theirs with that
+	// nonce is the submitted one replaced; replacements are those found.
+	sender       common.Address
+	nonce        uint64
+	pooled       bool
+	replacements map[common.Hash]bool
 }
 
 // recent keeps a value per key for an hour after its last use (pruned

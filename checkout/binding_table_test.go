@@ -238,6 +238,35 @@ func (e *bindEnv) ownAuthorizationTx(a devchain.Authorization, sig []byte, tipMu
 	return tx
 }
 
+// plainTx is the customer's plain transfer of the amount due to a
+// merchant, signed with their next account nonce and tipMul gwei of tip:
+// the same transfer at a higher tip replaces it in the pool (a wallet's
+// speed-up).
+func (e *bindEnv) plainTx(to common.Address, tipMul int64) *types.Transaction {
+	e.t.Helper()
+	data, err := contracts.MustLoad(contracts.TestUSDC).ABI.Pack("transfer", to, big.NewInt(bindDue))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cl := e.sim.Client()
+	nonce, err := cl.NonceAt(e.ctx, e.addr(e.customer), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	head, err := cl.HeaderByNumber(e.ctx, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tip := big.NewInt(tipMul * 1_000_000_000)
+	tx, err := types.SignNewTx(e.customer, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{ChainID: big.NewInt(1337),
+		Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2*tipMul)), tip), Gas: 300000,
+		To: &e.usdc, Data: data})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tx
+}
+
 func (e *bindEnv) payPlain(from *ecdsa.PrivateKey, to common.Address) string {
 	return e.payPlainUnits(from, to, bindDue)
 }
@@ -618,6 +647,40 @@ func TestBindingVerdictTable(t *testing.T) {
 			}},
 		{"the payer's wallet speeds its transaction up (same nonce, higher fee): the submitted hash is never mined",
 			"complete (bound), backed by the replacement", func() string { return e.speedUp(e.session(e.linkA, cust), true) }},
+		{"the payer's wallet speeds up a plain transfer whose hash was submitted (same nonce, higher fee): the submitted hash is never mined",
+			"pending; complete, backed by the replacement", func() string {
+				// At merchant B: A has older sessions of this wallet open
+				// in the table, which would contest a plain payment.
+				cs := e.session(e.linkB, cust)
+				slow, fast := e.plainTx(e.merchantB, 1), e.plainTx(e.merchantB, 3)
+				if err := e.sim.Client().SendTransaction(e.ctx, slow); err != nil {
+					return "error: " + err.Error()
+				}
+				e.submit(cs, slow.Hash().Hex())
+				got := e.judge(cs) // seen in the pool: its sender and nonce are kept
+				if err := e.sim.Client().SendTransaction(e.ctx, fast); err != nil {
+					return "error: " + err.Error()
+				}
+				e.sim.Commit()
+				got += "; " + e.judge(cs)
+				if stored, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || stored.TxHash == nil || !strings.EqualFold(*stored.TxHash, fast.Hash().Hex()) {
+					return got + ", not backed by the replacement"
+				}
+				return got + ", backed by the replacement"
+			}},
+		{"an earlier plain transfer of the payer's wallet (another nonce) while the session's submitted one was dropped unmined", "pending; pending", func() string {
+			e.payPlain(e.customer, e.merchantB) // mined: another order's payment
+			cs := e.session(e.linkB, cust)
+			dropped := e.plainTx(e.merchantB, 1)
+			if err := e.sim.Client().SendTransaction(e.ctx, dropped); err != nil {
+				return "error: " + err.Error()
+			}
+			e.submit(cs, dropped.Hash().Hex())
+			got := e.judge(cs)
+			e.sim.Rollback() // the node forgets it
+			e.sim.Commit()
+			return got + "; " + e.judge(cs)
+		}},
 		{"a stranger's own authorization (one unit) with the session's nonce, while the session's submitted hash is unknown to the chain",
 			"pending", func() string {
 				cs := e.session(e.linkA, cust)
