@@ -63,7 +63,7 @@ func (s *Server) listExceptions(c *gin.Context) {
 	f := models.ExceptionFilter{
 		Status: v.oneOf("status", c.Query("status"), false, models.ExceptionOpen, models.ExceptionResolved, models.ExceptionDismissed),
 		Kind: v.oneOf("kind", c.Query("kind"), false, models.ExceptionUnderpaid, models.ExceptionWrongPayer, models.ExceptionContested,
-			models.ExceptionLate, models.ExceptionUnmatched),
+			models.ExceptionLate, models.ExceptionUnmatched, models.ExceptionDuplicate),
 	}
 	if n := c.Query("network"); n != "" {
 		f.Network = v.network("network", n, p.Mode)

@@ -227,6 +227,10 @@ const (
 	// ExceptionUnmatched: a transfer to a merchant wallet that no session
 	// or record accounts for.
 	ExceptionUnmatched = "unmatched"
+	// ExceptionDuplicate: a session's payment of a hosted checkout that
+	// another of its sessions had paid already (single-use): the customer
+	// paid twice, and the merchant refunds one.
+	ExceptionDuplicate = "duplicate"
 )
 
 // Payment exception statuses.

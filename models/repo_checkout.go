@@ -245,6 +245,10 @@ const (
 	ReasonTxContested = "TX_CONTESTED"
 	// ReasonInvalidTransfer is chain.ReasonInvalidTransfer.
 	ReasonInvalidTransfer = "INVALID_TRANSFER"
+	// ReasonCheckoutPaid: the session's hosted checkout (single-use) was
+	// paid through another of its sessions first; this payment became a
+	// duplicate exception for the merchant to refund.
+	ReasonCheckoutPaid = "CHECKOUT_ALREADY_PAID"
 )
 
 // FinishSession stores a session's outcome and all its effects in one
@@ -471,6 +475,11 @@ func (s *Store) finish(ctx context.Context, o Outcome, received money.Amount) (F
 					return err
 				}
 			}
+			if o.Status == StatusComplete && cs.CheckoutID != nil {
+				if exc, err = s.checkHostedOnce(tx, &cs, &o, received, at); err != nil {
+					return err
+				}
+			}
 			if o.Status == StatusComplete {
 				var conflict bool
 				if txn, conflict, err = s.sessionTransaction(tx, &cs, link, received, o.Payer, at); err != nil {
@@ -601,6 +610,30 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 		o.Message = "another checkout session declaring the same wallet could be the one this transfer pays, and nothing proves it this session's; the merchant will review it"
 	}
 	return s.contest(tx, cs, *received, o.Payer, at, could...)
+}
+
+// checkHostedOnce keeps a hosted checkout single-use: a session whose
+// checkout another of its sessions has paid already (two tabs, both
+// broadcast while the checkout was open) does not complete; its payment
+// is a duplicate exception for the merchant to refund, naming both
+// sessions. The checkout's row is read under its lock (after the
+// session's, the order completeHosted keeps), so of two sessions finishing
+// at once the second sees the first's completion.
+func (s *Store) checkHostedOnce(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received money.Amount, at time.Time) (*EventSpec, error) {
+	var hc HostedCheckout
+	if err := s.forUpdate(tx).Where("id = ?", *cs.CheckoutID).Take(&hc).Error; err != nil {
+		return nil, err
+	}
+	if hc.Status != HostedComplete || hc.SessionID == nil || *hc.SessionID == cs.ID {
+		return nil, nil
+	}
+	o.Status, o.Reason = StatusFailed, ReasonCheckoutPaid
+	o.Message = "this checkout was already paid through another checkout session; the merchant holds this payment to refund it"
+	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
+		Kind: ExceptionDuplicate, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID, *hc.SessionID},
+		Message: "a second payment of hosted checkout " + hc.ID + ", which session " + *hc.SessionID + " had paid"}, at)
+	return ev, err
 }
 
 // couldBePaidBy lists the merchant's other sessions an unproven transfer

@@ -58,7 +58,7 @@ func (p *Pages) customerPage(c *gin.Context) {
 }
 
 var exceptionKinds = []option{{"underpaid", "Underpaid"}, {"wrong_payer", "From another wallet"}, {"contested", "Contested"},
-	{"late", "Late"}, {"unmatched", "Unmatched"}}
+	{"late", "Late"}, {"unmatched", "Unmatched"}, {"duplicate", "Paid twice"}}
 
 func (p *Pages) exceptionsPage(c *gin.Context) {
 	p.renderExceptions(c, http.StatusOK, "", nil)

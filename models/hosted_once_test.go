@@ -1,0 +1,99 @@
+package models_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/money"
+)
+
+// TestHostedCheckoutPaidOnce: a hosted checkout is single-use. Two of its
+// sessions (two tabs) both broadcast while it is open and both pay: the
+// first to finish completes it; the second fails CHECKOUT_ALREADY_PAID and
+// its payment is a duplicate exception naming both sessions, for the
+// merchant to refund (before, both completed: two transactions and two
+// checkout.completed of one checkout, and no exception). Run in turn and
+// at once.
+func TestHostedCheckoutPaidOnce(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		for _, together := range []bool{false, true} {
+			m := newMerchant(t, st, fmt.Sprintf("once-%v@x.io", together))
+			hc := &models.HostedCheckout{MerchantID: m.ID, Mode: models.ModeTest, Name: "Once", Amount: money.FromCents(500), Currency: "USD",
+				ExpiresAt: time.Now().Add(time.Hour)}
+			l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "Once", Amount: money.FromCents(500), Currency: "USD",
+				Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+				WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+			if err := st.CreateHostedCheckout(ctx, hc, l); err != nil {
+				t.Fatal(err)
+			}
+			var sessions []*models.CheckoutSession
+			for i := 1; i <= 2; i++ {
+				ref := fmt.Sprintf("0x%064x", time.Now().UnixNano())
+				h := fmt.Sprintf("0x%s%d", strings.Repeat(fmt.Sprint(i), 63), map[bool]int{false: 0, true: 1}[together])
+				cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia",
+					ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
+					CheckoutID: &hc.ID, ExpiresAt: time.Now().Add(30 * time.Minute)}
+				if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", h); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(),
+					Status: models.StatusBroadcast, Source: "client", TxHash: h, At: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+				sessions = append(sessions, cs)
+			}
+			results := make([]models.FinishResult, len(sessions))
+			var wg sync.WaitGroup
+			for i, cs := range sessions {
+				finish := func() {
+					res, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Source: "chain", At: time.Now(),
+						Status: models.StatusComplete, ReceivedUnits: "5000000", Bound: true})
+					if err != nil {
+						t.Error(err)
+					}
+					results[i] = res
+				}
+				if together {
+					wg.Add(1)
+					go func() { defer wg.Done(); finish() }()
+				} else {
+					finish()
+				}
+			}
+			wg.Wait()
+			got, err := st.HostedCheckoutByID(ctx, hc.ID)
+			if err != nil || got.Status != models.HostedComplete || got.SessionID == nil {
+				t.Fatalf("hosted checkout %+v, %v", got, err)
+			}
+			winner := *got.SessionID
+			for i, cs := range sessions {
+				want, reason := models.StatusComplete, ""
+				if cs.ID != winner {
+					want, reason = models.StatusFailed, models.ReasonCheckoutPaid
+				}
+				if results[i].Status != want || results[i].Reason != reason {
+					t.Errorf("together=%v: session %d answered %s %s, want %s %s", together, i, results[i].Status, results[i].Reason, want, reason)
+				}
+			}
+			var txns, completed int64
+			st.DB().Model(&models.Transaction{}).Where("merchant_id = ?", m.ID).Count(&txns)
+			st.DB().Model(&models.Event{}).Where("merchant_id = ? AND type = ?", m.ID, "checkout.completed").Count(&completed)
+			var exc []models.PaymentException
+			st.DB().Where("merchant_id = ?", m.ID).Find(&exc)
+			if txns != 1 || completed != 1 || len(exc) != 1 || exc[0].Kind != models.ExceptionDuplicate || len(exc[0].SessionIDs) != 2 ||
+				exc[0].Amount != money.FromCents(500) {
+				t.Fatalf("together=%v: %d transactions, %d checkout.completed, exceptions %+v", together, txns, completed, exc)
+			}
+		}
+	})
+}
