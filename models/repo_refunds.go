@@ -120,11 +120,11 @@ func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount, ex
 	var taxOrig money.Amount
 	if t.SessionID != nil {
 		var cs CheckoutSession
-		err := tx.Select("tax").Where("id = ?", *t.SessionID).Take(&cs).Error
+		err := tx.Select("tax", "expected_amount").Where("id = ?", *t.SessionID).Take(&cs).Error
 		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 			return 0, 0, err
 		}
-		taxOrig = cs.Tax
+		taxOrig = SessionTaxOf(t.Amount, cs.Tax, cs.ExpectedAmount)
 	}
 	var prev struct {
 		Amount int64
@@ -140,6 +140,18 @@ func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount, ex
 	}
 	sub, tax := SplitRefund(t.Amount, taxOrig, money.Amount(prev.Amount), money.Amount(prev.Tax), amount)
 	return sub, tax, nil
+}
+
+// SessionTaxOf is the tax in received of a session due expected with tax:
+// all of it when the session was paid in full or more (an overpayment is
+// pre-tax), the session's share of what arrived when less did (an
+// underpayment the merchant resolved into the session), rounded down.
+func SessionTaxOf(received, tax, expected money.Amount) money.Amount {
+	if expected <= 0 || received >= expected || tax <= 0 {
+		return tax
+	}
+	share := new(big.Int).Mul(big.NewInt(int64(max(received, 0))), big.NewInt(int64(tax)))
+	return money.Amount(share.Quo(share, big.NewInt(int64(expected))).Int64())
 }
 
 // SplitRefund splits a refund of amount into its subtotal and tax parts, in
