@@ -624,8 +624,8 @@ func (s *Store) checkHostedOnce(tx *gorm.DB, cs *CheckoutSession, o *Outcome, re
 	if err := s.forUpdate(tx).Where("id = ?", *cs.CheckoutID).Take(&hc).Error; err != nil {
 		return nil, err
 	}
-	if hc.Status != HostedComplete || hc.SessionID == nil || *hc.SessionID == cs.ID {
-		return nil, nil
+	if hc.Status != HostedComplete || hc.SessionID == nil || *hc.SessionID == cs.ID || cs.TxHash == nil {
+		return nil, nil // a payment always has its hash; without one there is nothing to hold
 	}
 	o.Status, o.Reason = StatusFailed, ReasonCheckoutPaid
 	o.Message = "this checkout was already paid through another checkout session; the merchant holds this payment to refund it"
