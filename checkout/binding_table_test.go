@@ -211,43 +211,32 @@ func (e *bindEnv) speedUp(cs *models.CheckoutSession, pooled bool) string {
 }
 
 // ownAuthorizationTx is the payer's own transferWithAuthorization call of
-// a, signed with their next account nonce and tipMul gwei of tip: the same
-// call at a higher tip replaces it in the pool (a wallet's speed-up).
+// a (the customer's), tipMul gwei of tip (customerTokenCall).
 func (e *bindEnv) ownAuthorizationTx(a devchain.Authorization, sig []byte, tipMul int64) *types.Transaction {
 	e.t.Helper()
 	data, err := devchain.AuthorizationCalldata(a, sig)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cl := e.sim.Client()
-	nonce, err := cl.NonceAt(e.ctx, a.From, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	head, err := cl.HeaderByNumber(e.ctx, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	tip := big.NewInt(tipMul * 1_000_000_000)
-	tx, err := types.SignNewTx(e.customer, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{ChainID: big.NewInt(1337),
-		Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2*tipMul)), tip), Gas: 300000,
-		To: &e.usdc, Data: data})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tx
+	return e.customerTokenCall(data, tipMul)
 }
 
 // plainTx is the customer's plain transfer of the amount due to a
-// merchant, signed with their next account nonce and tipMul gwei of tip:
-// the same transfer at a higher tip replaces it in the pool (a wallet's
-// speed-up).
+// merchant, tipMul gwei of tip (customerTokenCall).
 func (e *bindEnv) plainTx(to common.Address, tipMul int64) *types.Transaction {
 	e.t.Helper()
 	data, err := contracts.MustLoad(contracts.TestUSDC).ABI.Pack("transfer", to, big.NewInt(bindDue))
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return e.customerTokenCall(data, tipMul)
+}
+
+// customerTokenCall signs a call of the token by the customer with their
+// next account nonce and tipMul gwei of tip: the same call at a higher tip
+// replaces it in the pool (a wallet's speed-up).
+func (e *bindEnv) customerTokenCall(data []byte, tipMul int64) *types.Transaction {
+	e.t.Helper()
 	cl := e.sim.Client()
 	nonce, err := cl.NonceAt(e.ctx, e.addr(e.customer), nil)
 	if err != nil {
