@@ -187,13 +187,16 @@ func (s *stack) merchantID(session string) string {
 	return s.call("GET", "/api/merchant", session, nil, 200)["id"].(string)
 }
 
-// pay completes a checkout on link: session, submit, verified at once.
+// pay completes a checkout on link: session, submit, verified at once as
+// the page's payments are, bound to the session by its authorization (the
+// link's other sessions declare the same wallet: a plain transfer would
+// be contested by them).
 func (s *stack) pay(v *scriptedVerifier, key, link string, n int) string {
 	s.t.Helper()
 	id, _ := s.openSession(key, link, "")
 	h := fmt.Sprintf("0x%064x", 0x7eb000+n)
 	v.set(h, chain.VerifyResult{Seen: true, Verdict: chain.VerdictComplete, Confirmations: 2, Required: 2,
-		ReceivedUnits: "29750000", Payer: "0x8617E340B3D01FA5F11F306F4090FD50E238070D"})
+		ReceivedUnits: "29750000", Payer: "0x8617E340B3D01FA5F11F306F4090FD50E238070D", Bound: true})
 	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": h}, 200)
 	return id
 }
