@@ -124,7 +124,7 @@ func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount, ex
 		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 			return 0, 0, err
 		}
-		taxOrig = SessionTaxOf(t.Amount, cs.Tax, cs.ExpectedAmount)
+		taxOrig = sessionTaxOf(t.Amount, cs.Tax, cs.ExpectedAmount)
 	}
 	var prev struct {
 		Amount int64
@@ -142,11 +142,11 @@ func (s *Store) refundSplit(tx *gorm.DB, t *Transaction, amount money.Amount, ex
 	return sub, tax, nil
 }
 
-// SessionTaxOf is the tax in received of a session due expected with tax:
+// sessionTaxOf is the tax in received of a session due expected with tax:
 // all of it when the session was paid in full or more (an overpayment is
 // pre-tax), the session's share of what arrived when less did (an
 // underpayment the merchant resolved into the session), rounded down.
-func SessionTaxOf(received, tax, expected money.Amount) money.Amount {
+func sessionTaxOf(received, tax, expected money.Amount) money.Amount {
 	if expected <= 0 || received >= expected || tax <= 0 {
 		return tax
 	}
