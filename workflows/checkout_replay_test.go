@@ -29,6 +29,10 @@ const (
 	checkoutReferenceCopied = "0x" + "5e00000000000000000000000000000000000000000000000000000000000002"
 	checkoutHashReverted    = "0x" + "ab00000000000000000000000000000000000000000000000000000000000005"
 	checkoutHashCopy        = "0x" + "ab00000000000000000000000000000000000000000000000000000000000004"
+	// A session whose submitted transfer the chain found unbound (a plain
+	// transfer, with its block time) and the store contested.
+	checkoutReferencePlain = "0x" + "5e00000000000000000000000000000000000000000000000000000000000003"
+	checkoutHashPlain      = "0x" + "ab00000000000000000000000000000000000000000000000000000000000006"
 )
 
 // checkoutHistoryFiles are the saved checkout histories, recorded on a real
@@ -46,7 +50,7 @@ var checkoutHistoryFiles = []string{
 
 // checkoutLocalHistoryFiles are the same five sessions recorded in the
 // local shape (ShapeLocalEffects: local activities, derived entry ids), and
-// a sixth recorded later.
+// a sixth and a seventh recorded later.
 var checkoutLocalHistoryFiles = []string{
 	"testdata/checkout_local_completed.json",
 	"testdata/checkout_local_expired.json",
@@ -57,6 +61,11 @@ var checkoutLocalHistoryFiles = []string{
 	// sessions run): the submitted transfer reverted, a relayed copy of
 	// the payer's authorization paid, and the session completed with it.
 	"testdata/checkout_local_paid_by_copy.json",
+	// Recorded with the outcome's block time (the eighteenth part of issue
+	// 16): the submitted transfer was complete but unbound, and the store
+	// contested it (another session declaring the payer's wallet was open
+	// when it was mined), so the session failed TX_CONTESTED.
+	"testdata/checkout_local_contested.json",
 }
 
 // TestCheckoutReplay replays every saved history against the current
@@ -118,7 +127,7 @@ func TestCheckoutRecordHistories(t *testing.T) {
 }
 
 // recordCheckoutHistories runs the recorded sessions in one shape (the
-// sixth only where files names it) and saves their histories to files
+// sixth and seventh only where files name them) and saves their histories to files
 // (keeping those that exist).
 func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client, shape int, files []string) {
 	checkoutHistoryFiles := files
@@ -192,6 +201,19 @@ func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client,
 			t.Fatalf("paid by the copy: %+v %v", out, err)
 		}
 	}
+
+	// 7. (Local shape.) A plain transfer, complete but unbound: the store
+	// contests it and the session fails with the stored outcome.
+	if len(files) > 6 {
+		run = rec.startBound("cs_replay_contested", checkoutReferencePlain)
+		store.mu.Lock()
+		store.contested["cs_replay_contested"] = true
+		store.mu.Unlock()
+		if res, err := rec.submit(run, checkoutHashPlain); err != nil || res.Status != models.StatusBroadcast {
+			t.Fatalf("submit: %+v %v", res, err)
+		}
+		rec.finish(run, models.StatusFailed, files[6])
+	}
 	store.check(t)
 }
 
@@ -213,6 +235,11 @@ type checkoutRecorder struct {
 // released, then seen once, then complete; a request with a reference is
 // answered complete and bound at once.
 func (r *checkoutRecorder) answer(n int, req chain.VerifyRequest) (chain.VerifyResult, error) {
+	if req.Reference == checkoutReferencePlain {
+		res := checkoutComplete(checkoutUnits).res
+		res.Payer, res.BlockTime = "0x8617E340B3D01FA5F11F306F4090FD50E238070D", time.Now().UTC().Truncate(time.Second)
+		return res, nil
+	}
 	if req.Reference != "" {
 		res := checkoutComplete(checkoutUnits).res
 		res.Bound = true
