@@ -71,6 +71,9 @@ type InvoiceSessionRequest struct {
 	SessionID      string
 	SubscriptionID string
 	ExpiresAt      time.Time
+	// Invoice is the invoice's number (from 1): of the sessions opened for
+	// one invoice only one may complete. 0 from histories before it.
+	Invoice int
 }
 
 // InvoiceSession is an invoice's open checkout session.

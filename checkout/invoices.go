@@ -41,7 +41,7 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	cs := &models.CheckoutSession{ID: req.SessionID, SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: sub.MerchantID,
 		Mode: sub.Mode, PaymentLinkID: link.ID, WalletAddress: sub.CustomerWalletAddress, WalletType: string(net.Family),
 		Network: sub.Network, Subtotal: sub.Amount, ExpectedAmount: sub.Amount, CustomerEmail: sub.CustomerEmail,
-		MerchantWalletAddress: sub.MerchantWalletAddress, TokenAddress: net.USDC, ExpiresAt: req.ExpiresAt.UTC()}
+		MerchantWalletAddress: sub.MerchantWalletAddress, TokenAddress: net.USDC, ExpiresAt: req.ExpiresAt.UTC(), InvoiceNumber: req.Invoice}
 	got, _, err := s.Store.CreateInvoiceSession(ctx, cs)
 	if err != nil {
 		return activities.InvoiceSession{}, err

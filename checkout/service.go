@@ -366,8 +366,9 @@ func (s *Service) startOnly(ctx context.Context, cs *models.CheckoutSession, car
 
 // RepairOnce starts the workflow of every session older than grace whose
 // workflow was never confirmed (a crash between the database write and the
-// start), and fails the open sessions of deleted links that were not told.
-// It returns how many sessions it acted on.
+// start), fails the open sessions of deleted links that were not told, and
+// cancels the open sessions of closed hosted checkouts and of paid
+// subscription invoices. It returns how many sessions it acted on.
 func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, error) {
 	// This process's pending marks first: a session it just started is
 	// not the repairer's to start again.
@@ -402,6 +403,14 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 	}
 	if len(closed) > 0 {
 		n += s.failOpenSessions(ctx, closed, workflows.CancelByMerchant)
+	}
+	// Sessions of subscription invoices paid through another session.
+	paid, err := s.Store.OpenSessionsOfPaidInvoices(ctx, 100)
+	if err != nil {
+		return n, err
+	}
+	if len(paid) > 0 {
+		n += s.failOpenSessions(ctx, paid, workflows.CancelByMerchant)
 	}
 	return n, nil
 }

@@ -10,9 +10,11 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/paygate/paygate/activities"
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/workflows"
 )
 
@@ -80,6 +82,20 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 		if sess["expectedAmount"] != 4.2 || sess["walletAddress"] != dc.Customer().Hex() || sess["paymentReference"] == nil {
 			t.Fatalf("invoice session %v", sess)
 		}
+		if cs, err := s.store.CheckoutSession(ctx, sessionID); err != nil || cs.InvoiceNumber != n {
+			t.Fatalf("invoice %d's session is stored for invoice %d (%v)", n, cs.InvoiceNumber, err)
+		}
+		var sibling string
+		if n == 1 {
+			// Another session of the same invoice (as a reminder opens), its
+			// page still open when the invoice is paid through the first.
+			got, err := s.checkout.OpenInvoiceSession(ctx, activities.InvoiceSessionRequest{SessionID: models.NewID(),
+				SubscriptionID: id, ExpiresAt: time.Now().Add(time.Hour), Invoice: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sibling = got.SessionID
+		}
 		if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: sessionID}); err != nil {
 			t.Fatal(err)
 		}
@@ -87,6 +103,14 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 		got = rc.waitFor(fmt.Sprintf("renewed #%d", n), 30*time.Second, func(g []received) bool {
 			return countOf(g, "subscription.renewed") >= n
 		})
+		if sibling != "" {
+			// The repairer cancels it: the customer cannot pay the renewal
+			// a second time through it.
+			if k, err := s.checkout.RepairOnce(ctx, time.Hour); err != nil || k != 1 {
+				t.Fatalf("repair after the invoice was paid: %d %v", k, err)
+			}
+			s.waitStatus(sibling, "cancelled", 10*time.Second)
+		}
 		cur := s.call("GET", "/api/subscriptions/"+id, key, nil, 200)
 		if cur["status"] != "active" || cur["latestCheckoutSessionId"] != sessionID {
 			t.Fatalf("after paying invoice %d: %v", n, cur)

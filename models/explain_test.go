@@ -85,6 +85,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"OverdueSessions":               func() { _, _ = st.OverdueSessions(ctx, now, now, 100) },
 		"OpenSessionsOfDeletedLinks":    func() { _, _ = st.OpenSessionsOfDeletedLinks(ctx, 100) },
 		"OpenSessionsOfClosedCheckouts": func() { _, _ = st.OpenSessionsOfClosedCheckouts(ctx, 100) },
+		"OpenSessionsOfPaidInvoices":    func() { _, _ = st.OpenSessionsOfPaidInvoices(ctx, 100) },
 		"PendingDeliveries":             func() { _, _ = st.PendingDeliveries(ctx, "", now, 100) },
 	}
 	for name, call := range calls {

@@ -275,6 +275,17 @@ func migrations() []*gormigrate.Migration {
 			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&RelayedTransaction{}) },
 			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&RelayedTransaction{}) },
 		},
+		{
+			// The invoice a subscription's session pays, so that only one
+			// session of an invoice completes.
+			ID: "20261126_0013_session_invoice_number",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasColumn(&CheckoutSession{}, "InvoiceNumber") {
+					return m.AddColumn(&CheckoutSession{}, "InvoiceNumber")
+				}
+				return nil
+			},
+		},
 	}
 }
 

@@ -227,9 +227,9 @@ const (
 	// ExceptionUnmatched: a transfer to a merchant wallet that no session
 	// or record accounts for.
 	ExceptionUnmatched = "unmatched"
-	// ExceptionDuplicate: a session's payment of a hosted checkout that
-	// another of its sessions had paid already (single-use): the customer
-	// paid twice, and the merchant refunds one.
+	// ExceptionDuplicate: a session's payment of a hosted checkout (single
+	// use) or of a subscription invoice that another of its sessions had
+	// paid already: the customer paid twice, and the merchant refunds one.
 	ExceptionDuplicate = "duplicate"
 )
 
@@ -439,7 +439,13 @@ type CheckoutSession struct {
 	PaymentReference *string `gorm:"size:88;uniqueIndex"`
 	// SubscriptionID is set on the sessions that pay a subscription's
 	// invoices: their outcome is signalled to the subscription's workflow.
-	SubscriptionID  *string      `gorm:"size:36;index"`
+	SubscriptionID *string `gorm:"size:36;index"`
+	// InvoiceNumber is the number of the subscription invoice the session
+	// pays (its workflow's count, from 1); the sessions opened for one
+	// invoice (the first, after a cancel, each reminder's) share it, and
+	// only one of them may complete. 0 on other sessions and on invoice
+	// sessions opened before it was kept.
+	InvoiceNumber   int          `gorm:"not null;default:0"`
 	Status          string       `gorm:"size:32;not null;index"`
 	TxHash          *string      `gorm:"size:128"`
 	FailureReason   string       `gorm:"size:64"`

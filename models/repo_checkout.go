@@ -249,6 +249,10 @@ const (
 	// paid through another of its sessions first; this payment became a
 	// duplicate exception for the merchant to refund.
 	ReasonCheckoutPaid = "CHECKOUT_ALREADY_PAID"
+	// ReasonInvoicePaid: the subscription invoice the session pays was
+	// paid through another of its sessions first; this payment became a
+	// duplicate exception for the merchant to refund.
+	ReasonInvoicePaid = "INVOICE_ALREADY_PAID"
 )
 
 // FinishSession stores a session's outcome and all its effects in one
@@ -480,6 +484,11 @@ func (s *Store) finish(ctx context.Context, o Outcome, received money.Amount) (F
 					return err
 				}
 			}
+			if o.Status == StatusComplete && cs.SubscriptionID != nil && cs.InvoiceNumber > 0 {
+				if exc, err = s.checkInvoiceOnce(tx, &cs, &o, received, at); err != nil {
+					return err
+				}
+			}
 			if o.Status == StatusComplete {
 				var conflict bool
 				if txn, conflict, err = s.sessionTransaction(tx, &cs, link, received, o.Payer, at); err != nil {
@@ -633,6 +642,35 @@ func (s *Store) checkHostedOnce(tx *gorm.DB, cs *CheckoutSession, o *Outcome, re
 		Kind: ExceptionDuplicate, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
 		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID, *hc.SessionID},
 		Message: "a second payment of hosted checkout " + hc.ID + ", which session " + *hc.SessionID + " had paid"}, at)
+	return ev, err
+}
+
+// checkInvoiceOnce lets one session of a subscription's invoice complete:
+// a session whose invoice another of its sessions has paid already (an
+// older session's transfer confirmed after the next one was opened, a
+// customer paying both links of the invoice) does not complete; its
+// payment is a duplicate exception for the merchant to refund, naming both
+// sessions. The subscription's row is locked (after the session's) so that
+// of two sessions finishing at once the second sees the first's completion.
+func (s *Store) checkInvoiceOnce(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received money.Amount, at time.Time) (*EventSpec, error) {
+	var sub Subscription
+	if err := s.forUpdate(tx).Select("id").Where("id = ?", *cs.SubscriptionID).Take(&sub).Error; err != nil {
+		return nil, err
+	}
+	var paid []string
+	if err := tx.Model(&CheckoutSession{}).Where("subscription_id = ? AND invoice_number = ? AND status = ? AND id <> ?",
+		sub.ID, cs.InvoiceNumber, StatusComplete, cs.ID).Order("id asc").Limit(1).Pluck("id", &paid).Error; err != nil {
+		return nil, err
+	}
+	if len(paid) == 0 || cs.TxHash == nil {
+		return nil, nil // a payment always has its hash; without one there is nothing to hold
+	}
+	o.Status, o.Reason = StatusFailed, ReasonInvoicePaid
+	o.Message = "this invoice was already paid through another checkout session; the merchant holds this payment to refund it"
+	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
+		Kind: ExceptionDuplicate, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID, paid[0]},
+		Message: fmt.Sprintf("a second payment of invoice %d of subscription %s, which session %s had paid", cs.InvoiceNumber, sub.ID, paid[0])}, at)
 	return ev, err
 }
 

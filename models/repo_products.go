@@ -172,3 +172,17 @@ func (s *Store) OpenSessionsOfClosedCheckouts(ctx context.Context, limit int) ([
 		Order("id asc").Limit(limit).Find(&rows).Error
 	return rows, err
 }
+
+// OpenSessionsOfPaidInvoices lists open sessions (nothing broadcast) of
+// subscription invoices that another of their sessions has paid: the
+// repairer cancels them, so a customer holding an older or newer link of
+// a paid invoice cannot pay it again.
+func (s *Store) OpenSessionsOfPaidInvoices(ctx context.Context, limit int) ([]CheckoutSession, error) {
+	var rows []CheckoutSession
+	err := s.ctx(ctx).Table("checkout_sessions AS cs").Select("cs.*").
+		Where("cs.status IN ? AND cs.subscription_id IS NOT NULL AND cs.invoice_number > 0", PreBroadcastStatuses).
+		Where(`EXISTS (SELECT 1 FROM checkout_sessions AS paid
+			WHERE paid.subscription_id = cs.subscription_id AND paid.invoice_number = cs.invoice_number AND paid.status = ?)`, StatusComplete).
+		Order("cs.id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}

@@ -436,7 +436,8 @@ func (s *subscriptionRun) sessionStatus(ctx workflow.Context) (string, error) {
 // openSession opens a new checkout session for the open invoice, valid
 // until expiresAt (the next notice, which brings a new one if needed).
 func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time) error {
-	req := activities.InvoiceSessionRequest{SessionID: newEntryID(ctx), SubscriptionID: s.st.SubscriptionID, ExpiresAt: expiresAt}
+	req := activities.InvoiceSessionRequest{SessionID: newEntryID(ctx), SubscriptionID: s.st.SubscriptionID, ExpiresAt: expiresAt,
+		Invoice: s.st.Invoice.Number}
 	var got activities.InvoiceSession
 	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.OpenInvoiceSession, req).Get(ctx, &got); err != nil {
 		return err
