@@ -766,6 +766,34 @@ func TestBindingVerdictTable(t *testing.T) {
 			svc.WatchOnce(e.ctx, nil)
 			return e.exception(e.mA, h)
 		}},
+		{"payment after the session failed on a stranger's transaction", "exception late 10.00", func() string {
+			// A stranger submitted a hash of their own to the session and it
+			// failed on it; the customer's payment, bound to the session,
+			// came after. It is the session's late payment (before, the
+			// scans skipped every session holding a hash, and it became an
+			// unmatched transfer ten minutes later).
+			e := newBindEnv(t)
+			cs := e.session(e.linkA, e.addr(e.customer))
+			junk := "0x" + strings.Repeat("5e", 32)
+			if err := e.st.ClaimSessionTxHash(e.ctx, cs.ID, cs.Network, junk); err != nil {
+				return "error: " + err.Error()
+			}
+			if err := e.st.RecordSessionTransition(e.ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(),
+				Status: models.StatusBroadcast, Source: "client", TxHash: junk, At: time.Now()}); err != nil {
+				return "error: " + err.Error()
+			}
+			if got, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || got.TxHash == nil {
+				return fmt.Sprintf("error: the stranger's hash is not the session's: %v", err)
+			}
+			if _, err := e.st.FinishSession(e.ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusFailed,
+				Reason: models.ReasonInvalidTransfer, Source: "chain", At: time.Now()}); err != nil {
+				return "error: " + err.Error()
+			}
+			h := e.payBound(cs)
+			svc := &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute}
+			svc.WatchOnce(e.ctx, nil)
+			return e.exception(e.mA, h)
+		}},
 		{"late payment made while the workers were down for 400 blocks", "exception late 10.00", func() string {
 			e := newBindEnv(t)
 			cs := e.session(e.linkA, e.addr(e.customer))

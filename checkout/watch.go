@@ -3,7 +3,6 @@ package checkout
 import (
 	"context"
 	"errors"
-	"fmt"
 	"github.com/paygate/paygate/periodic"
 	"strconv"
 	"strings"
@@ -438,7 +437,12 @@ func (s *Service) attachFound(ctx context.Context, network string, f chain.Found
 		return false, !errors.Is(err, apperr.ErrNotFound)
 	}
 	if cs.TxHash != nil {
-		return false, false // submitted meanwhile
+		if cs.Status != models.StatusFailed || strings.EqualFold(*cs.TxHash, f.TxHash) {
+			return false, false // submitted meanwhile, or the transaction it failed on
+		}
+		// The session failed on another transaction (a stranger's hash,
+		// an earlier short payment): this one, bound to it, came after.
+		return s.lateException(ctx, network, cs, f, dispatch), false
 	}
 	if !models.TerminalStatus(cs.Status) && s.now().Before(cs.ExpiresAt) {
 		switch d, err := s.wouldPay(ctx, cs, f); {
@@ -551,10 +555,14 @@ func (s *Service) lateException(ctx context.Context, network string, cs *models.
 		return false
 	}
 	hash, _ := chain.ParseTxHash(chainFamily(network), f.TxHash)
+	msg := "paid after the checkout session was " + cs.Status
+	if cs.Status == models.StatusFailed && cs.TxHash != nil {
+		msg = "paid after the checkout session failed on transaction " + *cs.TxHash
+	}
 	ids, err := s.Store.OpenException(ctx, &models.PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: network,
 		TxHash: hash, Kind: models.ExceptionLate, Amount: money.Amount(units), ExpectedAmount: cs.ExpectedAmount, PayerAddress: res.Payer,
 		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: models.StringList{cs.ID},
-		Message: fmt.Sprintf("paid after the checkout session was %s", cs.Status)})
+		Message: msg})
 	if err != nil {
 		s.log().Warn("watch: late payment not recorded; retrying", "sessionId", cs.ID, "err", err)
 		return false
