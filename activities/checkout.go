@@ -195,7 +195,7 @@ func (a *CheckoutActivities) FinishSession(ctx context.Context, o SessionOutcome
 		}
 	}
 	if f.SubscriptionID != "" && a.Subscriptions != nil {
-		if err := a.Subscriptions.SessionFinished(ctx, f.SubscriptionID, SessionNotice{SessionID: o.SessionID, Status: f.Status}); err != nil {
+		if err := a.Subscriptions.SessionFinished(ctx, f.SubscriptionID, SessionNotice{SessionID: o.SessionID, Status: f.Status, Reason: f.Reason}); err != nil {
 			return out, fmt.Errorf("tell subscription %s: %w", f.SubscriptionID, err)
 		}
 	}

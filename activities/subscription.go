@@ -22,6 +22,8 @@ type SessionNotice struct {
 	SessionID string
 	// Status is the session's outcome: complete, failed, cancelled or expired.
 	Status string
+	// Reason is a failure's code (empty in notices sent before it was).
+	Reason string
 }
 
 // SubscriptionNotifier tells a subscription's workflow about its sessions.

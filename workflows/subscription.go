@@ -417,6 +417,12 @@ func (s *subscriptionRun) reopen(ctx workflow.Context, n activities.SessionNotic
 		!utcNow(ctx).Before(inv.SessionExpiresAt) || inv.Reopened >= maxReopened {
 		return nil
 	}
+	if n.Reason == models.ReasonInvoicePaid {
+		// Another session of the invoice paid it; its notice settles the
+		// invoice (no notice before the store kept invoice numbers says
+		// this, so older histories replay as they ran).
+		return nil
+	}
 	if workflow.GetVersion(ctx, reopenVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}

@@ -125,7 +125,8 @@ type subFakeSession struct {
 	Req      activities.InvoiceSessionRequest
 	OpenedAt time.Time
 	Status   string
-	Opens    int // OpenInvoiceSession calls for it (retries find it)
+	Reason   string // a failure's code, sent with its notice
+	Opens    int    // OpenInvoiceSession calls for it (retries find it)
 }
 
 // subFakeSessions is the checkout side: sessions by id, their status as the
@@ -340,7 +341,7 @@ func (h *subHarness) signal(s *subFakeSession) {
 	if h.dropSignals {
 		return
 	}
-	h.env.SignalWorkflow(SubscriptionSessionSignal, activities.SessionNotice{SessionID: s.ID, Status: s.Status})
+	h.env.SignalWorkflow(SubscriptionSessionSignal, activities.SessionNotice{SessionID: s.ID, Status: s.Status, Reason: s.Reason})
 }
 
 // opened plays the customer and the checkout workflow for a new session.
@@ -977,6 +978,45 @@ func TestSubscriptionCancelledInvoiceSessionReopens(t *testing.T) {
 	}
 	if r := h.store.ofType("subscription.renewed"); !r[0].At.Equal(trialEnd.Add(3 * time.Hour)) {
 		t.Fatalf("renewed at %v", r[0].At)
+	}
+}
+
+// The renewal's session fails INVOICE_ALREADY_PAID (another session of the
+// invoice paid it first, and the store held this second payment for a
+// refund) and its notice comes before the payer's: no new session is
+// opened for the paid invoice, and no renewal_due announces one; the
+// payer's notice settles it. Every session carries the invoice's number.
+func TestSubscriptionInvoicePaidElsewhereIsNotReopened(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	n := 0
+	h.plan = func(s *subFakeSession) subPayment {
+		n++
+		if n == 1 {
+			h.at(s.OpenedAt.Add(time.Hour), func() {
+				h.sessions.mu.Lock()
+				s.Status, s.Reason = models.StatusFailed, models.ReasonInvoicePaid
+				h.sessions.mu.Unlock()
+				h.signal(s)
+				// The payer's notice, a minute later: the session the
+				// store let complete (here the same fake, marked paid).
+				h.at(s.OpenedAt.Add(time.Hour+time.Minute), func() {
+					h.sessions.mu.Lock()
+					s.Status = models.StatusComplete
+					h.sessions.mu.Unlock()
+					h.signal(s)
+				})
+			})
+			return subPayment{}
+		}
+		return payAfter(2 * time.Hour)
+	}
+	h.runUntil(3, func() bool { return len(h.carried) == 1 })
+	if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.renewal_due", "subscription.renewed"}) {
+		t.Fatalf("events %v", got)
+	}
+	sessions := h.sessions.all()
+	if len(sessions) != 1 || sessions[0].Req.Invoice != 1 {
+		t.Fatalf("sessions %+v", sessions)
 	}
 }
 
