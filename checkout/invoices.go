@@ -65,6 +65,14 @@ func (s *Service) InvoiceSessionStatus(ctx context.Context, sessionID string) (s
 	return cs.Status, nil
 }
 
+// errEnding: the session is past its expiry and its outcome is not stored
+// yet. Its workflow may have taken a customer's hash an instant before
+// the expiry (the hash reaches the row a moment later) or be expiring it:
+// the subscription asks again (a dunning end holds for it) instead of
+// taking it as expired and cancelling a customer whose payment is on its
+// way.
+var errEnding = apperr.Conflict("the session is ending and its outcome is not recorded yet")
+
 // VoidInvoiceSession cancels an invoice's session that has no broadcast
 // transfer (its workflow records the cancellation) and answers the status
 // it has then. A session with a broadcast transfer is a conflict: the
@@ -80,12 +88,16 @@ func (s *Service) VoidInvoiceSession(ctx context.Context, sessionID string) (str
 	case cs.TxHash != nil:
 		return cs.Status, apperr.Conflict("a payment of this session is being confirmed")
 	case !s.now().Before(cs.ExpiresAt):
-		// Expiring: its own workflow ends it, and no hash can be taken now.
-		return models.StatusExpired, nil
+		return cs.Status, errEnding
 	}
 	cur, err := s.Cancel(ctx, cs, workflows.CancelByMerchant)
 	if errors.Is(err, apperr.ErrNotFound) {
-		return models.StatusExpired, nil
+		// Expired meanwhile (or its workflow is gone): the store says
+		// which once its workflow has recorded it.
+		if now, lerr := s.Store.CheckoutSession(ctx, sessionID); lerr == nil && models.TerminalStatus(now.Status) {
+			return now.Status, nil
+		}
+		return cs.Status, errEnding
 	}
 	if err != nil {
 		if errors.Is(err, apperr.ErrConflict) {
