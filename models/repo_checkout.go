@@ -900,8 +900,8 @@ func (s *Store) WatchedReferences(ctx context.Context, network string, since tim
 
 // WatchedAmong answers which of refs are watched references of a network
 // (WatchedReferences' sessions: no transaction hash or failed, created
-// after since),
-// for a scan that found them on chain without listing them first.
+// after since), for a scan that found them on chain without listing them
+// first.
 func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string, since time.Time) (map[string]bool, error) {
 	out := map[string]bool{}
 	for start := 0; start < len(refs); start += 500 {
