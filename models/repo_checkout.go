@@ -636,13 +636,7 @@ func (s *Store) checkHostedOnce(tx *gorm.DB, cs *CheckoutSession, o *Outcome, re
 	if hc.Status != HostedComplete || hc.SessionID == nil || *hc.SessionID == cs.ID || cs.TxHash == nil {
 		return nil, nil // a payment always has its hash; without one there is nothing to hold
 	}
-	o.Status, o.Reason = StatusFailed, ReasonCheckoutPaid
-	o.Message = "this checkout was already paid through another checkout session; the merchant holds this payment to refund it"
-	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
-		Kind: ExceptionDuplicate, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
-		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID, *hc.SessionID},
-		Message: "a second payment of hosted checkout " + hc.ID + ", which session " + *hc.SessionID + " had paid"}, at)
-	return ev, err
+	return s.holdDuplicate(tx, cs, o, received, at, ReasonCheckoutPaid, "checkout", *hc.SessionID, "hosted checkout "+hc.ID)
 }
 
 // checkInvoiceOnce lets one session of a subscription's invoice complete:
@@ -665,12 +659,23 @@ func (s *Store) checkInvoiceOnce(tx *gorm.DB, cs *CheckoutSession, o *Outcome, r
 	if len(paid) == 0 || cs.TxHash == nil {
 		return nil, nil // a payment always has its hash; without one there is nothing to hold
 	}
-	o.Status, o.Reason = StatusFailed, ReasonInvoicePaid
-	o.Message = "this invoice was already paid through another checkout session; the merchant holds this payment to refund it"
+	return s.holdDuplicate(tx, cs, o, received, at, ReasonInvoicePaid, "invoice", paid[0],
+		fmt.Sprintf("invoice %d of subscription %s", cs.InvoiceNumber, sub.ID))
+}
+
+// holdDuplicate fails a session whose payment paid something (what: the
+// checkout, the invoice; named in full by paidWhat) that session paidBy
+// had paid already, and keeps the money as a duplicate exception naming
+// both sessions, for the merchant to refund. It returns the exception's
+// event when it is new.
+func (s *Store) holdDuplicate(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received money.Amount, at time.Time,
+	reason, what, paidBy, paidWhat string) (*EventSpec, error) {
+	o.Status, o.Reason = StatusFailed, reason
+	o.Message = "this " + what + " was already paid through another checkout session; the merchant holds this payment to refund it"
 	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
 		Kind: ExceptionDuplicate, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
-		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID, paid[0]},
-		Message: fmt.Sprintf("a second payment of invoice %d of subscription %s, which session %s had paid", cs.InvoiceNumber, sub.ID, paid[0])}, at)
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID, paidBy},
+		Message: "a second payment of " + paidWhat + ", which session " + paidBy + " had paid"}, at)
 	return ev, err
 }
 

@@ -24,11 +24,12 @@ import (
 // subscriptionHistoryFiles are the saved subscription histories, recorded on
 // a real dev server by TestSubscriptionRecordHistories.
 var subscriptionHistoryFiles = []string{
-	"testdata/subscription_renewed.json",      // first invoice paid by signal, continued as new
-	"testdata/subscription_canceled_now.json", // the next run: invoice issued, cancel_now voids its session
-	"testdata/subscription_dunning.json",      // trial, invoice unpaid, past_due, reminders, canceled
-	"testdata/subscription_actions.json",      // pause, resume, cancel at period end, cancel_now
-	"testdata/subscription_reopened.json",     // the invoice's session cancelled by the customer: a new one, paid
+	"testdata/subscription_renewed.json",        // first invoice paid by signal, continued as new
+	"testdata/subscription_canceled_now.json",   // the next run: invoice issued, cancel_now voids its session
+	"testdata/subscription_dunning.json",        // trial, invoice unpaid, past_due, reminders, canceled
+	"testdata/subscription_actions.json",        // pause, resume, cancel at period end, cancel_now
+	"testdata/subscription_reopened.json",       // the invoice's session cancelled by the customer: a new one, paid
+	"testdata/subscription_paid_elsewhere.json", // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -156,6 +157,22 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	}
 	rec.pay(id, rec.waitSessions(base + 2)[base+1])
 	save(id.id, rec.waitContinued(id), subscriptionHistoryFiles[4])
+
+	// 6. The invoice's session fails INVOICE_ALREADY_PAID (another of its
+	// sessions paid it; its notice comes second): no new session opens,
+	// and the payer's notice settles the invoice; the run continues as new.
+	base = len(rec.sessions.all())
+	id = rec.start("sub_replay_paid_elsewhere", long, 0)
+	s6 := rec.waitSessions(base + 1)[base]
+	if err := c.SignalWorkflow(ctx, id.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: s6.ID, Status: models.StatusFailed,
+		Reason: models.ReasonInvoicePaid}); err != nil {
+		t.Fatal(err)
+	}
+	rec.pay(id, s6)
+	save(id.id, rec.waitContinued(id), subscriptionHistoryFiles[5])
+	if n := len(rec.sessions.all()); n != base+1 {
+		t.Fatalf("%d sessions opened for the invoice, want 1", n-base)
+	}
 }
 
 // subSeqStore keeps one fake store per subscription (each has its own
