@@ -37,6 +37,10 @@ type RefundOutcome struct {
 	Reason   string
 	Message  string
 	At       time.Time
+	// WatchedUntil, on a failure, is the end of the watch of a transfer
+	// sent for the refund that may still land (its own, not found in time,
+	// or one its failed replacement replaced): until then it may succeed.
+	WatchedUntil *time.Time `json:",omitempty"`
 }
 
 // RefundFinish is the outcome as stored.
@@ -65,8 +69,8 @@ type RefundStore interface {
 	// the same hash again succeeds; a hash that backs another refund, or
 	// a refund that is no longer pending, is an apperr.ErrConflict.
 	SubmitRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error
-	// ReplaceRefundTx points a submitted refund, or one failed
-	// TX_NOT_FOUND, at the transfer that replaced its hash; a conflict
+	// ReplaceRefundTx points a submitted refund, or a failed one still
+	// watched, at the transfer that replaced its hash; a conflict
 	// (another refund's hash, another state, the amount refunded again)
 	// is an apperr.ErrConflict.
 	ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error
@@ -79,17 +83,17 @@ type RefundStore interface {
 	// with the deliveries to dispatch.
 	FinishRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
 	// FinishLateRefund records a success verified after the refund failed
-	// TX_NOT_FOUND (its transfer landed late): the refund becomes
-	// succeeded with its effects, once; a refund that did not fail so is
-	// answered as stored.
+	// and while it was still watched (its transfer landed late): the
+	// refund becomes succeeded with its effects, once; a refund that is
+	// not a watched failure is answered as stored.
 	FinishLateRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
-	// EndRefundWatch records that the late watch of a refund failed
-	// TX_NOT_FOUND ended without its transfer paying it: the message
-	// replaces the failure message (nothing else changes).
+	// EndRefundWatch records that the watch of a failed refund ended
+	// without a transfer paying it: the message replaces the failure
+	// message, and the refund is no longer watched (nothing else changes).
 	EndRefundWatch(ctx context.Context, refundID, txHash, message string) error
 }
 
-// RefundWatchEnd ends the late watch of a refund failed TX_NOT_FOUND.
+// RefundWatchEnd ends the watch of a failed refund.
 type RefundWatchEnd struct {
 	RefundID string
 	TxHash   string

@@ -53,7 +53,10 @@ type refundJSON struct {
 	InitiatedBy       string       `json:"initiatedBy"`
 	FailureReason     *string      `json:"failureReason"`
 	FailureMessage    *string      `json:"failureMessage"`
-	Mode              string       `json:"mode"`
+	// WatchedUntil, on a failed refund, is the end of the watch of a
+	// transfer sent for it that may still land (and make it succeeded).
+	WatchedUntil *Time  `json:"watchedUntil"`
+	Mode         string `json:"mode"`
 	// TokenAddress and AmountUnits tell the merchant's wallet what to send.
 	TokenAddress string `json:"tokenAddress"`
 	AmountUnits  string `json:"amountUnits"`
@@ -79,7 +82,7 @@ func (s *Server) refundOut(r *models.Refund) refundJSON {
 		Reason: nullable(r.Reason), InitiatedBy: r.InitiatedBy, FailureReason: nullable(r.FailureReason),
 		FailureMessage: nullable(r.FailureMessage), Mode: string(r.Mode), AmountUnits: fmtUnits(r.Amount),
 		ExpiresAt: ts(r.ExpiresAt), SubmittedAt: tsPtr(r.SubmittedAt), SucceededAt: tsPtr(r.SucceededAt),
-		FailedAt: tsPtr(r.FailedAt), CreatedAt: ts(r.CreatedAt), UpdatedAt: ts(r.UpdatedAt)}
+		FailedAt: tsPtr(r.FailedAt), CreatedAt: ts(r.CreatedAt), UpdatedAt: ts(r.UpdatedAt), WatchedUntil: tsPtr(r.WatchedUntil)}
 	if n, ok := s.Networks.Lookup(r.Network); ok {
 		out.TokenAddress = n.USDC
 	}

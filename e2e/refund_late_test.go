@@ -160,3 +160,78 @@ func TestRefundTransferReplaced(t *testing.T) {
 		t.Fatalf("transaction after the refund: %v", got)
 	}
 }
+
+// TestRefundResendRevertsFirstLandsLater: on a dev chain the merchant's
+// wallet signs a refund transfer (its hash submitted) that reaches no node,
+// then a re-send of it under the nonce before, which is submitted as its
+// replacement and reverts. The refund fails TX_REVERTED, its amount
+// refundable again, but the first transfer is still watched (watchedUntil):
+// rebroadcast and mined, it makes the refund succeeded with its hash, and
+// nothing is refundable any more (no second refund can pay the customer
+// twice).
+func TestRefundResendRevertsFirstLandsLater(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
+	key, session := s.merchant()
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
+	s.wallet = dc.Customer().Hex()
+	sessionID, _ := s.openSession(key, "", "7.00")
+	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(sessionID, "complete", 30*time.Second)
+	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
+	txID, total := txn["id"].(string), units(txn["amount"])
+	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
+	id := rf["id"].(string)
+
+	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+	hold := &heldSender{Client: eth}
+	tr, err := contracts.NewTransactor(ctx, hold, devchain.MerchantKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.GasLimit = 120_000 // the reverting one cannot be estimated
+	usdc, to := contracts.MustLoad(contracts.TestUSDC), common.HexToAddress(rf["destinationWallet"].(string))
+	tooMuch := new(big.Int).Lsh(big.NewInt(1), 200)
+	resend, err := tr.Transact(ctx, usdc, dc.USDC(), "transfer", to, tooMuch) // nonce n: reverts (more than the wallet holds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amount, _ := new(big.Int).SetString(rf["amountUnits"].(string), 10)
+	first, err := tr.Transact(ctx, usdc, dc.USDC(), "transfer", to, amount) // nonce n+1: pays the refund
+	if err != nil || first.Nonce() != resend.Nonce()+1 {
+		t.Fatalf("sign the refund transfer: %v", err)
+	}
+	s.call("POST", "/api/refunds/"+id+"/submit", key, map[string]any{"txHash": first.Hash().Hex()}, 200)
+	s.call("POST", "/api/refunds/"+id+"/submit", key, map[string]any{"txHash": resend.Hash().Hex()}, 200)
+	if err := eth.SendTransaction(ctx, resend); err != nil {
+		t.Fatal(err)
+	}
+
+	failed := s.waitRefund(key, id, "failed", 30*time.Second)
+	if failed["failureReason"] != chain.ReasonTxReverted || failed["watchedUntil"] == nil ||
+		!strings.Contains(failed["failureMessage"].(string), strings.ToLower(first.Hash().Hex())) {
+		t.Fatalf("refund after its re-send reverted: %v", failed)
+	}
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != total {
+		t.Fatalf("the failed refund's amount is not refundable again: %v", got)
+	}
+
+	// The first transfer is rebroadcast and mined.
+	if err := eth.SendTransaction(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	done := s.waitRefund(key, id, "succeeded", 60*time.Second)
+	if done["txHash"] != strings.ToLower(first.Hash().Hex()) || done["failureReason"] != nil || done["watchedUntil"] != nil {
+		t.Fatalf("refund after the first transfer landed: %v", done)
+	}
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundedAmount"]) != total || units(got["refundableAmount"]) != 0 {
+		t.Fatalf("transaction after the late refund: %v", got)
+	}
+	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 400)
+}

@@ -1,6 +1,8 @@
 package models
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 
@@ -286,6 +288,30 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// The end of a failed refund's watch, so that a failure with any
+			// reason may still be watched; refunds failed TX_NOT_FOUND whose
+			// message says they are watched get the week from their failure.
+			ID: "20261127_0014_refund_watched_until",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasColumn(&Refund{}, "WatchedUntil") {
+					if err := m.AddColumn(&Refund{}, "WatchedUntil"); err != nil {
+						return err
+					}
+				}
+				var watched []Refund
+				if err := tx.Select("id", "failed_at").Where("status = ? AND failure_reason = ? AND failure_message LIKE ? AND failed_at IS NOT NULL AND watched_until IS NULL",
+					RefundFailed, ReasonTxNotFound, "%still watched until%").Find(&watched).Error; err != nil {
+					return err
+				}
+				for _, r := range watched {
+					if err := tx.Model(&Refund{}).Where("id = ?", r.ID).Update("watched_until", r.FailedAt.Add(legacyLateWatch)).Error; err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
 	}
 }
 
@@ -504,3 +530,8 @@ func backfillDeliverySessions(tx *gorm.DB) error {
 		after = events[len(events)-1].ID
 	}
 }
+
+// legacyLateWatch is how long refunds failed TX_NOT_FOUND before
+// migration 20261127_0014 are watched (the refund workflow's default, a
+// week): the migration dates their watch's end from their failure.
+const legacyLateWatch = 7 * 24 * time.Hour

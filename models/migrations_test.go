@@ -201,3 +201,103 @@ func testSettlementHashUpgrade(t *testing.T, st *Store) {
 		t.Fatal("one merchant recorded one payout hash twice")
 	}
 }
+
+// TestRefundWatchedUntilMigration: refunds failed TX_NOT_FOUND before
+// 20261127_0014 whose message says they are still watched get the week
+// from their failure as their watch's end (and stay replaceable and
+// adoptable); an ended watch and other failures are not watched.
+func TestRefundWatchedUntilMigration(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testRefundWatchedUntilUpgrade(t, st)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testRefundWatchedUntilUpgrade(t, st)
+	})
+}
+
+func testRefundWatchedUntilUpgrade(t *testing.T, st *Store) {
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := &Merchant{Email: "watch@example.com", PasswordHash: "x", BusinessName: "Watch"}
+	if _, err := st.CreateMerchant(ctx, m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	tx := &Transaction{MerchantID: m.ID, Mode: ModeTest, Amount: money.FromCents(1000), Token: "USDC", Network: "base_sepolia",
+		TxHash: "0xpaid", WalletAddress: "0x2222222222222222222222222222222222222222",
+		MerchantWalletAddress: "0x1111111111111111111111111111111111111111", Verification: VerificationVerified}
+	if err := st.RecordTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	failedAt := time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Second)
+	old := map[string]string{
+		"watched": "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until " + failedAt.Add(7*24*time.Hour).Format(time.RFC3339),
+		"ended":   "refund transaction not found on base_sepolia within 1h0m0s, nor in the 168h0m0s after",
+		"other":   "the refund transaction reverted on chain",
+	}
+	ids := map[string]string{}
+	for i, name := range []string{"watched", "ended", "other"} {
+		r, err := st.CreateRefund(ctx, RefundRequest{Scope: Scope{MerchantID: m.ID, Mode: ModeTest}, TransactionID: tx.ID,
+			Amount: money.FromCents(100), InitiatedBy: InitiatedByAPI, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := ReasonTxNotFound
+		if name == "other" {
+			reason = "TX_REVERTED"
+		}
+		if err := st.db.Model(&Refund{}).Where("id = ?", r.ID).Updates(map[string]any{"status": RefundFailed, "tx_hash": "0xold" + string(rune('a'+i)),
+			"failure_reason": reason, "failure_message": old[name], "failed_at": failedAt}).Error; err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = r.ID
+	}
+	// Back to the schema before 20261127_0014.
+	mig := st.db.Migrator()
+	if err := mig.DropColumn(&Refund{}, "WatchedUntil"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261127_0014_refund_watched_until").Error; err != nil {
+		t.Fatal(err)
+	}
+
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	for name, id := range ids {
+		var r Refund
+		if err := st.db.Where("id = ?", id).Take(&r).Error; err != nil {
+			t.Fatal(err)
+		}
+		switch want := failedAt.Add(7 * 24 * time.Hour); {
+		case name == "watched" && (r.WatchedUntil == nil || !r.WatchedUntil.Equal(want)):
+			t.Fatalf("%s: watched until %v, want %v", name, r.WatchedUntil, want)
+		case name != "watched" && r.WatchedUntil != nil:
+			t.Fatalf("%s: watched until %v", name, r.WatchedUntil)
+		}
+	}
+	// The watched one's transfer lands: it succeeds; the ended one's does
+	// not change it.
+	if fin, err := st.FinishLateRefund(ctx, RefundOutcome{RefundID: ids["watched"], Status: RefundSucceeded, TxHash: "0xolda", At: time.Now()}); err != nil ||
+		fin.Status != RefundSucceeded {
+		t.Fatalf("late landing of the watched one: %+v %v", fin, err)
+	}
+	if fin, err := st.FinishLateRefund(ctx, RefundOutcome{RefundID: ids["ended"], Status: RefundSucceeded, TxHash: "0xoldb", At: time.Now()}); err != nil ||
+		fin.Status != RefundFailed {
+		t.Fatalf("late landing after the watch ended: %+v %v", fin, err)
+	}
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+}

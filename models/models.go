@@ -383,6 +383,12 @@ type Refund struct {
 	InitiatedBy       string       `gorm:"size:16;not null"`
 	FailureReason     string       `gorm:"size:64"`
 	FailureMessage    string       `gorm:"size:500"`
+	// WatchedUntil is set on a failed refund while a transfer sent for it
+	// is still watched (its own, not found in time; or one its failed
+	// replacement replaced): landing by then, it makes the refund
+	// succeeded. Cleared when the watch ends, or the refund is submitted
+	// again or succeeds.
+	WatchedUntil *time.Time
 	// WorkflowStarted is false until the refund's workflow runs, so a crash
 	// in between is found and repaired.
 	WorkflowStarted bool `gorm:"not null;default:false;index"`

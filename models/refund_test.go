@@ -146,11 +146,20 @@ func (f *refundFixture) reload(t *testing.T) *models.Transaction {
 	return txn
 }
 
-// notFound fails a submitted refund TX_NOT_FOUND, as its workflow does.
+// notFound fails a submitted refund TX_NOT_FOUND, watched for a week, as
+// its workflow does on an EVM network.
 func (f *refundFixture) notFound(t *testing.T, id, hash, message string) {
 	t.Helper()
+	f.failWatched(t, id, hash, models.ReasonTxNotFound, message)
+}
+
+// failWatched fails a submitted refund with reason, a transfer sent for it
+// still watched for a week.
+func (f *refundFixture) failWatched(t *testing.T, id, hash, reason, message string) {
+	t.Helper()
+	until := time.Now().Add(7 * 24 * time.Hour)
 	if _, err := f.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: id, Status: models.RefundFailed, TxHash: hash,
-		Reason: models.ReasonTxNotFound, Message: message, At: time.Now()}); err != nil {
+		Reason: reason, Message: message, At: time.Now(), WatchedUntil: &until}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -562,7 +571,7 @@ func TestRefundLandsLate(t *testing.T) {
 			got.Status != models.RefundFailed || got.Reason != "TX_REVERTED" {
 			t.Fatalf("late outcome of a reverted refund: %+v %v", got, err)
 		}
-		// The end of a watch rewrites a TX_NOT_FOUND failure's message only.
+		// The end of a watch rewrites a watched failure's message only.
 		if err := st.EndRefundWatch(ctx, other.ID, h2, "watch over"); err != nil || mustRefund(t, st, other.ID).FailureMessage == "watch over" {
 			t.Fatalf("end of a watch on a reverted refund: %v", err)
 		}
@@ -574,15 +583,20 @@ func TestRefundLandsLate(t *testing.T) {
 		if err := st.SubmitRefundTx(ctx, third.ID, h3, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: third.ID, Status: models.RefundFailed, TxHash: h3, Reason: models.ReasonTxNotFound,
-			Message: "not found; it is still watched"}); err != nil {
-			t.Fatal(err)
+		f.notFound(t, third.ID, h3, "not found; it is still watched")
+		if r := mustRefund(t, st, third.ID); r.WatchedUntil == nil {
+			t.Fatalf("a watched failure: %+v", r)
 		}
 		if err := st.EndRefundWatch(ctx, third.ID, h3, "not found, nor after"); err != nil {
 			t.Fatal(err)
 		}
-		if r := mustRefund(t, st, third.ID); r.FailureMessage != "not found, nor after" || r.Status != models.RefundFailed {
+		if r := mustRefund(t, st, third.ID); r.FailureMessage != "not found, nor after" || r.Status != models.RefundFailed || r.WatchedUntil != nil {
 			t.Fatalf("after the end of its watch %+v", r)
+		}
+		// No longer watched: a late outcome is answered as stored.
+		if got, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: third.ID, Status: models.RefundSucceeded, TxHash: h3}); err != nil ||
+			got.Status != models.RefundFailed {
+			t.Fatalf("late outcome after the watch's end: %+v %v", got, err)
 		}
 	})
 }
@@ -748,6 +762,40 @@ func TestAdoptRefundTx(t *testing.T) {
 		}
 		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) {
 			t.Fatalf("counted twice: %s", got.RefundedAmount)
+		}
+		// A re-send that reverted while the transfer it replaced was unseen:
+		// failed TX_REVERTED and watched, the replaced one is adopted; failed
+		// so without a watch (or after its end), it is not.
+		e := newRefundFixture(t, st, models.ModeTest)
+		for _, watched := range []bool{true, false} {
+			rr, h1 := e.submitted(t, money.FromCents(300))
+			h2 := e.hash()
+			if err := st.ReplaceRefundTx(ctx, rr.ID, h2, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			o := models.RefundOutcome{RefundID: rr.ID, Status: models.RefundFailed, TxHash: h2, Reason: "TX_REVERTED", Message: "reverted", At: time.Now()}
+			if watched {
+				until := time.Now().Add(time.Hour)
+				o.WatchedUntil = &until
+			}
+			if _, err := st.FinishRefund(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustRefund(t, st, rr.ID); (got.WatchedUntil != nil) != watched {
+				t.Fatalf("watched %v: stored %+v", watched, got)
+			}
+			fin, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: rr.ID, Status: models.RefundSucceeded, TxHash: h1, At: time.Now()})
+			switch got := mustRefund(t, st, rr.ID); {
+			case err != nil:
+				t.Fatal(err)
+			case watched && (fin.Status != models.RefundSucceeded || got.Status != models.RefundSucceeded || *got.TxHash != h1 || got.WatchedUntil != nil):
+				t.Fatalf("a watched TX_REVERTED failure's replaced hash: %+v, stored %+v", fin, got)
+			case !watched && (fin.Status != models.RefundFailed || got.Status != models.RefundFailed || *got.TxHash != h2):
+				t.Fatalf("an unwatched TX_REVERTED failure adopted a hash: %+v, stored %+v", fin, got)
+			}
+		}
+		if got := e.reload(t); got.RefundedAmount != money.FromCents(300) || got.RefundReserved != money.FromCents(300) {
+			t.Fatalf("refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
 		}
 		// A hash another refund holds.
 		g := newRefundFixture(t, st, models.ModeTest)

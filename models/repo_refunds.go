@@ -261,7 +261,7 @@ func (s *Store) SubmitRefundTx(ctx context.Context, refundID, txHash string, at 
 // ReplaceRefundTx points a refund at the transfer that replaced its
 // submitted one (a wallet's speed-up or re-send lands under a new hash; the
 // first then never does): a submitted refund takes the new hash, and a
-// refund failed TX_NOT_FOUND (still watched) becomes submitted again with
+// failed refund still watched (WatchedUntil) becomes submitted again with
 // it, its amount reserved again, in one database transaction. The same
 // hash again is accepted (a retried activity). A hash that backs another
 // refund, a refund in any other state, or an amount refunded again since
@@ -277,7 +277,7 @@ func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at
 		if r.TxHash != nil && *r.TxHash == txHash && r.Status == RefundSubmitted {
 			return nil
 		}
-		watched := r.Status == RefundFailed && r.FailureReason == ReasonTxNotFound
+		watched := r.watchedFailure()
 		if r.Status != RefundSubmitted && !watched {
 			return apperr.Conflict("refund is " + r.Status)
 		}
@@ -292,6 +292,7 @@ func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at
 				return apperr.Conflict("the refund's amount has been refunded again since it failed; record this transfer with a new refund")
 			}
 			fields["status"], fields["failure_reason"], fields["failure_message"], fields["failed_at"] = RefundSubmitted, "", "", nil
+			fields["watched_until"] = nil
 			// Counted again, after the refunds made while it was failed:
 			// its parts are split again after theirs (as a late landing's).
 			var t Transaction
@@ -337,10 +338,11 @@ func (s *Store) forUpdate(tx *gorm.DB) *gorm.DB {
 // after all and pays it (the replacement never did): in one database
 // transaction the refund takes that hash back and succeeds, its amount
 // refunded on the transaction (and reserved again when the refund had
-// failed TX_NOT_FOUND: the money left the merchant, so the record follows
-// the chain, as FinishLateRefund does), and payment.refunded is emitted.
+// failed and was still watched: the money left the merchant, so the record
+// follows the chain, as FinishLateRefund does), and payment.refunded is
+// emitted.
 // A hash that backs another refund since is a conflict; a refund that is
-// neither submitted nor failed TX_NOT_FOUND is answered as stored.
+// neither submitted nor a watched failure is answered as stored.
 func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
 	if o.Status != RefundSucceeded || o.TxHash == "" {
 		return RefundFinish{}, fmt.Errorf("models: an adopted transfer is a success with its hash")
@@ -357,14 +359,14 @@ func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinis
 			out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
 			return err
 		}
-		watched := r.Status == RefundFailed && r.FailureReason == ReasonTxNotFound
+		watched := r.watchedFailure()
 		if r.Status != RefundSubmitted && !watched {
 			out = RefundFinish{Status: r.Status, Reason: r.FailureReason, Message: r.FailureMessage}
 			return nil
 		}
 		at := o.At.UTC()
 		if err := repoint(tx, &r, map[string]any{"tx_hash": o.TxHash, "status": RefundSucceeded, "succeeded_at": at,
-			"failure_reason": "", "failure_message": "", "updated_at": s.Now()}); err != nil {
+			"failure_reason": "", "failure_message": "", "watched_until": nil, "updated_at": s.Now()}); err != nil {
 			return err
 		}
 		r.TxHash = &o.TxHash
@@ -385,6 +387,9 @@ type RefundOutcome struct {
 	Reason  string
 	Message string
 	At      time.Time
+	// WatchedUntil, on a failure, is the end of the watch of a transfer
+	// sent for the refund that may still land (Refund.WatchedUntil).
+	WatchedUntil *time.Time `json:",omitempty"`
 }
 
 // RefundFinish is the outcome as stored, with the deliveries of its event.
@@ -435,6 +440,9 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 			fields["succeeded_at"] = at
 		} else {
 			fields["failed_at"], fields["failure_reason"], fields["failure_message"] = at, o.Reason, truncate(o.Message, 500)
+			if o.WatchedUntil != nil {
+				fields["watched_until"] = o.WatchedUntil.UTC()
+			}
 		}
 		res := tx.Model(&Refund{}).Where("id = ? AND status IN ?", r.ID, []string{RefundPending, RefundSubmitted}).Updates(fields)
 		if res.Error != nil {
@@ -500,15 +508,16 @@ func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time
 }
 
 // FinishLateRefund records the late landing of a refund's transfer: a
-// refund failed TX_NOT_FOUND (its transfer unseen for the not-found window,
-// its amount given back) whose transfer then verified becomes succeeded, in
+// refund failed and still watched (its transfer unseen for the not-found
+// window, its amount given back) whose transfer then verified becomes
+// succeeded, in
 // one database transaction: the amount is reserved and refunded on the
 // transaction again and payment.refunded is emitted, as a success on time
 // would have. The money left the merchant's wallet, so the record follows
 // the chain even when a refund made since has reserved the same amount
 // (the transaction then shows more refunded than it received, and no
-// further refund can be created). A refund that is not a TX_NOT_FOUND
-// failure is answered as stored; o.TxHash must be the refund's.
+// further refund can be created). A refund that is not a watched failure
+// is answered as stored; o.TxHash must be the refund's.
 func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
 	if o.Status != RefundSucceeded || o.TxHash == "" {
 		return RefundFinish{}, fmt.Errorf("models: a late refund outcome is a success with its hash")
@@ -528,13 +537,14 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 			out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
 			return err
 		}
-		if r.Status != RefundFailed || r.FailureReason != ReasonTxNotFound {
+		if !r.watchedFailure() {
 			out = RefundFinish{Status: r.Status, Reason: r.FailureReason, Message: r.FailureMessage}
 			return nil
 		}
 		at := o.At.UTC()
-		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND failure_reason = ?", r.ID, RefundFailed, ReasonTxNotFound).
-			Updates(map[string]any{"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "", "updated_at": s.Now()})
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND watched_until IS NOT NULL", r.ID, RefundFailed).
+			Updates(map[string]any{"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "",
+				"watched_until": nil, "updated_at": s.Now()})
 		if res.Error != nil {
 			return res.Error
 		}
@@ -548,14 +558,18 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 	return out, err
 }
 
-// EndRefundWatch records that the late watch of a refund failed
-// TX_NOT_FOUND with txHash ended without the transfer paying it: message
-// replaces its failure message. A refund in any other state is left as it
-// is (the watch's end changes nothing else).
+// EndRefundWatch records that the watch of a failed refund with txHash
+// ended without a transfer paying it: message replaces its failure
+// message, and it is no longer watched. A refund in any other state is
+// left as it is (the watch's end changes nothing else).
 func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
-	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND failure_reason = ?", refundID, txHash, RefundFailed, ReasonTxNotFound).
-		Updates(map[string]any{"failure_message": truncate(message, 500), "updated_at": s.Now()}).Error
+	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND watched_until IS NOT NULL", refundID, txHash, RefundFailed).
+		Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "updated_at": s.Now()}).Error
 }
+
+// watchedFailure says the refund failed while a transfer sent for it is
+// still watched: it may still succeed, or be submitted again.
+func (r *Refund) watchedFailure() bool { return r.Status == RefundFailed && r.WatchedUntil != nil }
 
 func refundEventKey(refundID string) string { return "payment.refunded:" + refundID }
 

@@ -240,13 +240,13 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 }
 
 // precheck answers from the read model what is already decided. Another
-// hash for a submitted refund, or for one failed TX_NOT_FOUND, is a
+// hash for a submitted refund, or for a failed one still watched, is a
 // replacement (a speed-up or re-send): the workflow decides (it refuses it
 // once the refund's outcome is being recorded, after two replacements, or
 // when the failed refund is no longer watched).
 func (s *Service) precheck(r *models.Refund, hash string) error {
 	replacement := r.TxHash != nil && *r.TxHash != hash &&
-		(r.Status == models.RefundSubmitted || (r.Status == models.RefundFailed && r.FailureReason == models.ReasonTxNotFound))
+		(r.Status == models.RefundSubmitted || (r.Status == models.RefundFailed && r.WatchedUntil != nil))
 	switch {
 	case replacement:
 		return nil

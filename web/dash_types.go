@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
-
-	"github.com/paygate/paygate/workflows"
 )
 
 // The API's answers as the dashboard reads them (api/openapi.yaml).
@@ -145,17 +143,16 @@ type dRefund struct {
 	AmountUnits       string      `json:"amountUnits"`
 	ExpiresAt         time.Time   `json:"expiresAt"`
 	FailedAt          *time.Time  `json:"failedAt"`
+	WatchedUntil      *time.Time  `json:"watchedUntil"`
 	CreatedAt         time.Time   `json:"createdAt"`
 }
 
-// Watched says the refund failed because its transfer was not found in
-// time, and that transfer is still watched (its message says so, and the
-// week has not passed): landing, it makes the refund succeeded, so a new
-// refund of the same amount would pay twice.
+// Watched says the refund failed while a transfer sent for it is still
+// watched (not found in time, or replaced by a re-send that failed):
+// landing, it makes the refund succeeded, so a new refund of the same
+// amount would pay twice.
 func (r dRefund) Watched() bool {
-	return r.Status == "failed" && r.FailureReason != nil && *r.FailureReason == "TX_NOT_FOUND" &&
-		r.FailureMessage != nil && strings.Contains(*r.FailureMessage, "still watched") &&
-		r.FailedAt != nil && time.Since(*r.FailedAt) < workflows.DefaultLateWatch
+	return r.Status == "failed" && r.WatchedUntil != nil && time.Now().Before(*r.WatchedUntil)
 }
 
 type dPaymentDetail struct {

@@ -498,12 +498,15 @@ func TestDashboardPayments(t *testing.T) {
 	if err := d.st.SubmitRefundTx(context.Background(), rf.ID, "0x"+strings.Repeat("cd", 32), time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	watchedUntil := time.Now().Add(7 * 24 * time.Hour)
 	if _, err := d.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: rf.ID, Status: models.RefundFailed, Reason: "TX_NOT_FOUND", At: time.Now(),
-		Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds"}); err != nil {
+		Message:      "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds",
+		WatchedUntil: &watchedUntil}); err != nil {
 		t.Fatal(err)
 	}
 	w := a.get("/dashboard/test/payments/" + paid.ID)
 	if !strings.Contains(w.text("#refunds .refund"), "TX_NOT_FOUND: refund transaction not found") || !strings.Contains(w.text("#refund-watched"), "may pay the customer twice") ||
+		!strings.Contains(w.text("#refund-watched"), "still watched until "+watchedUntil.UTC().Format("2006-01-02 15:04 UTC")+" (it was not found on chain in time)") ||
 		!strings.Contains(w.text("#refund-balance"), "refundable 25.50 USDC") {
 		t.Fatalf("watched refund: %q", w.text("#refunds"))
 	}

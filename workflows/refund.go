@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -84,6 +85,11 @@ type RefundCarry struct {
 	// Replacements counts the replacements the refund took.
 	Replaced     []string `json:",omitempty"`
 	Replacements int      `json:",omitempty"`
+	// Reason is the failure's reason during a late watch (TX_NOT_FOUND
+	// when empty); CurrentFailure, when set, is how TxHash itself failed on
+	// chain: only the hashes it replaced are still watched.
+	Reason         string `json:",omitempty"`
+	CurrentFailure string `json:",omitempty"`
 }
 
 // RefundState answers the status query.
@@ -100,8 +106,10 @@ type RefundState struct {
 	FullyRefunded bool
 	// LastCheck is the latest chain observation of the transfer.
 	LastCheck *chain.VerifyResult
-	// WatchedUntil is set while a refund failed TX_NOT_FOUND is still
-	// watched: its transfer landing before then makes it succeeded.
+	// WatchedUntil is set while a failed refund is still watched (failed
+	// TX_NOT_FOUND, or its replacement failed while the transfer it
+	// replaced was unseen): that transfer landing before then makes it
+	// succeeded.
 	WatchedUntil *time.Time `json:",omitempty"`
 	// Replaced are the hashes TxHash replaced (a speed-up or re-send),
 	// oldest first: still checked, since the first may land after all.
@@ -137,11 +145,14 @@ type refund struct {
 	ending    bool
 	// closing: the late watch is ending (its outcome being recorded, or
 	// continuing as new): no transfer may replace the hash any more.
-	closing   bool
-	submitted workflow.Channel
-	effects   workflow.Context
-	verify    workflow.Context
-	since     time.Time // submit or last sighting: the not-found window runs from it
+	closing bool
+	// currentFailure is how the current hash failed on chain while the
+	// hashes it replaced are still watched (replacedWatchVersion).
+	currentFailure string
+	submitted      workflow.Channel
+	effects        workflow.Context
+	verify         workflow.Context
+	since          time.Time // submit or last sighting: the not-found window runs from it
 }
 
 // RefundWorkflow runs one refund: it waits for the merchant's transfer
@@ -188,7 +199,10 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 		return RefundResult{}, err
 	}
 	if in.Carry != nil && !in.Carry.LateUntil.IsZero() {
-		r.state.Reason, r.state.Message = chain.ReasonTxNotFound, in.Carry.Message
+		r.state.Reason, r.state.Message, r.currentFailure = chain.ReasonTxNotFound, in.Carry.Message, in.Carry.CurrentFailure
+		if in.Carry.Reason != "" {
+			r.state.Reason = in.Carry.Reason
+		}
 		return r.watchLate(ctx, r.transfer(), in.Carry.LateUntil, 0)
 	}
 	if r.state.Status == models.RefundPending {
@@ -271,7 +285,7 @@ func (r *refund) submit(ctx workflow.Context, req RefundSubmitRequest) (RefundSu
 	}
 	if replace {
 		// A watched failure is submitted again (its amount reserved again).
-		r.state.Reason, r.state.Message, r.state.LastCheck, r.ending = "", "", nil, false
+		r.state.Reason, r.state.Message, r.state.LastCheck, r.ending, r.currentFailure = "", "", nil, false, ""
 		r.state.Replaced = append(r.state.Replaced, r.state.TxHash)
 		r.state.Replacements++
 	}
@@ -378,6 +392,9 @@ func (r *refund) confirm(ctx workflow.Context, checks int) (RefundResult, error)
 				return r.finish(ctx, activities.RefundOutcome{Status: models.RefundSucceeded, TxHash: r.state.TxHash, Message: res.Message})
 			case chain.VerdictFailed:
 				if !replacedSeen {
+					if r.watchReplaced(ctx) {
+						return r.failWatched(ctx, res, checks+1)
+					}
 					return r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash,
 						Reason: res.Reason, Message: res.Message})
 				}
@@ -445,30 +462,96 @@ func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer, checks i
 	if late {
 		msg += fmt.Sprintf("; it is still watched until %s: if it lands by then, the refund succeeds", until.UTC().Format(time.RFC3339))
 	}
-	res, err := r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash, Reason: chain.ReasonTxNotFound, Message: msg})
+	o := activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash, Reason: chain.ReasonTxNotFound, Message: msg}
+	if late {
+		o.WatchedUntil = &until
+	}
+	res, err := r.finish(ctx, o)
 	if err != nil || !late || res.Status != models.RefundFailed || res.Reason != chain.ReasonTxNotFound {
 		return res, err
 	}
 	return r.watchLate(ctx, t, until, checks)
 }
 
+// replacedWatchVersion marks the refund workflow that goes on watching
+// the hashes a failed transfer replaced (version 1): before it, a re-send
+// that reverted (or paid too little) ended the refund, and the transfer it
+// replaced, unseen at that instant, was never recorded when it landed
+// later, while the refund's amount was refundable again (a merchant could
+// pay twice).
+const replacedWatchVersion = "refund-replaced-watch"
+
+// watchReplaced says whether, the current transfer having failed on chain,
+// the hashes it replaced are still watched: on an EVM network (a Solana
+// transaction unseen this long can no longer land), from
+// replacedWatchVersion on.
+func (r *refund) watchReplaced(ctx workflow.Context) bool {
+	if len(r.state.Replaced) == 0 {
+		return false
+	}
+	if fam, _ := chain.FamilyOf(r.in.Network); fam != chain.FamilyEVM {
+		return false
+	}
+	return workflow.GetVersion(ctx, replacedWatchVersion, workflow.DefaultVersion, 1) >= 1
+}
+
+// failWatched fails the refund with its transfer's verdict (the amount is
+// free again), then watches the hashes that transfer replaced: one landing
+// and paying the refund makes it succeeded (the money left the merchant).
+func (r *refund) failWatched(ctx workflow.Context, res chain.VerifyResult, checks int) (RefundResult, error) {
+	until := workflow.Now(ctx).Add(r.in.LateWatch)
+	msg := res.Message
+	if msg == "" {
+		msg = "refund transaction failed (" + res.Reason + ")"
+	}
+	msg += fmt.Sprintf("; the transfer it replaced (%s) is still watched until %s: if it lands and pays the refund, the refund succeeds",
+		strings.Join(r.state.Replaced, ", "), until.UTC().Format(time.RFC3339))
+	stored, err := r.finish(ctx, activities.RefundOutcome{Status: models.RefundFailed, TxHash: r.state.TxHash, Reason: res.Reason,
+		Message: msg, WatchedUntil: &until})
+	if err != nil || stored.Status != models.RefundFailed || stored.Reason != res.Reason {
+		return stored, err
+	}
+	r.currentFailure = failureOf(res)
+	return r.watchLate(ctx, r.transfer(), until, checks)
+}
+
+// failureOf is a failed verdict in a message: its reason, and its
+// message when there is one.
+func failureOf(res chain.VerifyResult) string {
+	if res.Message == "" {
+		return res.Reason
+	}
+	return res.Reason + ": " + res.Message
+}
+
 // watchLate watches the transfer of a refund failed TX_NOT_FOUND until
 // `until`: when it lands and verifies, the refund becomes succeeded
 // (FinishLateRefund); when it lands and does not pay the refund (reverted,
 // another transfer), or never lands, the refund stays failed and its
-// message says the watch is over (EndRefundWatch). checks is how many the
-// run made before (one run's history stays bounded).
+// message says the watch is over (EndRefundWatch). The hashes it replaced
+// are checked too (adoptLanded), and go on being watched after it failed
+// on chain (currentFailure; or the refund failed so in the first place).
+// checks is how many the run made before (one run's history stays
+// bounded).
 func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until time.Time, checks int) (RefundResult, error) {
 	r.state.WatchedUntil = &until
 	defer func() { r.state.WatchedUntil = nil }()
 	for r.submitted.ReceiveAsync(nil) {
 		// An earlier submit's wake-up, not a replacement.
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed TX_NOT_FOUND, still watched**: transfer `%s` on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
-		t.TxHash, r.in.Network, until.UTC().Format(time.RFC3339)))
+	r.watchDetails(ctx, t, until)
 	pause := min(lateFirstPause, max(r.in.NotFoundWindow/60, r.in.PollInterval))
 	for ; ; checks++ {
 		now := workflow.Now(ctx)
+		if r.currentFailure != "" && (!now.Before(until) || len(r.state.Replaced) == 0) {
+			r.closing = true
+			replaced := "another refund took the transfer it replaced"
+			if len(r.state.Replaced) > 0 {
+				replaced = fmt.Sprintf("the transfer it replaced (%s) did not pay the refund by the watch's end, %s",
+					strings.Join(r.state.Replaced, ", "), until.UTC().Format(time.RFC3339))
+			}
+			return r.endWatch(ctx, fmt.Sprintf("refund transaction %s failed (%s), and %s", r.state.TxHash, r.currentFailure, replaced))
+		}
 		if !now.Before(until) {
 			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction not found on %s within %s, nor in the %s after", r.in.Network,
@@ -482,22 +565,29 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			}
 			next := r.in
 			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message,
-				Replaced: r.state.Replaced, Replacements: r.state.Replacements}
+				Replaced: r.state.Replaced, Replacements: r.state.Replacements, CurrentFailure: r.currentFailure}
+			if r.state.Reason != chain.ReasonTxNotFound {
+				next.Carry.Reason = r.state.Reason
+			}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
 		if r.pause(ctx, min(pause, until.Sub(now))) {
 			return r.rewatch(ctx, checks)
 		}
-		var res chain.VerifyResult
-		err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
-		if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
-			return r.rewatch(ctx, checks) // replaced while the old one was checked
+		// The current transfer, unless it failed on chain already (then
+		// only the ones it replaced are checked).
+		res := chain.VerifyResult{Verdict: chain.VerdictFailed}
+		if r.currentFailure == "" {
+			err := workflow.ExecuteActivity(r.verify, refundActivities.VerifyRefundTransfer, t).Get(ctx, &res)
+			if _ = workflow.Await(ctx, func() bool { return !r.verifying }); r.state.Status == models.RefundSubmitted {
+				return r.rewatch(ctx, checks) // replaced while the old one was checked
+			}
+			if err != nil {
+				logVerifyFault(ctx, err, "refund")
+				continue
+			}
+			r.state.LastCheck = &res
 		}
-		if err != nil {
-			logVerifyFault(ctx, err, "refund")
-			continue
-		}
-		r.state.LastCheck = &res
 		replacedSeen := false
 		if res.Verdict != chain.VerdictComplete && len(r.state.Replaced) > 0 {
 			adopted, done, seen, n, aerr := r.adoptLanded(ctx)
@@ -518,6 +608,12 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 		case res.Verdict == chain.VerdictComplete:
 			r.closing = true
 			return r.finishLate(ctx)
+		case res.Verdict == chain.VerdictFailed && r.currentFailure != "":
+			pause = min(2*pause, lateMaxPause) // the replaced ones, unseen
+		case res.Verdict == chain.VerdictFailed && r.watchReplaced(ctx):
+			// It landed and failed; the ones it replaced may still land.
+			r.currentFailure = failureOf(res)
+			r.watchDetails(ctx, t, until)
 		case res.Verdict == chain.VerdictFailed:
 			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction landed after the refund had failed, and does not pay it (%s): %s",
@@ -528,6 +624,17 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			pause = min(2*pause, lateMaxPause)
 		}
 	}
+}
+
+// watchDetails tells the Web UI what the late watch checks.
+func (r *refund) watchDetails(ctx workflow.Context, t chain.RefundTransfer, until time.Time) {
+	if r.currentFailure != "" {
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed %s, still watched**: transfer `%s` failed on chain (%s); the transfer it replaced (`%s`) on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
+			r.state.Reason, t.TxHash, r.currentFailure, strings.Join(r.state.Replaced, "`, `"), r.in.Network, until.UTC().Format(time.RFC3339)))
+		return
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed TX_NOT_FOUND, still watched**: transfer `%s` on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
+		t.TxHash, r.in.Network, until.UTC().Format(time.RFC3339)))
 }
 
 // adoptLanded checks the hashes the current one replaced: when one of
@@ -603,7 +710,7 @@ func (r *refund) endWatch(ctx workflow.Context, msg string) (RefundResult, error
 		return RefundResult{}, err
 	}
 	r.state.Message = msg
-	return RefundResult{Status: models.RefundFailed, Reason: chain.ReasonTxNotFound, TxHash: r.state.TxHash}, nil
+	return RefundResult{Status: models.RefundFailed, Reason: r.state.Reason, TxHash: r.state.TxHash}, nil
 }
 
 // finishLate records the late landing: the refund becomes succeeded.

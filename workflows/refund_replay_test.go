@@ -27,6 +27,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_not_found.json",
 	"testdata/refund_late_succeeded.json",
 	"testdata/refund_replaced.json",
+	"testdata/refund_replaced_watch.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -196,6 +197,28 @@ func TestRefundRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	finish(run, models.RefundSucceeded, refundHistoryFiles[5])
+
+	// 7. A submitted transfer unseen, its replacement reverts: the refund
+	// fails TX_REVERTED and the replaced transfer is still watched (workflow
+	// version refund-replaced-watch); it lands and the refund succeeds with
+	// it.
+	notFoundWindow, lateWatch = time.Second, time.Minute
+	run = start("rf_replay_replaced_watch", time.Hour)
+	if err := submit(run, refundHash(98)); err != nil {
+		t.Fatal(err)
+	}
+	fakeChain.put(refundHash(99), refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}, 1, 2)
+	if err := submit(run, refundHash(99)); err != nil {
+		t.Fatal(err)
+	}
+	for r := store.refund("rf_replay_replaced_watch"); r.status != models.RefundFailed; r = store.refund("rf_replay_replaced_watch") {
+		if ctx.Err() != nil {
+			t.Fatal("the refund did not fail TX_REVERTED")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fakeChain.put(refundHash(98), good(5_000_000), 1, 2)
+	finish(run, models.RefundSucceeded, refundHistoryFiles[6])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
@@ -208,5 +231,8 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	if r := store.refund("rf_replay_late"); r.status != models.RefundSucceeded {
 		t.Fatalf("late landing stored %+v", r)
+	}
+	if r := store.refund("rf_replay_replaced_watch"); r.status != models.RefundSucceeded || r.hash != refundHash(98) {
+		t.Fatalf("replaced, watched stored %+v", r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,13 @@ type refundFakeRefund struct {
 	reason  string
 	message string
 	full    bool
+	// watched: failed, and a transfer sent for it is still watched (the
+	// outcome said until when): it may still land and succeed.
+	watched bool
 }
+
+// watchedFailure says the refund failed and is still watched.
+func (r *refundFakeRefund) watchedFailure() bool { return r.status == models.RefundFailed && r.watched }
 
 // refundFakeStore is an in-memory activities.RefundStore with one
 // transaction's ledger that keeps the store's promises: a hash backs one
@@ -135,8 +142,8 @@ func (s *refundFakeStore) SubmitRefundTx(_ context.Context, id, hash string, _ t
 	return s.leave(refundSubmitMethod)
 }
 
-// ReplaceRefundTx points a submitted refund, or one failed TX_NOT_FOUND
-// (its amount reserved again), at another hash.
+// ReplaceRefundTx points a submitted refund, or a watched failure (its
+// amount reserved again), at another hash.
 func (s *refundFakeStore) ReplaceRefundTx(_ context.Context, id, hash string, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,12 +155,12 @@ func (s *refundFakeStore) ReplaceRefundTx(_ context.Context, id, hash string, _ 
 	case r.hash == hash && r.status == models.RefundSubmitted:
 		return nil
 	case r.status == models.RefundSubmitted:
-	case r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound:
+	case r.watchedFailure():
 		if s.reserved+r.units > refundTxnUnits {
 			return apperr.Conflict("the refund's amount has been refunded again since it failed")
 		}
 		s.reserved += r.units
-		r.status, r.reason, r.message = models.RefundSubmitted, "", ""
+		r.status, r.reason, r.message, r.watched = models.RefundSubmitted, "", "", false
 	default:
 		return apperr.Conflict("refund is " + r.status)
 	}
@@ -174,10 +181,11 @@ func (s *refundFakeStore) AdoptRefundTx(_ context.Context, o activities.RefundOu
 	}
 	switch {
 	case r.status == models.RefundSucceeded && r.hash == o.TxHash:
-	case r.status == models.RefundSubmitted, r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound:
+	case r.status == models.RefundSubmitted, r.watchedFailure():
 		if r.status == models.RefundFailed {
 			s.reserved += r.units
 		}
+		r.watched = false
 		s.refunded += r.units
 		delete(s.claims, r.hash)
 		r.hash, s.claims[o.TxHash] = o.TxHash, o.RefundID
@@ -215,11 +223,11 @@ func (s *refundFakeStore) FinishRefund(_ context.Context, o activities.RefundOut
 	default:
 		s.violate("outcome %q", o.Status)
 	}
-	r.status, r.reason, r.message = o.Status, o.Reason, o.Message
+	r.status, r.reason, r.message, r.watched = o.Status, o.Reason, o.Message, o.WatchedUntil != nil
 	return s.finished(o.RefundID, r), s.leave(refundFinishMethod)
 }
 
-// FinishLateRefund makes a refund failed TX_NOT_FOUND succeeded: its
+// FinishLateRefund makes a watched failure succeeded: its
 // amount is reserved and refunded again, and payment.refunded emitted once.
 func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
 	s.mu.Lock()
@@ -232,17 +240,18 @@ func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.Refun
 	if o.Status != models.RefundSucceeded || o.TxHash != r.hash {
 		return activities.FinishedRefund{}, fmt.Errorf("%w: %s", activities.ErrRefundOutcomeMismatch, o.TxHash)
 	}
-	if r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound {
+	if r.watchedFailure() {
 		s.reserved += r.units
 		s.refunded += r.units
 		r.full = s.refunded >= refundTxnUnits
-		r.status, r.reason, r.message = models.RefundSucceeded, "", ""
+		r.status, r.reason, r.message, r.watched = models.RefundSucceeded, "", "", false
 		s.events = append(s.events, o.RefundID+" payment.refunded")
 	}
 	return s.finished(o.RefundID, r), s.leave(refundFinishLateMethod)
 }
 
-// EndRefundWatch replaces the message of a refund failed TX_NOT_FOUND.
+// EndRefundWatch replaces the message of a watched failure, no longer
+// watched.
 func (s *refundFakeStore) EndRefundWatch(_ context.Context, id, hash, message string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,8 +260,8 @@ func (s *refundFakeStore) EndRefundWatch(_ context.Context, id, hash, message st
 	if !ok {
 		return apperr.NotFound()
 	}
-	if r.status == models.RefundFailed && r.reason == chain.ReasonTxNotFound && r.hash == hash {
-		r.message = message
+	if r.watchedFailure() && r.hash == hash {
+		r.message, r.watched = message, false
 	}
 	return nil
 }
@@ -1106,5 +1115,128 @@ func TestRefundReplacementsBoundTheRun(t *testing.T) {
 	}
 	if third.rejected == nil || !strings.Contains(third.rejected.Error(), "replaced 2 times already") {
 		t.Fatalf("a third replacement: %s", third)
+	}
+}
+
+// TestRefundReplacementFailsWhileTheReplacedIsUnseen: a refund's transfer
+// replaced by a re-send that reverts, the replaced one unseen at that
+// instant. The refund fails with the re-send's reason (its amount free
+// again) but the replaced transfer is still watched: landing later, it
+// makes the refund succeeded (the money left the merchant), so a merchant
+// who refunds again knows. Also from a watched TX_NOT_FOUND failure, and
+// when the watched hash itself lands reverted while the one it replaced is
+// unseen.
+func TestRefundReplacementFailsWhileTheReplacedIsUnseen(t *testing.T) {
+	reverted := refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}
+	cases := []struct {
+		name   string
+		steps  func(h *refundHarness)
+		first  string // the replaced transfer that lands at +5h
+		reason string
+	}{
+		{"re-send reverts while checked", func(h *refundHarness) {
+			h.submit(time.Minute, refundHash(71)) // unseen
+			h.pay(3*time.Minute, refundHash(72), reverted, 1, 2)
+		}, refundHash(71), chain.ReasonTxReverted},
+		{"re-send of a watched failure reverts", func(h *refundHarness) {
+			h.submit(time.Minute, refundHash(73)) // fails TX_NOT_FOUND at +1h1m, watched
+			h.pay(2*time.Hour, refundHash(74), reverted, 1, 2)
+		}, refundHash(73), chain.ReasonTxReverted},
+		{"watched re-send lands reverted", func(h *refundHarness) {
+			h.submit(time.Minute, refundHash(75))
+			h.submit(2*time.Minute, refundHash(76)) // both unseen: fails TX_NOT_FOUND at +1h2m
+			h.env.RegisterDelayedCallback(func() { h.chain.put(refundHash(76), reverted, 2) }, 2*time.Hour)
+		}, refundHash(75), chain.ReasonTxNotFound},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("rf_resend_fails_%d", i)
+			h := newRefundHarness(t, nil, id, 5_000_000)
+			h.in.PollInterval = 30 * time.Second
+			tc.steps(h)
+			mid := h.stored(4 * time.Hour)
+			var midReserved int64
+			h.env.RegisterDelayedCallback(func() { midReserved, _, _ = h.store.ledger() }, 4*time.Hour)
+			state := h.query(4 * time.Hour)
+			h.env.RegisterDelayedCallback(func() { h.chain.put(tc.first, good(5_000_000), 1, 2) }, 5*time.Hour)
+			res := h.result()
+			if res.Status != models.RefundSucceeded || res.TxHash != tc.first {
+				t.Fatalf("the replaced transfer landed at +5h: %+v", res)
+			}
+			if mid.status != models.RefundFailed || mid.reason != tc.reason || midReserved != 0 ||
+				!mid.watchedFailure() || !strings.Contains(mid.message, "still watched") {
+				t.Fatalf("at +4h: %+v reserved %d", *mid, midReserved)
+			}
+			if state.Status != models.RefundFailed || state.WatchedUntil == nil {
+				t.Fatalf("status query at +4h: %+v", *state)
+			}
+			if r := h.store.refund(id); r.status != models.RefundSucceeded || r.hash != tc.first || r.watched {
+				t.Fatalf("stored %+v", r)
+			}
+			if reserved, refunded, events := h.store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
+				t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+			}
+			if got := h.elapsed(); got <= 5*time.Hour || got > 6*time.Hour+time.Minute {
+				t.Fatalf("succeeded at +%v", got)
+			}
+		})
+	}
+
+	// The replaced transfer never lands: the watch ends, the refund stays
+	// failed with its reason, and its message says the watch is over.
+	h := newRefundHarness(t, nil, "rf_resend_fails_never", 5_000_000)
+	h.in.PollInterval, h.in.LateWatch = 30*time.Second, 6*time.Hour
+	h.submit(time.Minute, refundHash(77))
+	h.pay(3*time.Minute, refundHash(78), reverted, 1, 2)
+	res := h.result()
+	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxReverted || res.TxHash != refundHash(78) {
+		t.Fatalf("result %+v", res)
+	}
+	if got := h.elapsed(); got < 6*time.Hour || got > 6*time.Hour+10*time.Minute {
+		t.Fatalf("watch ended at +%v", got)
+	}
+	r := h.store.refund("rf_resend_fails_never")
+	if r.status != models.RefundFailed || r.reason != chain.ReasonTxReverted || r.watched || strings.Contains(r.message, "still watched") ||
+		!strings.Contains(r.message, refundHash(77)) {
+		t.Fatalf("stored %+v", r)
+	}
+	if reserved, refunded, events := h.store.ledger(); reserved != 0 || refunded != 0 || len(events) != 0 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+}
+
+// TestRefundReplacedWatchContinuesAsNew: the watch of a failed re-send's
+// replaced transfer outlasts one run; the next run carries the failure
+// (reason, how the re-send failed), checks only the replaced transfer, and
+// adopts it when it lands.
+func TestRefundReplacedWatchContinuesAsNew(t *testing.T) {
+	store := newRefundFakeStore()
+	h := newRefundHarness(t, store, "rf_replaced_long", 5_000_000)
+	h.in.PollInterval, h.in.LateWatch = 30*time.Second, 60*24*time.Hour
+	h.submit(time.Minute, refundHash(79))
+	h.pay(3*time.Minute, refundHash(80), refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}, 1, 2)
+	next := h.continuedAsNew()
+	if c := next.Carry; c == nil || c.Reason != chain.ReasonTxReverted || !strings.HasPrefix(c.CurrentFailure, chain.ReasonTxReverted) ||
+		c.TxHash != refundHash(80) || !slices.Equal(c.Replaced, []string{refundHash(79)}) || c.LateUntil.IsZero() {
+		t.Fatalf("carry %+v", next.Carry)
+	}
+	var checked []string
+	res := h.nextRun(next, func(env *testsuite.TestWorkflowEnvironment, c *refundFakeChain) {
+		env.RegisterDelayedCallback(func() {
+			c.put(refundHash(79), good(5_000_000), 2)
+			reqs, _ := c.requests()
+			for _, r := range reqs {
+				checked = append(checked, r.TxHash)
+			}
+		}, 3*time.Hour)
+	})
+	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(79) {
+		t.Fatalf("next run: %+v", res)
+	}
+	if len(checked) == 0 || slices.Contains(checked, refundHash(80)) {
+		t.Fatalf("the next run checked %v (the failed re-send is decided)", checked)
+	}
+	if reserved, refunded, events := store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
 	}
 }
