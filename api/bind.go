@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -17,7 +18,8 @@ import (
 const maxBody = 1 << 20
 
 // bindJSON decodes the request body into dst strictly: one JSON object, no
-// unknown fields, no trailing data, at most 1 MiB. Every failure is a 400
+// unknown fields, member names in their exact case and none twice in an
+// object (checkKeys), no trailing data, at most 1 MiB. Every failure is a 400
 // whose message names the field.
 func bindJSON(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
@@ -33,6 +35,9 @@ func bindJSON(c *gin.Context, dst any) error {
 	// take for {}.
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return apperr.Invalid("body", "must be a JSON object")
+	}
+	if err := checkKeys(body, reflect.TypeOf(dst)); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

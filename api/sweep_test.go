@@ -488,6 +488,21 @@ func (s *sweeper) route(key, method, path string, auth api.Auth, op *openapi3.Op
 		}
 		probes = append(probes, mk("body over the limit", oversized(base), bad, "body"))
 		probes = append(probes, mk("unknown field", mustJSON(s.t, with(base, []string{"sweepUnknown"}, json.RawMessage(`1`))), bad, "sweepUnknown"))
+		// Each member of the body in another case, and twice: encoding/json
+		// would take the one and keep the last of the other.
+		keys := make([]string, 0, len(base))
+		for k := range base {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if other := strings.ToUpper(k[:1]) + k[1:]; other != k {
+				renamed := with(without(base, []string{k}), []string{other}, base[k])
+				probes = append(probes, mk(k+" as "+other, mustJSON(s.t, renamed), bad, other))
+			}
+			twice := append(append([]byte(`{"`+k+`":`), mustJSON(s.t, base[k])...), ',')
+			probes = append(probes, mk(k+" twice", append(twice, b[1:]...), bad, k))
+		}
 		if idem {
 			probes = append(probes, probe{name: "not JSON with an Idempotency-Key", method: method, path: at(id), token: token,
 				body: []byte("not json"), header: map[string]string{api.HeaderIdempotencyKey: "sweep-" + models.NewID()}, want: bad, field: "body"})
