@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,7 +24,7 @@ import (
 func checkKeys(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := walkKeys(dec, t, ""); err != nil && !errors.Is(err, errMalformed) {
+	if err := walkKeys(dec, t, "", 0); err != nil && !errors.Is(err, errMalformed) {
 		return err
 	}
 	return nil
@@ -31,9 +33,13 @@ func checkKeys(body []byte, t reflect.Type) error {
 // errMalformed stops the walk at JSON the decoder will refuse itself.
 var errMalformed = errors.New("malformed JSON")
 
-// walkKeys reads one value of type t (nil: any) and checks its objects'
-// member names; path names it in an error ("" at the root).
-func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+// maxBodyDepth bounds the nesting of a request body: no request type
+// nests half as deep, and a megabyte of brackets is refused at once.
+const maxBodyDepth = 32
+
+// walkKeys reads one value of type t (nil: any) at depth and checks its
+// objects' member names; path names it in an error ("" at the root).
+func walkKeys(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return errMalformed
@@ -41,6 +47,9 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return nil // a scalar
+	}
+	if depth >= maxBodyDepth {
+		return apperr.Invalid("body", fmt.Sprintf("must not nest more than %d levels", maxBodyDepth))
 	}
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -55,7 +64,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		for dec.More() {
-			if err := walkKeys(dec, elem, path); err != nil {
+			if err := walkKeys(dec, elem, path, depth+1); err != nil {
 				return err
 			}
 		}
@@ -70,7 +79,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 				elem = t.Elem()
 			}
 		}
-		seen := map[string]bool{}
+		var seen memberSet
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
@@ -81,10 +90,9 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 			if path != "" {
 				field = path + "." + name
 			}
-			if seen[name] {
+			if !seen.add(name) {
 				return apperr.Invalid(field, "appears twice in one object")
 			}
-			seen[name] = true
 			next := elem
 			if fields != nil {
 				ft, known := fields[name]
@@ -97,7 +105,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 				}
 				next = ft
 			}
-			if err := walkKeys(dec, next, field); err != nil {
+			if err := walkKeys(dec, next, field, depth+1); err != nil {
 				return err
 			}
 		}
@@ -109,6 +117,36 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// memberSet holds an object's member names: a slice while they are few (a
+// request's objects mostly are), a map past that, so a body of many
+// members costs linear time.
+type memberSet struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// add records name and says whether it is new.
+func (m *memberSet) add(name string) bool {
+	if m.many != nil {
+		if _, ok := m.many[name]; ok {
+			return false
+		}
+		m.many[name] = struct{}{}
+		return true
+	}
+	if slices.Contains(m.few, name) {
+		return false
+	}
+	m.few = append(m.few, name)
+	if len(m.few) > 16 {
+		m.many = make(map[string]struct{}, 2*len(m.few))
+		for _, n := range m.few {
+			m.many[n] = struct{}{}
+		}
+	}
+	return true
+}
 
 // jsonFieldsCache holds each struct type's member names (encoding/json's:
 // the tag's name, or the field's; embedded structs' fields promoted).
