@@ -598,6 +598,25 @@ func TestRefundLandsLate(t *testing.T) {
 			got.Status != models.RefundFailed {
 			t.Fatalf("late outcome after the watch's end: %+v %v", got, err)
 		}
+		// Failed by a worker from before the watch's end was stored (a
+		// rolling deploy): its message says it is watched, and it is.
+		fourth, err := newRefundFixture(t, st, models.ModeTest).refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h4 := f.hash()
+		if err := st.SubmitRefundTx(ctx, fourth.ID, h4, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundFailed, TxHash: h4, Reason: models.ReasonTxNotFound,
+			Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds",
+			At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundSucceeded, TxHash: h4, At: time.Now()}); err != nil ||
+			got.Status != models.RefundSucceeded {
+			t.Fatalf("late outcome of a refund failed by an older worker: %+v %v", got, err)
+		}
 	})
 }
 

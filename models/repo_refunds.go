@@ -542,7 +542,7 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 			return nil
 		}
 		at := o.At.UTC()
-		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND watched_until IS NOT NULL", r.ID, RefundFailed).
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND "+watchedSQL, r.ID, RefundFailed, ReasonTxNotFound, legacyWatchedMessage).
 			Updates(map[string]any{"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "",
 				"watched_until": nil, "updated_at": s.Now()})
 		if res.Error != nil {
@@ -563,13 +563,30 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 // message, and it is no longer watched. A refund in any other state is
 // left as it is (the watch's end changes nothing else).
 func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
-	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND watched_until IS NOT NULL", refundID, txHash, RefundFailed).
+	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND "+watchedSQL, refundID, txHash, RefundFailed, ReasonTxNotFound, legacyWatchedMessage).
 		Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "updated_at": s.Now()}).Error
 }
 
 // watchedFailure says the refund failed while a transfer sent for it is
-// still watched: it may still succeed, or be submitted again.
-func (r *Refund) watchedFailure() bool { return r.Status == RefundFailed && r.WatchedUntil != nil }
+// still watched: it may still succeed, or be submitted again. A refund
+// failed TX_NOT_FOUND by a worker from before migration 20261127_0014
+// (one still running in a rolling deploy, or an activity it scheduled)
+// has no watchedUntil, only its message to say so: it counts too, until
+// the watch's end rewrites the message.
+func (r *Refund) watchedFailure() bool {
+	return r.Status == RefundFailed && (r.WatchedUntil != nil ||
+		(r.FailureReason == ReasonTxNotFound && strings.Contains(r.FailureMessage, legacyWatchedPhrase)))
+}
+
+// legacyWatchedPhrase is what the failure message of a watched TX_NOT_FOUND
+// refund says (the workflow's wording since the late watch began).
+const legacyWatchedPhrase = "still watched until"
+
+// watchedSQL is watchedFailure's condition on the row (arguments: the
+// TX_NOT_FOUND reason and legacyWatchedMessage).
+const watchedSQL = "(watched_until IS NOT NULL OR (failure_reason = ? AND failure_message LIKE ?))"
+
+var legacyWatchedMessage = "%" + legacyWatchedPhrase + "%"
 
 func refundEventKey(refundID string) string { return "payment.refunded:" + refundID }
 
