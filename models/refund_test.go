@@ -610,7 +610,7 @@ func TestRefundLandsLate(t *testing.T) {
 		}
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundFailed, TxHash: h4, Reason: models.ReasonTxNotFound,
 			Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds",
-			At: time.Now()}); err != nil {
+			At:      time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundSucceeded, TxHash: h4, At: time.Now()}); err != nil ||
