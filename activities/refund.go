@@ -91,6 +91,9 @@ type RefundStore interface {
 	// without a transfer paying it: the message replaces the failure
 	// message, and the refund is no longer watched (nothing else changes).
 	EndRefundWatch(ctx context.Context, refundID, txHash, message string) error
+	// NoteRefundWatch replaces the failure message of a refund still
+	// watched (the watch goes on; nothing else changes).
+	NoteRefundWatch(ctx context.Context, refundID, txHash, message string) error
 }
 
 // RefundWatchEnd ends the watch of a failed refund.
@@ -176,6 +179,14 @@ func (a *RefundActivities) FinishLateRefund(ctx context.Context, o RefundOutcome
 		return RefundFinish{}, temporal.NewNonRetryableApplicationError("a late outcome needs refund, status succeeded and hash", ErrTypeInvalidInput, nil)
 	}
 	return a.finish(ctx, a.Store.FinishLateRefund, o)
+}
+
+// NoteRefundWatch records what a refund's watch learned while it goes on.
+func (a *RefundActivities) NoteRefundWatch(ctx context.Context, e RefundWatchEnd) error {
+	if e.RefundID == "" || e.TxHash == "" || e.Message == "" {
+		return temporal.NewNonRetryableApplicationError("a watch's note needs refund, hash and message", ErrTypeInvalidInput, nil)
+	}
+	return a.Store.NoteRefundWatch(ctx, e.RefundID, e.TxHash, e.Message)
 }
 
 // EndRefundWatch records the end of a refund's late watch.

@@ -587,6 +587,13 @@ func TestRefundLandsLate(t *testing.T) {
 		if r := mustRefund(t, st, third.ID); r.WatchedUntil == nil {
 			t.Fatalf("a watched failure: %+v", r)
 		}
+		// A note while the watch goes on: the message only.
+		if err := st.NoteRefundWatch(ctx, third.ID, h3, "landed reverted; the one it replaced is watched"); err != nil {
+			t.Fatal(err)
+		}
+		if r := mustRefund(t, st, third.ID); r.FailureMessage != "landed reverted; the one it replaced is watched" || r.WatchedUntil == nil {
+			t.Fatalf("after a note %+v", r)
+		}
 		if err := st.EndRefundWatch(ctx, third.ID, h3, "not found, nor after"); err != nil {
 			t.Fatal(err)
 		}

@@ -567,6 +567,14 @@ func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message st
 		Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "updated_at": s.Now()}).Error
 }
 
+// NoteRefundWatch replaces the failure message of a failed refund with
+// txHash that is still watched (the watch goes on); a refund in any other
+// state is left as it is.
+func (s *Store) NoteRefundWatch(ctx context.Context, refundID, txHash, message string) error {
+	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND "+watchedSQL, refundID, txHash, RefundFailed, ReasonTxNotFound, legacyWatchedMessage).
+		Updates(map[string]any{"failure_message": truncate(message, 500), "updated_at": s.Now()}).Error
+}
+
 // watchedFailure says the refund failed while a transfer sent for it is
 // still watched: it may still succeed, or be submitted again. A refund
 // failed TX_NOT_FOUND by a worker from before migration 20261127_0014

@@ -51,6 +51,10 @@ func (r refundStore) AdoptRefundTx(ctx context.Context, o activities.RefundOutco
 	return activities.FinishedRefund(f), err
 }
 
+func (r refundStore) NoteRefundWatch(ctx context.Context, refundID, txHash, message string) error {
+	return r.s.NoteRefundWatch(ctx, refundID, txHash, message)
+}
+
 func (r refundStore) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
 	return r.s.EndRefundWatch(ctx, refundID, txHash, message)
 }

@@ -90,6 +90,9 @@ type RefundCarry struct {
 	// chain: only the hashes it replaced are still watched.
 	Reason         string `json:",omitempty"`
 	CurrentFailure string `json:",omitempty"`
+	// Seen: the late watch's last check saw a transfer on chain, not yet
+	// decided (its verdict is awaited past the watch's end).
+	Seen bool `json:",omitempty"`
 }
 
 // RefundState answers the status query.
@@ -149,10 +152,13 @@ type refund struct {
 	// currentFailure is how the current hash failed on chain while the
 	// hashes it replaced are still watched (replacedWatchVersion).
 	currentFailure string
-	submitted      workflow.Channel
-	effects        workflow.Context
-	verify         workflow.Context
-	since          time.Time // submit or last sighting: the not-found window runs from it
+	// lateSeen: the late watch's last check saw a transfer on chain, not
+	// yet decided.
+	lateSeen  bool
+	submitted workflow.Channel
+	effects   workflow.Context
+	verify    workflow.Context
+	since     time.Time // submit or last sighting: the not-found window runs from it
 }
 
 // RefundWorkflow runs one refund: it waits for the merchant's transfer
@@ -199,7 +205,7 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 		return RefundResult{}, err
 	}
 	if in.Carry != nil && !in.Carry.LateUntil.IsZero() {
-		r.state.Reason, r.state.Message, r.currentFailure = chain.ReasonTxNotFound, in.Carry.Message, in.Carry.CurrentFailure
+		r.state.Reason, r.state.Message, r.currentFailure, r.lateSeen = chain.ReasonTxNotFound, in.Carry.Message, in.Carry.CurrentFailure, in.Carry.Seen
 		if in.Carry.Reason != "" {
 			r.state.Reason = in.Carry.Reason
 		}
@@ -474,7 +480,9 @@ func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer, checks i
 }
 
 // replacedWatchVersion marks the refund workflow that goes on watching
-// the hashes a failed transfer replaced (version 1): before it, a re-send
+// the hashes a failed transfer replaced (version 1; version 2 also writes
+// the stored message when the watched hash itself lands and fails while
+// one it replaced is still watched): before it, a re-send
 // that reverted (or paid too little) ended the refund, and the transfer it
 // replaced, unseen at that instant, was never recorded when it landed
 // later, while the refund's amount was refundable again (a merchant could
@@ -492,8 +500,16 @@ func (r *refund) watchReplaced(ctx workflow.Context) bool {
 	if fam, _ := chain.FamilyOf(r.in.Network); fam != chain.FamilyEVM {
 		return false
 	}
-	return workflow.GetVersion(ctx, replacedWatchVersion, workflow.DefaultVersion, 1) >= 1
+	return workflow.GetVersion(ctx, replacedWatchVersion, workflow.DefaultVersion, 2) >= 1
 }
+
+// watchGraceVersion marks the refund workflow whose late watch, when its
+// last check saw a transfer on chain not yet confirmed, awaits that
+// transfer's verdict past the watch's end, for at most the not-found
+// window (version 1): before it, the watch ended at its end, and a
+// transfer mined in its last minutes and confirmed after was never
+// recorded.
+const watchGraceVersion = "refund-watch-grace"
 
 // failWatched fails the refund with its transfer's verdict (the amount is
 // free again), then watches the hashes that transfer replaced: one landing
@@ -543,7 +559,12 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 	pause := min(lateFirstPause, max(r.in.NotFoundWindow/60, r.in.PollInterval))
 	for ; ; checks++ {
 		now := workflow.Now(ctx)
-		if r.currentFailure != "" && (!now.Before(until) || len(r.state.Replaced) == 0) {
+		over := !now.Before(until)
+		if over && r.lateSeen && now.Before(until.Add(r.in.NotFoundWindow)) &&
+			workflow.GetVersion(ctx, watchGraceVersion, workflow.DefaultVersion, 1) >= 1 {
+			over = false // a transfer seen at the last check: its verdict first
+		}
+		if r.currentFailure != "" && (over || len(r.state.Replaced) == 0) {
 			r.closing = true
 			replaced := "another refund took the transfer it replaced"
 			if len(r.state.Replaced) > 0 {
@@ -552,7 +573,7 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			}
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction %s failed (%s), and %s", r.state.TxHash, r.currentFailure, replaced))
 		}
-		if !now.Before(until) {
+		if over {
 			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction not found on %s within %s, nor in the %s after", r.in.Network,
 				r.in.NotFoundWindow, r.in.LateWatch))
@@ -565,13 +586,16 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			}
 			next := r.in
 			next.Carry = &RefundCarry{Status: models.RefundFailed, TxHash: r.state.TxHash, LateUntil: until, Message: r.state.Message,
-				Replaced: r.state.Replaced, Replacements: r.state.Replacements, CurrentFailure: r.currentFailure}
+				Replaced: r.state.Replaced, Replacements: r.state.Replacements, CurrentFailure: r.currentFailure, Seen: r.lateSeen}
 			if r.state.Reason != chain.ReasonTxNotFound {
 				next.Carry.Reason = r.state.Reason
 			}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
-		if r.pause(ctx, min(pause, until.Sub(now))) {
+		if now.Before(until) {
+			pause = min(pause, until.Sub(now))
+		}
+		if r.pause(ctx, pause) {
 			return r.rewatch(ctx, checks)
 		}
 		// The current transfer, unless it failed on chain already (then
@@ -601,7 +625,7 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			replacedSeen = seen
 		}
 		if res.Verdict == chain.VerdictFailed && replacedSeen {
-			pause = r.in.PollInterval // a replaced transfer is on chain: it decides
+			pause, r.lateSeen = r.in.PollInterval, true // a replaced transfer is on chain: it decides
 			continue
 		}
 		switch {
@@ -609,19 +633,29 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			r.closing = true
 			return r.finishLate(ctx)
 		case res.Verdict == chain.VerdictFailed && r.currentFailure != "":
-			pause = min(2*pause, lateMaxPause) // the replaced ones, unseen
+			pause, r.lateSeen = min(2*pause, lateMaxPause), false // the replaced ones, unseen
 		case res.Verdict == chain.VerdictFailed && r.watchReplaced(ctx):
 			// It landed and failed; the ones it replaced may still land.
-			r.currentFailure = failureOf(res)
+			r.currentFailure, r.lateSeen = failureOf(res), false
 			r.watchDetails(ctx, t, until)
+			if workflow.GetVersion(ctx, replacedWatchVersion, workflow.DefaultVersion, 2) >= 2 {
+				// The stored message says so (it said this hash was watched).
+				msg := fmt.Sprintf("refund transaction %s landed after the refund had failed, and does not pay it (%s); the transfer it replaced (%s) is still watched until %s: if it lands and pays the refund, the refund succeeds",
+					r.state.TxHash, r.currentFailure, strings.Join(r.state.Replaced, ", "), until.UTC().Format(time.RFC3339))
+				e := activities.RefundWatchEnd{RefundID: r.in.RefundID, TxHash: r.state.TxHash, Message: msg}
+				if err := workflow.ExecuteActivity(r.effects, refundActivities.NoteRefundWatch, e).Get(ctx, nil); err != nil {
+					return RefundResult{}, err
+				}
+				r.state.Message = msg
+			}
 		case res.Verdict == chain.VerdictFailed:
 			r.closing = true
 			return r.endWatch(ctx, fmt.Sprintf("refund transaction landed after the refund had failed, and does not pay it (%s): %s",
 				res.Reason, res.Message))
 		case res.Seen || replacedSeen:
-			pause = r.in.PollInterval
+			pause, r.lateSeen = r.in.PollInterval, true
 		default:
-			pause = min(2*pause, lateMaxPause)
+			pause, r.lateSeen = min(2*pause, lateMaxPause), false
 		}
 	}
 }

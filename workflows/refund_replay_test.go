@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_late_succeeded.json",
 	"testdata/refund_replaced.json",
 	"testdata/refund_replaced_watch.json",
+	"testdata/refund_watched_resend_reverted.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -219,6 +221,32 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	fakeChain.put(refundHash(98), good(5_000_000), 1, 2)
 	finish(run, models.RefundSucceeded, refundHistoryFiles[6])
+
+	// 8. Two hashes unseen: the refund fails TX_NOT_FOUND, both watched;
+	// the current one lands reverted (the stored message says so, version
+	// 2 of refund-replaced-watch), then the first lands and pays it.
+	run = start("rf_replay_watched_resend", time.Hour)
+	if err := submit(run, refundHash(100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := submit(run, refundHash(101)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(id string, ok func(refundFakeRefund) bool, what string) {
+		t.Helper()
+		for !ok(store.refund(id)) {
+			if ctx.Err() != nil {
+				t.Fatal(what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("rf_replay_watched_resend", func(r refundFakeRefund) bool { return r.status == models.RefundFailed }, "the refund did not fail TX_NOT_FOUND")
+	fakeChain.put(refundHash(101), refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}, 2)
+	waitFor("rf_replay_watched_resend", func(r refundFakeRefund) bool { return strings.Contains(r.message, "does not pay it") },
+		"the watched hash's failure was not noted")
+	fakeChain.put(refundHash(100), good(5_000_000), 1, 2)
+	finish(run, models.RefundSucceeded, refundHistoryFiles[7])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
@@ -231,6 +259,9 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	if r := store.refund("rf_replay_late"); r.status != models.RefundSucceeded {
 		t.Fatalf("late landing stored %+v", r)
+	}
+	if r := store.refund("rf_replay_watched_resend"); r.status != models.RefundSucceeded || r.hash != refundHash(100) {
+		t.Fatalf("watched re-send reverted stored %+v", r)
 	}
 	if r := store.refund("rf_replay_replaced_watch"); r.status != models.RefundSucceeded || r.hash != refundHash(98) {
 		t.Fatalf("replaced, watched stored %+v", r)

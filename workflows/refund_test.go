@@ -250,6 +250,22 @@ func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.Refun
 	return s.finished(o.RefundID, r), s.leave(refundFinishLateMethod)
 }
 
+// NoteRefundWatch replaces the message of a watched failure, still
+// watched.
+func (s *refundFakeStore) NoteRefundWatch(_ context.Context, id, hash, message string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["NoteRefundWatch"]++
+	r, ok := s.refunds[id]
+	if !ok {
+		return apperr.NotFound()
+	}
+	if r.watchedFailure() && r.hash == hash {
+		r.message = message
+	}
+	return nil
+}
+
 // EndRefundWatch replaces the message of a watched failure, no longer
 // watched.
 func (s *refundFakeStore) EndRefundWatch(_ context.Context, id, hash, message string) error {
@@ -1167,6 +1183,9 @@ func TestRefundReplacementFailsWhileTheReplacedIsUnseen(t *testing.T) {
 				!mid.watchedFailure() || !strings.Contains(mid.message, "still watched") {
 				t.Fatalf("at +4h: %+v reserved %d", *mid, midReserved)
 			}
+			if i == 2 && !strings.Contains(mid.message, refundHash(76)+" landed after the refund had failed, and does not pay it (TX_REVERTED") {
+				t.Fatalf("the stored message after the watched hash landed reverted: %q", mid.message)
+			}
 			if state.Status != models.RefundFailed || state.WatchedUntil == nil {
 				t.Fatalf("status query at +4h: %+v", *state)
 			}
@@ -1238,5 +1257,38 @@ func TestRefundReplacedWatchContinuesAsNew(t *testing.T) {
 	}
 	if reserved, refunded, events := store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
 		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+}
+
+// TestRefundWatchAwaitsASeenTransferPastItsEnd: a watched transfer mined
+// in the watch's last minutes and confirmed after its end is still
+// recorded (its verdict is awaited, for at most the not-found window);
+// one still unconfirmed then ends the watch.
+func TestRefundWatchAwaitsASeenTransferPastItsEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		confs  []int
+		status string
+	}{
+		{"confirmed after the end", []int{1, 1, 1, 2}, models.RefundSucceeded},
+		{"never confirmed", []int{1}, models.RefundFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newRefundHarness(t, nil, "rf_grace", 5_000_000)
+			h.in.PollInterval, h.in.LateWatch = 30*time.Second, 6*time.Hour
+			h.submit(time.Minute, refundHash(81)) // fails TX_NOT_FOUND at +1h1m: watched until +7h1m
+			h.env.RegisterDelayedCallback(func() { h.chain.put(refundHash(81), good(5_000_000), tc.confs...) }, 6*time.Hour+55*time.Minute)
+			res := h.result()
+			if res.Status != tc.status {
+				t.Fatalf("result %+v at +%v", res, h.elapsed())
+			}
+			end := 7*time.Hour + time.Minute
+			switch got := h.elapsed(); {
+			case tc.status == models.RefundSucceeded && (got <= end || got > end+5*time.Minute):
+				t.Fatalf("succeeded at +%v", got)
+			case tc.status == models.RefundFailed && (got < end+time.Hour || got > end+time.Hour+time.Minute):
+				t.Fatalf("watch ended at +%v (the not-found window after its end)", got)
+			}
+		})
 	}
 }
