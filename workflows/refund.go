@@ -592,10 +592,11 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 			}
 			return RefundResult{}, workflow.NewContinueAsNewError(ctx, RefundWorkflow, next)
 		}
+		wait := pause // past the end (a seen transfer awaited): the poll interval
 		if now.Before(until) {
-			pause = min(pause, until.Sub(now))
+			wait = min(pause, until.Sub(now))
 		}
-		if r.pause(ctx, pause) {
+		if r.pause(ctx, wait) {
 			return r.rewatch(ctx, checks)
 		}
 		// The current transfer, unless it failed on chain already (then
