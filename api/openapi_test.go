@@ -44,6 +44,9 @@ func openapiRouter(t testing.TB) routers.Router {
 // route and the status must be documented and the body must match.
 func validateResponse(t testing.TB, req *http.Request, status int, header http.Header, body []byte) {
 	t.Helper()
+	if status == http.StatusNotFound && len(req.URL.Path) > 1 && strings.HasSuffix(req.URL.Path, "/") {
+		return // a trailing slash: the router's own 404 (the document's router ignores the slash)
+	}
 	r := openapiRouter(t)
 	route, params, err := r.FindRoute(req)
 	if err != nil {

@@ -479,5 +479,16 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		if r.Status != 405 || r.Body["status"] != "error" {
 			t.Fatalf("405 envelope: %s", r.Raw)
 		}
+		// A trailing slash names no route: a 404 in the envelope, not a
+		// redirect that a client follows (a POST's 307 kept its body and
+		// created what it was sent).
+		m := h.signup()
+		expect(t, h.do("GET", "/api/customers/", m.TestKey, nil), 404, "NOT_FOUND")
+		expect(t, h.do("GET", "/api/payment-links/", m.TestKey, nil), 404, "NOT_FOUND")
+		expect(t, h.do("POST", "/api/payment-links/", m.TestKey, map[string]any{"name": "Slash", "amount": "1.00",
+			"network": "base_sepolia"}), 404, "NOT_FOUND")
+		if r := h.do("GET", "/api/payment-links", m.TestKey, nil); len(r.list()) != 0 {
+			t.Fatalf("a link was created through the trailing slash: %s", r.Raw)
+		}
 	})
 }

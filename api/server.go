@@ -173,6 +173,12 @@ func New(d Deps) (*Server, error) {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
+	// A trailing slash names no API route: NoRoute answers it with a 404 in
+	// the envelope. Gin's default redirect (301, or 307 for a POST, which
+	// clients follow with the body) answered outside the middleware, so
+	// without a request id, and made "/api/payment-links/" create a link.
+	// The pages keep their redirect (web's NotFound).
+	e.RedirectTrailingSlash = false
 	proxies := make([]string, 0, len(d.TrustedProxies))
 	for _, p := range d.TrustedProxies {
 		proxies = append(proxies, p.String())

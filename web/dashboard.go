@@ -128,6 +128,17 @@ func setDashHeaders(h http.Header) {
 // JSON.
 func (p *Pages) NotFound(c *gin.Context) bool {
 	path := c.Request.URL.Path
+	if trimmed := strings.TrimRight(path, "/"); trimmed != path && isPagePath(trimmed) &&
+		(c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) {
+		// A page's URL typed with a trailing slash: the page (the router
+		// redirects no trailing slash itself, so that the API's routes
+		// answer one with a 404).
+		u := *c.Request.URL
+		u.Path, u.RawPath = trimmed, ""
+		c.Redirect(http.StatusMovedPermanently, u.RequestURI())
+		c.Abort()
+		return true
+	}
 	switch {
 	case path == dashPrefix || strings.HasPrefix(path, dashPrefix+"/"):
 		p.pageHeaders(c)
@@ -141,6 +152,12 @@ func (p *Pages) NotFound(c *gin.Context) bool {
 	}
 	c.Abort()
 	return true
+}
+
+// isPagePath reports whether path is under the dashboard or the hosted pages.
+func isPagePath(path string) bool {
+	return path == dashPrefix || strings.HasPrefix(path, dashPrefix+"/") ||
+		strings.HasPrefix(path, "/pay/") || strings.HasPrefix(path, "/checkout/")
 }
 
 // sameOrigin refuses cross-origin unsafe requests (CSRF) with

@@ -298,6 +298,20 @@ func TestDashboardUnknownPages(t *testing.T) {
 	if p := a.get("/api/nope"); p.status != http.StatusNotFound || !strings.Contains(p.header.Get("Content-Type"), "application/json") {
 		t.Fatalf("api 404: %d %s", p.status, p.header.Get("Content-Type"))
 	}
+	// A page's URL with a trailing slash leads to the page; an API route's
+	// is a 404 in the envelope (the router redirects neither itself).
+	for path, want := range map[string]string{"/dashboard/test/links/": "/dashboard/test/links", "/dashboard/test/": "/dashboard/test",
+		"/checkout/x/?lang=de": "/checkout/x?lang=de"} {
+		if p := a.get(path); p.status != http.StatusMovedPermanently || p.loc != want {
+			t.Fatalf("%s: %d %q", path, p.status, p.loc)
+		}
+	}
+	if p := a.get("/dashboard/test/links"); p.status != http.StatusOK {
+		t.Fatalf("links page: %d", p.status)
+	}
+	if p := a.get("/api/customers/"); p.status != http.StatusNotFound || !strings.Contains(p.body, `"code":"NOT_FOUND"`) {
+		t.Fatalf("api trailing slash: %d %.200s", p.status, p.body)
+	}
 }
 
 // TestDashboardRefusesCrossOrigin: a form posted from another site is
