@@ -489,18 +489,36 @@ func (r *refund) notFound(ctx workflow.Context, t chain.RefundTransfer, checks i
 // pay twice).
 const replacedWatchVersion = "refund-replaced-watch"
 
+// solanaReplacedWatchVersion marks the refund workflow that, on Solana,
+// watches the hashes a transfer failed on chain replaced, for the
+// not-found window (version 1): before it, the refund ended failed, and a
+// replaced transfer still within its blockhash's lifetime (a minute or
+// two from its signing) landing after was never recorded, while the
+// refund's amount was refundable again.
+const solanaReplacedWatchVersion = "refund-solana-replaced-watch"
+
 // watchReplaced says whether, the current transfer having failed on chain,
-// the hashes it replaced are still watched: on an EVM network (a Solana
-// transaction unseen this long can no longer land), from
-// replacedWatchVersion on.
+// the hashes it replaced are still watched: on an EVM network from
+// replacedWatchVersion on, on Solana from solanaReplacedWatchVersion on.
 func (r *refund) watchReplaced(ctx workflow.Context) bool {
 	if len(r.state.Replaced) == 0 {
 		return false
 	}
 	if fam, _ := chain.FamilyOf(r.in.Network); fam != chain.FamilyEVM {
-		return false
+		return workflow.GetVersion(ctx, solanaReplacedWatchVersion, workflow.DefaultVersion, 1) >= 1
 	}
 	return workflow.GetVersion(ctx, replacedWatchVersion, workflow.DefaultVersion, 2) >= 1
+}
+
+// replacedWatch is how long failWatched watches the replaced hashes: the
+// late watch on an EVM network (a replaced transaction waits in a node's
+// pool for days); the not-found window on Solana, where one cannot land
+// once its blockhash has expired, a minute or two after its signing.
+func (r *refund) replacedWatch() time.Duration {
+	if fam, _ := chain.FamilyOf(r.in.Network); fam != chain.FamilyEVM {
+		return r.in.NotFoundWindow
+	}
+	return r.in.LateWatch
 }
 
 // watchGraceVersion marks the refund workflow whose late watch, when its
@@ -515,7 +533,7 @@ const watchGraceVersion = "refund-watch-grace"
 // free again), then watches the hashes that transfer replaced: one landing
 // and paying the refund makes it succeeded (the money left the merchant).
 func (r *refund) failWatched(ctx workflow.Context, res chain.VerifyResult, checks int) (RefundResult, error) {
-	until := workflow.Now(ctx).Add(r.in.LateWatch)
+	until := workflow.Now(ctx).Add(r.replacedWatch())
 	msg := res.Message
 	if msg == "" {
 		msg = "refund transaction failed (" + res.Reason + ")"

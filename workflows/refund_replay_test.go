@@ -30,6 +30,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_replaced.json",
 	"testdata/refund_replaced_watch.json",
 	"testdata/refund_watched_resend_reverted.json",
+	"testdata/refund_solana_replaced_watch.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -93,12 +94,13 @@ func TestRefundRecordHistories(t *testing.T) {
 	defer w.Stop()
 	updates := 0
 	notFoundWindow, lateWatch := time.Hour, time.Duration(0)
+	network, source, destination, units := refundNetwork, refundMerchant, refundPayer, int64(5_000_000)
 	start := func(id string, window time.Duration) client.WorkflowRun {
 		t.Helper()
-		store.create(t, id, 5_000_000)
+		store.create(t, id, units)
 		now := time.Now()
-		in := RefundInput{RefundID: id, MerchantID: "mer_replay", Network: refundNetwork, SourceWallet: refundMerchant,
-			DestinationWallet: refundPayer, Units: 5_000_000, CreatedAt: now, ExpiresAt: now.Add(window),
+		in := RefundInput{RefundID: id, MerchantID: "mer_replay", Network: network, SourceWallet: source,
+			DestinationWallet: destination, Units: units, CreatedAt: now, ExpiresAt: now.Add(window),
 			PollInterval: 100 * time.Millisecond, NotFoundWindow: notFoundWindow, LateWatch: lateWatch}
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: RefundWorkflowID(id) + "-" + queue, TaskQueue: queue,
 			TypedSearchAttributes: temporal.NewSearchAttributes(MerchantIDAttr.ValueSet(in.MerchantID), NetworkAttr.ValueSet(in.Network)),
@@ -247,6 +249,23 @@ func TestRefundRecordHistories(t *testing.T) {
 		"the watched hash's failure was not noted")
 	fakeChain.put(refundHash(100), good(5_000_000), 1, 2)
 	finish(run, models.RefundSucceeded, refundHistoryFiles[7])
+
+	// 9. On Solana: a submitted transfer unseen, its re-send reverts; the
+	// refund fails TX_REVERTED and the first is watched for the not-found
+	// window (refund-solana-replaced-watch); it lands and pays the refund.
+	network, source, destination, units = "solana_devnet", solRefundMerchant, solRefundPayer, 1_000_000
+	notFoundWindow = time.Minute
+	run = start("rf_replay_solana_replaced", time.Hour)
+	if err := submit(run, solRefundSig(0)); err != nil {
+		t.Fatal(err)
+	}
+	fakeChain.put(solRefundSig(1), refundTransfer{from: source, to: destination, units: units, reverted: true}, 1, 2)
+	if err := submit(run, solRefundSig(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("rf_replay_solana_replaced", func(r refundFakeRefund) bool { return r.status == models.RefundFailed }, "the refund did not fail TX_REVERTED")
+	fakeChain.put(solRefundSig(0), refundTransfer{from: source, to: destination, units: units}, 1, 2)
+	finish(run, models.RefundSucceeded, refundHistoryFiles[8])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
@@ -265,5 +284,8 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	if r := store.refund("rf_replay_replaced_watch"); r.status != models.RefundSucceeded || r.hash != refundHash(98) {
 		t.Fatalf("replaced, watched stored %+v", r)
+	}
+	if r := store.refund("rf_replay_solana_replaced"); r.status != models.RefundSucceeded || r.hash != solRefundSig(0) {
+		t.Fatalf("Solana replaced, watched stored %+v", r)
 	}
 }

@@ -39,6 +39,17 @@ var refundStart = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 
 func refundHash(n int) string { return fmt.Sprintf("0x%064x", 0xbeef0000+n) }
 
+// A Solana refund's wallets and two transaction signatures.
+const (
+	solRefundMerchant = "4JvCQqB6RWgNiv6UvhLrVWiT1wA5kUwQTnCUPTpim9rp"
+	solRefundPayer    = "8LxfxgNCjge8ihBiUF4AZA8LUUZh2SY2eVEur9QgFMVW"
+)
+
+func solRefundSig(n int) string {
+	return []string{"2fBhoTU7BchSKkgLEMxb8d8fJ4NJQ4KdZQxN5TJwxMsc4denDsBn4pLnFBbuE9zpofaKqUJZPiTRn7zaQbCyznBy",
+		"3pAqE74Zke1svHnqwVhCSZr3R4AfnM2WpQduhKRjBkQLFszcJ6rtnYE1t8cx7JPNUDG1H76xFgxUo6NZyJqvY5oU"}[n]
+}
+
 // --- fakes ---
 
 // refundFakeRefund is a refund as the fake store keeps it.
@@ -962,6 +973,56 @@ func TestSolanaRefundNotWatchedLate(t *testing.T) {
 		t.Fatalf("ended at +%v", got)
 	}
 	if r := h.store.refund("rf_sol"); strings.Contains(r.message, "watched") {
+		t.Fatalf("stored %+v", r)
+	}
+}
+
+// TestSolanaRefundReplacedWatchedUntilItCannotLand: on Solana too, a
+// re-send that fails on chain while the transfer it replaced is unseen
+// fails the refund (its amount free) and watches the replaced transfer,
+// there for the not-found window (a transaction's blockhash expires within
+// minutes of its signing, long before): the replaced transfer landing then
+// makes the refund succeeded. Before (refund-solana-replaced-watch), the
+// refund ended failed at once and the transfer landing was never recorded,
+// while its amount was refundable again.
+func TestSolanaRefundReplacedWatchedUntilItCannotLand(t *testing.T) {
+	merchant, payer, first, resend := solRefundMerchant, solRefundPayer, solRefundSig(0), solRefundSig(1)
+	run := func(id string, lands bool) (*refundHarness, RefundResult, *refundFakeRefund) {
+		h := newRefundHarness(t, nil, id, 5_000_000)
+		h.in.Network, h.in.PollInterval = "solana_devnet", 10*time.Second
+		h.in.SourceWallet, h.in.DestinationWallet = merchant, payer
+		h.submit(time.Minute, first) // unseen
+		h.pay(2*time.Minute, resend, refundTransfer{from: merchant, to: payer, units: 5_000_000, reverted: true}, 1, 2)
+		mid := h.stored(5 * time.Minute)
+		if lands {
+			h.env.RegisterDelayedCallback(func() { h.chain.put(first, refundTransfer{from: merchant, to: payer, units: 5_000_000}, 1, 2) },
+				6*time.Minute)
+		}
+		return h, h.result(), mid
+	}
+
+	h, res, mid := run("rf_sol_resend_lands", true)
+	if res.Status != models.RefundSucceeded || res.TxHash != first {
+		t.Fatalf("the replaced transfer landed at +6m: %+v", res)
+	}
+	if mid.status != models.RefundFailed || mid.reason != chain.ReasonTxReverted || !mid.watchedFailure() ||
+		!strings.Contains(mid.message, first) {
+		t.Fatalf("at +5m: %+v", *mid)
+	}
+	if reserved, refunded, events := h.store.ledger(); reserved != 5_000_000 || refunded != 5_000_000 || len(events) != 1 {
+		t.Fatalf("ledger %d/%d events %v", reserved, refunded, events)
+	}
+
+	// It never lands: the watch ends after the not-found window (not a
+	// week), the refund failed with the re-send's reason.
+	h, res, _ = run("rf_sol_resend_never", false)
+	if res.Status != models.RefundFailed || res.Reason != chain.ReasonTxReverted || res.TxHash != resend {
+		t.Fatalf("result %+v", res)
+	}
+	if got := h.elapsed(); got < 2*time.Minute+time.Hour || got > 2*time.Minute+time.Hour+2*time.Minute {
+		t.Fatalf("watch ended at +%v", got)
+	}
+	if r := h.store.refund("rf_sol_resend_never"); r.watched || !strings.Contains(r.message, first) || strings.Contains(r.message, "still watched") {
 		t.Fatalf("stored %+v", r)
 	}
 }
