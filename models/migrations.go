@@ -301,7 +301,7 @@ func migrations() []*gormigrate.Migration {
 				}
 				var watched []Refund
 				if err := tx.Select("id", "failed_at").Where("status = ? AND failure_reason = ? AND failure_message LIKE ? AND failed_at IS NOT NULL AND watched_until IS NULL",
-					RefundFailed, ReasonTxNotFound, legacyWatchedMessage).Find(&watched).Error; err != nil {
+					RefundFailed, ReasonTxNotFound, "%"+legacyWatchedPhrase+"%").Find(&watched).Error; err != nil {
 					return err
 				}
 				for _, r := range watched {

@@ -542,7 +542,7 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 			return nil
 		}
 		at := o.At.UTC()
-		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND "+watchedSQL, r.ID, RefundFailed, ReasonTxNotFound, legacyWatchedMessage).
+		res := tx.Model(&Refund{}).Scopes(watchedFailed).Where("id = ?", r.ID).
 			Updates(map[string]any{"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "",
 				"watched_until": nil, "updated_at": s.Now()})
 		if res.Error != nil {
@@ -563,7 +563,7 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 // message, and it is no longer watched. A refund in any other state is
 // left as it is (the watch's end changes nothing else).
 func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
-	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND "+watchedSQL, refundID, txHash, RefundFailed, ReasonTxNotFound, legacyWatchedMessage).
+	return s.ctx(ctx).Model(&Refund{}).Scopes(watchedFailed).Where("id = ? AND tx_hash = ?", refundID, txHash).
 		Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "updated_at": s.Now()}).Error
 }
 
@@ -571,7 +571,7 @@ func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message st
 // txHash that is still watched (the watch goes on); a refund in any other
 // state is left as it is.
 func (s *Store) NoteRefundWatch(ctx context.Context, refundID, txHash, message string) error {
-	return s.ctx(ctx).Model(&Refund{}).Where("id = ? AND tx_hash = ? AND status = ? AND "+watchedSQL, refundID, txHash, RefundFailed, ReasonTxNotFound, legacyWatchedMessage).
+	return s.ctx(ctx).Model(&Refund{}).Scopes(watchedFailed).Where("id = ? AND tx_hash = ?", refundID, txHash).
 		Updates(map[string]any{"failure_message": truncate(message, 500), "updated_at": s.Now()}).Error
 }
 
@@ -590,11 +590,11 @@ func (r *Refund) watchedFailure() bool {
 // refund says (the workflow's wording since the late watch began).
 const legacyWatchedPhrase = "still watched until"
 
-// watchedSQL is watchedFailure's condition on the row (arguments: the
-// TX_NOT_FOUND reason and legacyWatchedMessage).
-const watchedSQL = "(watched_until IS NOT NULL OR (failure_reason = ? AND failure_message LIKE ?))"
-
-var legacyWatchedMessage = "%" + legacyWatchedPhrase + "%"
+// watchedFailed narrows a refunds query to watchedFailure's rows.
+func watchedFailed(q *gorm.DB) *gorm.DB {
+	return q.Where("status = ? AND (watched_until IS NOT NULL OR (failure_reason = ? AND failure_message LIKE ?))",
+		RefundFailed, ReasonTxNotFound, "%"+legacyWatchedPhrase+"%")
+}
 
 func refundEventKey(refundID string) string { return "payment.refunded:" + refundID }
 
