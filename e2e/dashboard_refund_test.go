@@ -36,15 +36,8 @@ func TestDashboardRefundInBrowser(t *testing.T) {
 	email, password := "refunds@roastery.example", "correct horse battery staple"
 	d := s.call("POST", "/api/auth/signup", "", map[string]any{"email": email, "password": password, "businessName": "Roastery"}, 201)
 	key, session := d["testKey"].(map[string]any)["fullKey"].(string), d["sessionToken"].(string)
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
-	s.wallet = dc.Customer().Hex()
-	sessionID, _ := s.openSession(key, "", "20.00")
-	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(sessionID, "complete", 30*time.Second)
-	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
-	total := units(txn["amount"])
+	paid := s.paidOnDevChain(dc, key, session, "20.00")
+	sessionID, total := paid.SessionID, paid.Total()
 	usdc := func(u int64) string { return money.Amount(u).String() } // as the pages print amounts
 
 	b := browser.Start(t, browser.Timeout(4*time.Minute), browser.ActionTimeout(30*time.Second))

@@ -40,18 +40,10 @@ func TestRefundTransferLandsLate(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
 	key, session := s.merchant()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
 	rc := newReceiver(t, nil)
 	s.webhookEndpoint(session, rc, "payment.refunded")
-
-	s.wallet = dc.Customer().Hex()
-	sessionID, _ := s.openSession(key, "", "8.00")
-	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(sessionID, "complete", 30*time.Second)
-	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
-	txID, total := txn["id"].(string), units(txn["amount"])
+	paid := s.paidOnDevChain(dc, key, session, "8.00")
+	txID, total := paid.TxID(), paid.Total()
 
 	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
 	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
@@ -114,14 +106,7 @@ func TestRefundTransferReplaced(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{})
 	key, session := s.merchant()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
-	s.wallet = dc.Customer().Hex()
-	sessionID, _ := s.openSession(key, "", "6.00")
-	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(sessionID, "complete", 30*time.Second)
-	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	txID := s.paidOnDevChain(dc, key, session, "6.00").TxID()
 	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
 	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
 	if err != nil {
@@ -173,15 +158,8 @@ func TestRefundResendRevertsFirstLandsLater(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
 	key, session := s.merchant()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
-	s.wallet = dc.Customer().Hex()
-	sessionID, _ := s.openSession(key, "", "7.00")
-	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(sessionID, "complete", 30*time.Second)
-	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
-	txID, total := txn["id"].(string), units(txn["amount"])
+	paid := s.paidOnDevChain(dc, key, session, "7.00")
+	txID, total := paid.TxID(), paid.Total()
 	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
 	id := rf["id"].(string)
 

@@ -125,6 +125,38 @@ func (s *stack) waitRefund(key, id, want string, within time.Duration) map[strin
 	}
 }
 
+// devPayment is a session paid on a dev chain: its id, the payment's hash
+// and its transaction as GET /api/transactions lists it.
+type devPayment struct {
+	SessionID, TxHash string
+	Txn               map[string]any
+}
+
+// TxID is the paid session's transaction id; Total its amount in units.
+func (p devPayment) TxID() string { return p.Txn["id"].(string) }
+func (p devPayment) Total() int64 { return units(p.Txn["amount"]) }
+
+// paidOnDevChain sets the merchant (key, session) up to receive in the dev
+// merchant wallet, which also pays its refunds, and has the dev customer
+// pay a session of amount on dc as `paygate dev pay` does; it waits for the
+// session to complete.
+func (s *stack) paidOnDevChain(dc *devchain.Chain, key, session, amount string) devPayment {
+	s.t.Helper()
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
+	s.wallet = dc.Customer().Hex()
+	sessionID, _ := s.openSession(key, "", amount)
+	paid, err := devchain.PaySession(context.Background(), s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitStatus(sessionID, "complete", 30*time.Second)
+	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
+	if txn["txHash"] != paid.TxHash {
+		s.t.Fatalf("the newest transaction is not the payment %s: %v", paid.TxHash, txn)
+	}
+	return devPayment{SessionID: sessionID, TxHash: paid.TxHash, Txn: txn}
+}
+
 // TestDevChainRefunds runs refunds end to end on the dev server and a dev
 // chain: a session paid as `paygate dev pay` does (devchain.PaySession), a
 // refund of half from the dashboard paid from the wrong wallet (it fails,
@@ -146,28 +178,15 @@ func TestDevChainRefunds(t *testing.T) {
 	t.Cleanup(verifier.Close)
 	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
 	key, session := s.merchant()
-	// The merchant receives payments in the dev merchant wallet, which pays the refunds.
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
 	goRecv := newReceiver(t, nil)
 	s.webhookEndpoint(session, goRecv, "payment.refunded")
 	ep := s.call("POST", "/api/webhooks", session, map[string]any{"url": goRecv.url(), "events": []string{"payment.refunded"}, "mode": "test"}, 201)
 	npmRecv := startNodeReceiver(t, ep["secret"].(string))
 	s.call("PATCH", "/api/webhooks/"+ep["id"].(string), session, map[string]any{"url": npmRecv.url + "/hooks"}, 200)
 
-	// 1. The customer pays a session.
-	s.wallet = dc.Customer().Hex()
-	sessionID, _ := s.openSession(key, "", "12.50")
-	paid, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(sessionID, "complete", 30*time.Second)
-	txs := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)
-	txn := txs[0].(map[string]any)
-	if txn["txHash"] != paid.TxHash {
-		t.Fatalf("transaction %v", txn)
-	}
-	txID, total := txn["id"].(string), units(txn["amount"])
+	// 1. The customer pays a session (to the dev merchant wallet, which pays the refunds).
+	paid := s.paidOnDevChain(dc, key, session, "12.50")
+	txID, total := paid.TxID(), paid.Total()
 	half := total / 2
 
 	// 2. Half, from the dashboard, paid from another wallet: it fails.
@@ -274,7 +293,7 @@ func TestDevChainRefunds(t *testing.T) {
 	}
 
 	// The transaction is fully refunded, split exactly; nothing is left.
-	txn = s.call("GET", "/api/transactions/"+txID, key, nil, 200)
+	txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200)
 	refunds := txn["refunds"].([]any)
 	var sub, tax int64
 	for _, r := range refunds {
@@ -318,14 +337,7 @@ func TestDevRefundCommand(t *testing.T) {
 	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
 	bin := buildPaygate(t)
 	key, session := s.merchant()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": devchain.MerchantAddress().Hex()}}, 200)
-	s.wallet = dc.Customer().Hex()
-	sessionID, _ := s.openSession(key, "", "3.00")
-	if _, err := devchain.PaySession(ctx, s.http.URL, dc.RPCURL(), devchain.CustomerKey(), sessionID, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(sessionID, "complete", 30*time.Second)
-	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	txID := s.paidOnDevChain(dc, key, session, "3.00").TxID()
 	rf := s.call("POST", "/api/v1/refunds", session, map[string]any{"transactionId": txID, "amount": "1.50"}, 201)["id"].(string)
 
 	cmd := exec.Command(bin, "dev", "refund", rf)
