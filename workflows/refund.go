@@ -271,6 +271,13 @@ func (r *refund) replaceable(hash string) bool {
 		(r.state.Status == models.RefundFailed && r.state.WatchedUntil != nil)
 }
 
+// replacedFailedVersion marks the refund workflow that, when a watched
+// refund whose current transfer failed on chain is submitted again, no
+// longer adds that transfer to the hashes it checks (version 1): before
+// it, the decided transfer was checked again at every pass and named as
+// still watched.
+const replacedFailedVersion = "refund-replaced-failed"
+
 // maxReplacements bounds the transfers that may replace a refund's first
 // one (each is checked at every pass until one lands).
 const maxReplacements = 2
@@ -291,8 +298,12 @@ func (r *refund) submit(ctx workflow.Context, req RefundSubmitRequest) (RefundSu
 	}
 	if replace {
 		// A watched failure is submitted again (its amount reserved again).
+		// The hash replaced goes on being checked, unless it failed on chain
+		// already (decided: replacedFailedVersion).
+		if r.currentFailure == "" || workflow.GetVersion(ctx, replacedFailedVersion, workflow.DefaultVersion, 1) < 1 {
+			r.state.Replaced = append(r.state.Replaced, r.state.TxHash)
+		}
 		r.state.Reason, r.state.Message, r.state.LastCheck, r.ending, r.currentFailure = "", "", nil, false, ""
-		r.state.Replaced = append(r.state.Replaced, r.state.TxHash)
 		r.state.Replacements++
 	}
 	r.state.Status, r.state.TxHash, r.since = models.RefundSubmitted, req.TxHash, sub.At

@@ -31,6 +31,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_replaced_watch.json",
 	"testdata/refund_watched_resend_reverted.json",
 	"testdata/refund_solana_replaced_watch.json",
+	"testdata/refund_replaced_failed.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -266,6 +267,26 @@ func TestRefundRecordHistories(t *testing.T) {
 	waitFor("rf_replay_solana_replaced", func(r refundFakeRefund) bool { return r.status == models.RefundFailed }, "the refund did not fail TX_REVERTED")
 	fakeChain.put(solRefundSig(0), refundTransfer{from: source, to: destination, units: units}, 1, 2)
 	finish(run, models.RefundSucceeded, refundHistoryFiles[8])
+
+	// 10. A submitted transfer unseen, its re-send reverts (the first
+	// watched), a third reverts too: the second, decided, is no longer
+	// checked (refund-replaced-failed); the first lands and pays the refund.
+	network, source, destination, units = refundNetwork, refundMerchant, refundPayer, 1_000_000
+	notFoundWindow, lateWatch = time.Hour, time.Minute
+	run = start("rf_replay_replaced_failed", time.Hour)
+	if err := submit(run, refundHash(102)); err != nil {
+		t.Fatal(err)
+	}
+	for i, hash := range []string{refundHash(103), refundHash(104)} {
+		fakeChain.put(hash, refundTransfer{from: source, to: destination, units: units, reverted: true}, 1, 2)
+		if err := submit(run, hash); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("rf_replay_replaced_failed", func(r refundFakeRefund) bool { return r.status == models.RefundFailed && r.hash == hash },
+			fmt.Sprintf("re-send %d did not fail the refund", i+1))
+	}
+	fakeChain.put(refundHash(102), refundTransfer{from: source, to: destination, units: units}, 1, 2)
+	finish(run, models.RefundSucceeded, refundHistoryFiles[9])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
@@ -284,6 +305,9 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	if r := store.refund("rf_replay_replaced_watch"); r.status != models.RefundSucceeded || r.hash != refundHash(98) {
 		t.Fatalf("replaced, watched stored %+v", r)
+	}
+	if r := store.refund("rf_replay_replaced_failed"); r.status != models.RefundSucceeded || r.hash != refundHash(102) {
+		t.Fatalf("replaced failed stored %+v", r)
 	}
 	if r := store.refund("rf_replay_solana_replaced"); r.status != models.RefundSucceeded || r.hash != solRefundSig(0) {
 		t.Fatalf("Solana replaced, watched stored %+v", r)

@@ -1285,6 +1285,44 @@ func TestRefundReplacementFailsWhileTheReplacedIsUnseen(t *testing.T) {
 	}
 }
 
+// TestRefundFailedHashIsNotWatchedAfterItsReplacement: a watched refund
+// whose current transfer already failed on chain is submitted again; that
+// failed transfer is decided, so it is not among the hashes then watched
+// (nor named as watched). Before (refund-replaced-failed), it joined them.
+func TestRefundFailedHashIsNotWatchedAfterItsReplacement(t *testing.T) {
+	reverted := refundTransfer{from: refundMerchant, to: refundPayer, units: 5_000_000, reverted: true}
+	h := newRefundHarness(t, nil, "rf_third", 5_000_000)
+	h.in.PollInterval = 30 * time.Second
+	h.submit(time.Minute, refundHash(81))                 // unseen
+	h.pay(3*time.Minute, refundHash(82), reverted, 1, 2)  // fails: 81 watched
+	h.pay(30*time.Minute, refundHash(83), reverted, 1, 2) // fails again: 81 still watched, 82 decided
+	mid := h.stored(time.Hour)
+	state := h.query(time.Hour)
+	var checkedAfter []string
+	h.env.RegisterDelayedCallback(func() {
+		reqs, at := h.chain.requests()
+		for i, r := range reqs {
+			if at[i].After(refundStart.Add(40 * time.Minute)) {
+				checkedAfter = append(checkedAfter, r.TxHash)
+			}
+		}
+		h.chain.put(refundHash(81), good(5_000_000), 1, 2)
+	}, 2*time.Hour)
+	res := h.result()
+	if res.Status != models.RefundSucceeded || res.TxHash != refundHash(81) {
+		t.Fatalf("result %+v", res)
+	}
+	if mid.status != models.RefundFailed || !mid.watchedFailure() || !strings.Contains(mid.message, "the transfer it replaced ("+refundHash(81)+")") {
+		t.Fatalf("at +1h: %+v", *mid)
+	}
+	if !slices.Equal(state.Replaced, []string{refundHash(81)}) {
+		t.Fatalf("watched at +1h: %v", state.Replaced)
+	}
+	if len(checkedAfter) == 0 || slices.Contains(checkedAfter, refundHash(82)) {
+		t.Fatalf("checked after the third hash failed: %v", checkedAfter)
+	}
+}
+
 // TestRefundReplacedWatchContinuesAsNew: the watch of a failed re-send's
 // replaced transfer outlasts one run; the next run carries the failure
 // (reason, how the re-send failed), checks only the replaced transfer, and
