@@ -414,6 +414,12 @@ func (s *sweeper) route(key, method, path string, auth api.Auth, op *openapi3.Op
 	if base != nil {
 		b = mustJSON(s.t, base)
 	}
+	// The route with a trailing slash, and otherwise its valid request:
+	// no such route (a redirect would be followed, the body with it).
+	if !strings.HasSuffix(path, "*key") {
+		probes = append(probes, probe{name: "trailing slash", method: method, path: at(id) + "/", token: token, body: b,
+			want: []int{http.StatusNotFound}})
+	}
 	var params []string
 	for _, p := range op.Parameters {
 		if p.Value.In == "query" {
