@@ -168,7 +168,13 @@ func (f *refundFixture) failWatched(t *testing.T, id, hash, reason, message stri
 // for it; it returns the refund and the hash.
 func (f *refundFixture) submitted(t *testing.T, amount money.Amount) (*models.Refund, string) {
 	t.Helper()
-	r, err := f.refund(amount, models.InitiatedByMerchant)
+	return f.submittedBy(t, amount, models.InitiatedByMerchant)
+}
+
+// submittedBy is submitted, the refund initiated by by.
+func (f *refundFixture) submittedBy(t *testing.T, amount money.Amount, by string) (*models.Refund, string) {
+	t.Helper()
+	r, err := f.refund(amount, by)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +190,7 @@ func (f *refundFixture) submitted(t *testing.T, amount money.Amount) (*models.Re
 // the hash.
 func (f *refundFixture) lost(t *testing.T, amount money.Amount, by string) (*models.Refund, string) {
 	t.Helper()
-	r, err := f.refund(amount, by)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := f.hash()
-	if err := f.st.SubmitRefundTx(context.Background(), r.ID, h, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	r, h := f.submittedBy(t, amount, by)
 	f.notFound(t, r.ID, h, "not found")
 	return r, h
 }
@@ -556,14 +555,7 @@ func TestRefundLandsLate(t *testing.T) {
 			t.Fatalf("refunded %s", got.RefundedAmount)
 		}
 		// A refund failed otherwise is answered as stored.
-		other, err := newRefundFixture(t, st, models.ModeTest).refund(money.FromCents(100), models.InitiatedByAPI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h2 := f.hash()
-		if err := st.SubmitRefundTx(ctx, other.ID, h2, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		other, h2 := newRefundFixture(t, st, models.ModeTest).submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: other.ID, Status: models.RefundFailed, TxHash: h2, Reason: "TX_REVERTED"}); err != nil {
 			t.Fatal(err)
 		}
@@ -575,14 +567,7 @@ func TestRefundLandsLate(t *testing.T) {
 		if err := st.EndRefundWatch(ctx, other.ID, h2, "watch over"); err != nil || mustRefund(t, st, other.ID).FailureMessage == "watch over" {
 			t.Fatalf("end of a watch on a reverted refund: %v", err)
 		}
-		third, err := newRefundFixture(t, st, models.ModeTest).refund(money.FromCents(100), models.InitiatedByAPI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h3 := f.hash()
-		if err := st.SubmitRefundTx(ctx, third.ID, h3, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		third, h3 := newRefundFixture(t, st, models.ModeTest).submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
 		f.notFound(t, third.ID, h3, "not found; it is still watched")
 		if r := mustRefund(t, st, third.ID); r.WatchedUntil == nil {
 			t.Fatalf("a watched failure: %+v", r)
@@ -607,14 +592,7 @@ func TestRefundLandsLate(t *testing.T) {
 		}
 		// Failed by a worker from before the watch's end was stored (a
 		// rolling deploy): its message says it is watched, and it is.
-		fourth, err := newRefundFixture(t, st, models.ModeTest).refund(money.FromCents(100), models.InitiatedByAPI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h4 := f.hash()
-		if err := st.SubmitRefundTx(ctx, fourth.ID, h4, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		fourth, h4 := newRefundFixture(t, st, models.ModeTest).submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundFailed, TxHash: h4, Reason: models.ReasonTxNotFound,
 			Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds",
 			At:      time.Now()}); err != nil {

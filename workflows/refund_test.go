@@ -264,31 +264,27 @@ func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.Refun
 // NoteRefundWatch replaces the message of a watched failure, still
 // watched.
 func (s *refundFakeStore) NoteRefundWatch(_ context.Context, id, hash, message string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["NoteRefundWatch"]++
-	r, ok := s.refunds[id]
-	if !ok {
-		return apperr.NotFound()
-	}
-	if r.watchedFailure() && r.hash == hash {
-		r.message = message
-	}
-	return nil
+	return s.rewriteWatch("NoteRefundWatch", id, hash, message, false)
 }
 
 // EndRefundWatch replaces the message of a watched failure, no longer
 // watched.
 func (s *refundFakeStore) EndRefundWatch(_ context.Context, id, hash, message string) error {
+	return s.rewriteWatch("EndRefundWatch", id, hash, message, true)
+}
+
+// rewriteWatch replaces the message of a watched failure with hash, and
+// ends its watch when end is set; any other refund is left as it is.
+func (s *refundFakeStore) rewriteWatch(method, id, hash, message string, end bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls["EndRefundWatch"]++
+	s.calls[method]++
 	r, ok := s.refunds[id]
 	if !ok {
 		return apperr.NotFound()
 	}
 	if r.watchedFailure() && r.hash == hash {
-		r.message, r.watched = message, false
+		r.message, r.watched = message, r.watched && !end
 	}
 	return nil
 }
