@@ -64,6 +64,10 @@ type DeliveryAttemptRecord struct {
 	Status string
 	// Error is a short reason for a failed attempt ("" when delivered).
 	Error string
+	// Slot is the attempt's place in the retry schedule (1 to 8), 0 for an
+	// extra attempt (a retry signal, a manual retry): the delivery keeps the
+	// highest, so a run that resumes it continues the schedule from there.
+	Slot int
 }
 
 // DeliveryStore is the persistence the delivery activity needs; models/
@@ -99,6 +103,9 @@ type DeliveryAttemptInput struct {
 	// Final is true when no attempt follows a failure of this one, so a
 	// failure is recorded as DeliveryStatusFailed rather than pending.
 	Final bool
+	// Slot is the attempt's place in the retry schedule, 0 for an extra
+	// attempt (see DeliveryAttemptRecord.Slot).
+	Slot int
 }
 
 // DeliveryAttemptResult is the outcome of AttemptDelivery. A failed HTTP
@@ -190,6 +197,7 @@ func (a *WebhookActivities) AttemptDelivery(ctx context.Context, in DeliveryAtte
 		At:             at,
 		Status:         status,
 		Error:          res.Error,
+		Slot:           in.Slot,
 	}
 	if err := a.Store.RecordDeliveryAttempt(ctx, rec); err != nil {
 		return DeliveryAttemptResult{}, classifyStoreError("record delivery attempt", err)

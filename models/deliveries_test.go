@@ -189,3 +189,35 @@ func newDelivery(t *testing.T, st *models.Store, email string) (*models.Merchant
 	}
 	return m, ep, ids[0]
 }
+
+// TestDeliveryScheduledAttempts: the delivery keeps the highest schedule
+// slot attempted; extra attempts (slot 0) count in attempts only, and a
+// slot recorded again or late never lowers it.
+func TestDeliveryScheduledAttempts(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		_, _, id := newDelivery(t, st, "slots@example.com")
+		at := time.Now().UTC()
+		steps := []struct{ attempt, slot, attempts, scheduled int }{
+			{1, 1, 1, 1}, // slot 1
+			{2, 0, 2, 1}, // a support retry
+			{3, 0, 3, 1},
+			{4, 2, 4, 2}, // slot 2
+			{4, 2, 4, 2}, // the same attempt recorded again (a retried activity)
+			{5, 0, 5, 2},
+		}
+		for i, s := range steps {
+			if err := st.RecordDeliveryAttempt(ctx, models.AttemptRecord{DeliveryID: id, Attempt: s.attempt, Slot: s.slot,
+				ResponseStatus: 500, At: at, Status: models.DeliveryPending, Error: "HTTP 500"}); err != nil {
+				t.Fatal(err)
+			}
+			d, err := st.WebhookDelivery(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Attempts != s.attempts || d.ScheduledAttempts != s.scheduled {
+				t.Fatalf("step %d: attempts %d, scheduled %d; want %d, %d", i, d.Attempts, d.ScheduledAttempts, s.attempts, s.scheduled)
+			}
+		}
+	})
+}

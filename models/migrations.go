@@ -312,6 +312,22 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// The retry-schedule slot a delivery reached, apart from its
+			// attempts (which count retries asked by support too): a run
+			// resumed after a lost one continued from the attempt count and
+			// skipped the schedule's remaining day and more. Rows from before
+			// count every attempt as scheduled, as the resume did then.
+			ID: "20261127_0015_delivery_scheduled_attempts",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasColumn(&WebhookDelivery{}, "ScheduledAttempts") {
+					if err := m.AddColumn(&WebhookDelivery{}, "ScheduledAttempts"); err != nil {
+						return err
+					}
+				}
+				return tx.Exec("UPDATE webhook_deliveries SET scheduled_attempts = attempts WHERE scheduled_attempts < attempts").Error
+			},
+		},
 	}
 }
 

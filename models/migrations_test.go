@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paygate/paygate/keyring"
+
 	"github.com/paygate/paygate/money"
 )
 
@@ -299,5 +301,71 @@ func testRefundWatchedUntilUpgrade(t *testing.T, st *Store) {
 	}
 	if err := st.Migrate(); err != nil {
 		t.Fatalf("migrate again: %v", err)
+	}
+}
+
+// TestDeliveryScheduledAttemptsMigration: deliveries from before
+// 20261127_0015 count every recorded attempt as a schedule slot, as a
+// resumed run did then.
+func TestDeliveryScheduledAttemptsMigration(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testDeliveryScheduledAttemptsUpgrade(t, st)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testDeliveryScheduledAttemptsUpgrade(t, st)
+	})
+}
+
+func testDeliveryScheduledAttemptsUpgrade(t *testing.T, st *Store) {
+	ring, err := keyring.New(keyring.PurposeWebhookSecret, "migration-test-server-secret-migration-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.secrets = ring
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := &Merchant{Email: "slots@example.com", PasswordHash: "x", BusinessName: "Slots"}
+	if _, err := st.CreateMerchant(ctx, m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateWebhookEndpoint(ctx, &WebhookEndpoint{MerchantID: m.ID, Mode: ModeTest, URL: "https://example.com/hook",
+		Events: StringList{"checkout.completed"}, Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := st.EmitEvent(ctx, m.ID, ModeTest, EventSpec{Type: "checkout.completed", Key: "k1", Data: map[string]any{"livemode": false}})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("emit: %v %v", ids, err)
+	}
+	// Back to the schema before 20261127_0015, with three attempts made.
+	if err := st.db.Migrator().DropColumn(&WebhookDelivery{}, "ScheduledAttempts"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Exec("UPDATE webhook_deliveries SET attempts = 3 WHERE id = ?", ids[0]).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261127_0015_delivery_scheduled_attempts").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	d, err := st.WebhookDelivery(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ScheduledAttempts != 3 {
+		t.Fatalf("scheduled attempts %d after the upgrade, want the 3 attempts", d.ScheduledAttempts)
 	}
 }

@@ -542,15 +542,19 @@ type WebhookDelivery struct {
 	EndpointID string `gorm:"size:36;not null;uniqueIndex:idx_delivery_event_endpoint"`
 	// SessionID is the checkout session the event is about, if any (the
 	// payment page lists the deliveries a payment caused).
-	SessionID      *string  `gorm:"size:36;index"`
-	Event          string   `gorm:"size:64;not null"`
-	Payload        JSONText `gorm:"type:text;not null"`
-	Status         string   `gorm:"size:16;not null"`
-	Attempts       int      `gorm:"not null;default:0"`
-	ResponseStatus *int
-	LastAttemptAt  *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	SessionID *string  `gorm:"size:36;index"`
+	Event     string   `gorm:"size:64;not null"`
+	Payload   JSONText `gorm:"type:text;not null"`
+	Status    string   `gorm:"size:16;not null"`
+	Attempts  int      `gorm:"not null;default:0"`
+	// ScheduledAttempts is the highest retry-schedule slot attempted (extra
+	// attempts asked by a retry are counted in Attempts only): a run that
+	// resumes the delivery continues the schedule after it.
+	ScheduledAttempts int `gorm:"not null;default:0"`
+	ResponseStatus    *int
+	LastAttemptAt     *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // DeliveryAttempt is one POST of a delivery; (delivery, attempt) is unique so

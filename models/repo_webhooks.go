@@ -186,6 +186,9 @@ type AttemptRecord struct {
 	At             time.Time
 	Status         string
 	Error          string
+	// Slot is the attempt's place in the retry schedule, 0 for an extra
+	// attempt; the delivery's scheduled_attempts keeps the highest.
+	Slot int
 }
 
 // RecordDeliveryAttempt stores one attempt, once per (delivery, attempt),
@@ -214,8 +217,12 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, a AttemptRecord) erro
 	// exists, also when its update changes nothing (an older attempt
 	// recorded late); neither writing means the delivery is gone.
 	dry := s.dry(ctx)
+	fields := map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now(), "status": next}
+	if a.Slot > 0 {
+		fields["scheduled_attempts"] = gorm.Expr("CASE WHEN scheduled_attempts < ? THEN ? ELSE scheduled_attempts END", a.Slot, a.Slot)
+	}
 	update, uerr := built(dry.Model(&WebhookDelivery{}).Where("id = ? AND attempts <= ?", a.DeliveryID, a.Attempt).
-		Updates(map[string]any{"attempts": a.Attempt, "response_status": status, "last_attempt_at": at, "updated_at": s.Now(), "status": next}))
+		Updates(fields))
 	attempt, aerr := built(dry.Exec(`INSERT INTO delivery_attempts (delivery_id, attempt, response_status, error, attempted_at)
 		SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = ?)
 		ON CONFLICT (delivery_id, attempt) DO UPDATE SET response_status = excluded.response_status, error = excluded.error,

@@ -160,7 +160,7 @@ func (r *DeliveryReconciler) reconcile(ctx context.Context, d *models.WebhookDel
 // (the dispatcher, another worker's reconciler, a manual retry) is fine.
 func (r *DeliveryReconciler) start(ctx context.Context, d *models.WebhookDelivery, reuse enums.WorkflowIdReusePolicy) error {
 	in := workflows.WebhookDeliveryInput{DeliveryID: d.ID, PreviousAttempts: d.Attempts,
-		ResumeSlot: min(d.Attempts, workflows.WebhookDeliveryMaxAttempts-1), Shape: workflows.ShapeCurrent}
+		ResumeSlot: min(d.ScheduledAttempts, workflows.WebhookDeliveryMaxAttempts-1), Shape: workflows.ShapeCurrent}
 	_, err := r.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    workflows.WebhookDeliveryWorkflowID(d.ID),
 		TaskQueue:             r.Queue,

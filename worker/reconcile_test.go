@@ -210,3 +210,78 @@ func TestDeliveryReconciler(t *testing.T) {
 		t.Errorf("second pass: %+v %v", res, err)
 	}
 }
+
+// TestResumeCountsScheduledAttemptsOnly: support's retries are extra
+// attempts, not slots of the retry schedule. A delivery whose first
+// scheduled attempt failed and which support retried seven times (eight
+// attempts) and whose run was then lost resumes at slot 2, keeping the
+// schedule's remaining day and more: before, it resumed at slot 8 and
+// failed at once.
+func TestResumeCountsScheduledAttemptsOnly(t *testing.T) {
+	rig := newDeliveryRig(t, 1000) // the receiver always fails
+	c, st, queue := rig.c, rig.st, rig.queue
+	ctx := context.Background()
+	id := rig.emit()
+	if err := (Dispatcher{Client: c, Queue: queue}).Dispatch(ctx, []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	waitAttempts := func(n int) *models.WebhookDelivery {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			d, err := st.WebhookDelivery(ctx, id)
+			if err == nil && d.Attempts >= n {
+				return d
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d not recorded", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitAttempts(1)
+	for n := 2; n <= 8; n++ { // seven retries in the minute before slot 2
+		d, err := st.WebhookDelivery(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (Retrier{Client: c, Queue: queue}).RetryDelivery(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		waitAttempts(n)
+	}
+	if d := waitAttempts(8); d.ScheduledAttempts != 1 {
+		t.Fatalf("scheduled attempts %d after one slot and seven retries, want 1", d.ScheduledAttempts)
+	}
+	if err := c.TerminateWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(id), "", "chaos"); err != nil {
+		t.Fatal(err)
+	}
+	rec := &DeliveryReconciler{Client: c, Queue: queue, Store: st, Grace: time.Nanosecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if res, err := rec.ReconcileOnce(ctx); err != nil || res.Started != 1 {
+		t.Fatalf("reconcile: %+v %v", res, err)
+	}
+	d := waitAttempts(9)
+	if d.ScheduledAttempts != 2 {
+		t.Errorf("the resumed run's attempt took slot %d, want 2", d.ScheduledAttempts)
+	}
+	// The resumed run waits 5 minutes for slot 3: the delivery stays pending.
+	var st2 workflows.WebhookDeliveryStatus
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := c.QueryWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(id), "", workflows.WebhookStatusQuery)
+		if err == nil && v.Get(&st2) == nil && !st2.NextAttemptAt.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed run not waiting for its next slot: %+v %v", st2, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st2.ScheduledAttempts != 2 || st2.State != workflows.WebhookDeliveryStatePending {
+		t.Errorf("resumed run: %+v, want pending after scheduled attempt 2", st2)
+	}
+	if d, _ := st.WebhookDelivery(ctx, id); d.Status != models.DeliveryPending {
+		t.Errorf("delivery %s after two scheduled attempts, want pending", d.Status)
+	}
+}

@@ -35,7 +35,7 @@ func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models
 		// the signal: one manual attempt made final would fail the delivery
 		// after a single refusal, short of SPEC.md's eight.
 		in = workflows.WebhookDeliveryInput{DeliveryID: d.ID, PreviousAttempts: d.Attempts,
-			ResumeSlot: min(d.Attempts, workflows.WebhookDeliveryMaxAttempts-1), Shape: workflows.ShapeCurrent}
+			ResumeSlot: min(d.ScheduledAttempts, workflows.WebhookDeliveryMaxAttempts-1), Shape: workflows.ShapeCurrent}
 	}
 	run, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(d.ID), workflows.WebhookRetrySignal, nil,
 		client.StartWorkflowOptions{TaskQueue: queue}, workflows.WebhookDeliveryWorkflow, in)

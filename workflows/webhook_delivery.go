@@ -185,7 +185,7 @@ func WebhookDeliveryWorkflow(ctx workflow.Context, in WebhookDeliveryInput) (Web
 		// SignalWithStart delivered the retry signal that started this run:
 		// the attempt below answers it.
 		webhookDrain(retry)
-		_, err := d.attempt(ctx, true)
+		_, err := d.attempt(ctx, true, 0)
 		return d.finish(ctx, retry, err)
 	}
 
@@ -203,7 +203,7 @@ func WebhookDeliveryWorkflow(ctx workflow.Context, in WebhookDeliveryInput) (Web
 		// A retry asked for now is answered by this attempt.
 		webhookDrain(retry)
 		d.status.ScheduledAttempts++
-		done, err := d.attempt(ctx, slot == WebhookDeliveryMaxAttempts)
+		done, err := d.attempt(ctx, slot == WebhookDeliveryMaxAttempts, slot)
 		if done || err != nil {
 			return d.finish(ctx, retry, err)
 		}
@@ -241,21 +241,23 @@ func (d *webhookDelivery) wait(ctx workflow.Context, retry workflow.ReceiveChann
 			continue
 		}
 		d.status.ExtraAttempts++
-		if done, err := d.attempt(ctx, false); done || err != nil {
+		if done, err := d.attempt(ctx, false, 0); done || err != nil {
 			return done, err
 		}
 	}
 	return false, nil
 }
 
-// attempt runs one AttemptDelivery. done is true when the delivery reached a
+// attempt runs one AttemptDelivery: slot is its place in the retry
+// schedule, 0 for an extra attempt. done is true when the delivery reached a
 // final state (delivered, failed, gone).
-func (d *webhookDelivery) attempt(ctx workflow.Context, final bool) (done bool, err error) {
+func (d *webhookDelivery) attempt(ctx workflow.Context, final bool, slot int) (done bool, err error) {
 	d.status.Attempts++
 	in := activities.DeliveryAttemptInput{
 		DeliveryID: d.status.DeliveryID,
 		Attempt:    d.status.Attempts,
 		Final:      final,
+		Slot:       slot,
 	}
 	var res activities.DeliveryAttemptResult
 	f := workflow.ExecuteActivity
@@ -306,7 +308,7 @@ func (d *webhookDelivery) finish(ctx workflow.Context, retry workflow.ReceiveCha
 		webhookDrain(retry)
 		d.status.ExtraAttempts++
 		d.status.State = WebhookDeliveryStatePending
-		_, err = d.attempt(ctx, true)
+		_, err = d.attempt(ctx, true, 0)
 	}
 	webhookDrain(retry)
 	return d.result(), err
