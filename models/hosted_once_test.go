@@ -2,12 +2,17 @@ package models_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/money"
@@ -96,4 +101,46 @@ func TestHostedCheckoutPaidOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCancelDoesNotOverwriteAPaidCheckout: a session completing a hosted
+// checkout between the cancel's read and its write (PostgreSQL, another
+// connection) wins: the checkout stays complete and the cancel is a
+// conflict. Before, the cancel wrote cancelled over the paid checkout and
+// answered 200, and the merchant would not ship what the customer paid for.
+func TestCancelDoesNotOverwriteAPaidCheckout(t *testing.T) {
+	st := storetest.Open(t, "postgres")
+	ctx := context.Background()
+	m := newMerchant(t, st, "cancel-race@x.io")
+	sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+	hc := &models.HostedCheckout{MerchantID: m.ID, Mode: models.ModeTest, Name: "Race", Amount: money.FromCents(500), Currency: "USD",
+		ExpiresAt: time.Now().Add(time.Hour)}
+	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "Race", Amount: money.FromCents(500), Currency: "USD",
+		Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+	if err := st.CreateHostedCheckout(ctx, hc, l); err != nil {
+		t.Fatal(err)
+	}
+	var fired atomic.Bool
+	if err := st.DB().Callback().Query().After("gorm:query").Register("test:complete_between", func(db *gorm.DB) {
+		if db.Statement.Table == "hosted_checkouts" && fired.CompareAndSwap(false, true) {
+			storetest.Exec(t, st, "UPDATE hosted_checkouts SET status = 'complete', session_id = ? WHERE id = ?", models.NewID(), hc.ID)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.CancelHostedCheckout(ctx, sc, hc.ID)
+	if !fired.Load() {
+		t.Fatal("the completion was not injected")
+	}
+	if !errors.Is(err, apperr.ErrConflict) {
+		t.Errorf("cancel of a checkout paid meanwhile: %v, want a conflict", err)
+	}
+	now, err := st.HostedCheckoutOf(ctx, sc, hc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Status != models.HostedComplete {
+		t.Errorf("paid checkout stored as %q", now.Status)
+	}
 }

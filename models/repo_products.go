@@ -135,10 +135,21 @@ func (s *Store) CancelHostedCheckout(ctx context.Context, sc Scope, id string) (
 			return apperr.Conflict("the checkout is " + hc.Status)
 		}
 		now := s.Now()
-		hc.Status, hc.UpdatedAt = HostedCancelled, now
-		if err := tx.Model(&HostedCheckout{}).Where("id = ?", hc.ID).Updates(map[string]any{"status": HostedCancelled, "updated_at": now}).Error; err != nil {
-			return err
+		// Guarded by the status read: a session completing the checkout
+		// between that read and this write (PostgreSQL: it holds the row
+		// until its commit) has won, and the customer paid.
+		res := tx.Model(&HostedCheckout{}).Where("id = ? AND status = ?", hc.ID, HostedOpen).
+			Updates(map[string]any{"status": HostedCancelled, "updated_at": now})
+		if res.Error != nil {
+			return res.Error
 		}
+		if res.RowsAffected == 0 {
+			if err := tx.Where("id = ?", hc.ID).Take(&hc).Error; err != nil {
+				return err
+			}
+			return apperr.Conflict("the checkout is " + hc.Status)
+		}
+		hc.Status, hc.UpdatedAt = HostedCancelled, now
 		return tx.Model(&PaymentLink{}).Where("id = ?", hc.PaymentLinkID).Updates(map[string]any{"active": false, "updated_at": now}).Error
 	})
 	return &hc, err
