@@ -43,11 +43,13 @@ type CustomerUpdate struct {
 // MaxMetadataKeys bounds a customer's metadata object.
 const MaxMetadataKeys = 50
 
-// UpdateCustomer applies the fields that were sent, in one transaction.
+// UpdateCustomer applies the fields that were sent, in one transaction. The
+// row is read locked: metadata is merged into what was read, and two
+// updates at once would each write back the other's keys lost.
 func (s *Store) UpdateCustomer(ctx context.Context, sc Scope, id string, u CustomerUpdate) (*Customer, error) {
 	var out Customer
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Where("merchant_id = ? AND mode = ? AND id = ?", sc.MerchantID, sc.Mode, id).Take(&out).Error; err != nil {
+		if err := s.forUpdate(tx).Where("merchant_id = ? AND mode = ? AND id = ?", sc.MerchantID, sc.Mode, id).Take(&out).Error; err != nil {
 			return notFound(err)
 		}
 		fields := map[string]any{}

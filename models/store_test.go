@@ -102,6 +102,45 @@ func TestCustomerEmailUniquePerMerchantAndMode(t *testing.T) {
 	})
 }
 
+// TestCustomerMetadataUpdatesAtOnce: twenty updates at once, each adding
+// its own metadata key, keep all twenty (PostgreSQL merged each into the row
+// as read without a lock and wrote back the others' keys lost: 9 of 20 kept).
+func TestCustomerMetadataUpdatesAtOnce(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "md@x.io")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		c := &models.Customer{MerchantID: m.ID, Mode: models.ModeTest, Email: "c@x.io"}
+		if err := st.CreateCustomer(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := st.UpdateCustomer(ctx, sc, c.ID, models.CustomerUpdate{Metadata: map[string]string{fmt.Sprint("k", i): "v"}})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := st.Customer(ctx, sc, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Metadata) != 20 {
+			t.Errorf("kept %d of 20 metadata keys: %v", len(got.Metadata), got.Metadata)
+		}
+	})
+}
+
 func TestRecordTransactionClaimsHashAndUpdatesTotals(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
