@@ -202,12 +202,8 @@ func (s *Server) createCheckoutSession(c *gin.Context) {
 	if req.Customer == nil {
 		v.Add("customer", "is required")
 	} else {
-		r.Customer = checkout.Customer{
-			Name:    v.text("customer.name", req.Customer.Name, false, 200),
-			Email:   v.email("customer.email", req.Customer.Email, true),
-			Address: v.text("customer.address", req.Customer.Address, false, 500),
-			Country: v.country("customer.country", req.Customer.Country, true),
-		}
+		r.Customer = CheckCustomer(&v.ValidationError, "customer.", checkout.Customer{Name: req.Customer.Name,
+			Email: req.Customer.Email, Address: req.Customer.Address, Country: req.Customer.Country})
 	}
 	if t := req.TotalsSnapshot; t == nil {
 		v.Add("totalsSnapshot", "is required")

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
 	"golang.org/x/text/language"
@@ -82,6 +83,23 @@ func (v *checker) email(field, s string, required bool) string {
 		v.Add(field, err.Error())
 	}
 	return e
+}
+
+// CheckCustomer checks a paying customer's details as POST
+// /api/checkout/session does and returns them normalised (trimmed, the
+// e-mail lower-cased, the country upper-cased); each problem is added to v
+// under prefix and the field's name ("customer." in the API; the hosted
+// page's form names its fields without it).
+func CheckCustomer(v *apperr.ValidationError, prefix string, c checkout.Customer) checkout.Customer {
+	var ck checker
+	out := checkout.Customer{
+		Name:    ck.text(prefix+"name", c.Name, false, 200),
+		Email:   ck.email(prefix+"email", c.Email, true),
+		Address: ck.text(prefix+"address", c.Address, false, 500),
+		Country: ck.country(prefix+"country", c.Country, true),
+	}
+	v.Fields = append(v.Fields, ck.Fields...)
+	return out
 }
 
 // country checks an ISO 3166-1 alpha-2 code and upper-cases it.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/mail"
 	"net/url"
 	"sort"
 	"strconv"
@@ -146,15 +145,9 @@ func (p *Pages) payForm(c *gin.Context) {
 	if !known {
 		v.Add("network", "choose a network")
 	}
-	if a, err := mail.ParseAddress(f.Email); err != nil || a.Address != f.Email || len(f.Email) > 320 {
-		v.Add("email", "must be a valid e-mail address")
-	}
-	if !api.IsCountry(f.Country) {
-		v.Add("country", "choose a country")
-	}
-	if len(f.Name) > 200 || len(f.Address) > 500 {
-		v.Add("name", "is too long")
-	}
+	// The API's checks of the same fields, so both ways in store the same
+	// customer (one e-mail in one case, no byte PostgreSQL refuses).
+	customer := api.CheckCustomer(&v, "", checkout.Customer{Name: f.Name, Email: f.Email, Address: f.Address, Country: f.Country})
 	wallet := ""
 	if known {
 		w, err := chain.ParseAddress(fam, f.Wallet)
@@ -168,12 +161,12 @@ func (p *Pages) payForm(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	q, err := p.Checkout.Quote(ctx, checkout.QuoteRequest{LinkID: id, Network: f.Network, Country: f.Country})
+	q, err := p.Checkout.Quote(ctx, checkout.QuoteRequest{LinkID: id, Network: f.Network, Country: customer.Country})
 	if err == nil {
 		var created checkout.Created
 		created, err = p.Checkout.CreateSession(ctx, checkout.CreateRequest{LinkID: id, QuoteToken: q.Token, WalletAddress: wallet,
 			WalletType: string(fam), Network: f.Network,
-			Customer: checkout.Customer{Name: f.Name, Email: f.Email, Address: f.Address, Country: f.Country},
+			Customer: customer,
 			Totals: checkout.Totals{SubtotalCents: q.Quote.SubtotalCents, TaxCents: q.Quote.TaxCents, TotalCents: q.Quote.TotalCents,
 				CalculationID: q.Quote.CalculationID}})
 		if err == nil {

@@ -153,6 +153,43 @@ func TestPayPageToCheckoutWithoutJavaScript(t *testing.T) {
 	}
 }
 
+// TestPayFormChecksAsTheAPI: the form's customer details pass the API's own
+// checks. Before, a NUL in the name was PostgreSQL's 500, an e-mail in
+// capitals became a second customer beside its lower-case self, and
+// bob@localhost a customer whose page could not list its payments.
+func TestPayFormChecksAsTheAPI(t *testing.T) {
+	s := newSite(t)
+	form := func(name, email, address string) url.Values {
+		return url.Values{"network": {"base_sepolia"}, "name": {name}, "email": {email}, "country": {"de"}, "address": {address},
+			"wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}}
+	}
+	for _, bad := range []struct {
+		form url.Values
+		want string
+	}{
+		{form("nul\x00name", "ann@example.com", ""), "name: must not contain control characters"},
+		{form("Ann", "ann@example.com", "\xff"), "address: must be valid UTF-8"},
+		{form("Ann", "bob@localhost", ""), "email: must be a valid email address"},
+		{form("Ann", strings.Repeat("a", 65)+"@example.com", ""), "email: must be a valid email address"},
+	} {
+		p := s.post("/pay/"+s.link.ID, bad.form)
+		if p.status != 400 || !strings.Contains(p.body, bad.want) {
+			t.Errorf("%s: %d, want 400 with %q", bad.form.Encode(), p.status, bad.want)
+		}
+	}
+	ok := s.post("/pay/"+s.link.ID, form("  Ann  ", "Ann@Example.COM", "Berlin"))
+	if ok.status != http.StatusSeeOther || !strings.HasPrefix(ok.loc, "/checkout/") {
+		t.Fatalf("form: %d %s", ok.status, ok.loc)
+	}
+	cs, err := s.st.CheckoutSession(context.Background(), strings.TrimPrefix(ok.loc, "/checkout/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.CustomerEmail != "ann@example.com" || cs.CustomerName != "Ann" || cs.CustomerCountry != "DE" {
+		t.Errorf("stored customer %q %q %q, want the API's normalised form", cs.CustomerEmail, cs.CustomerName, cs.CustomerCountry)
+	}
+}
+
 // The hosted page's forms count as checkout mutations, with the API's:
 // the eleventh in a minute from one address is refused, whichever form.
 func TestHostedFormsAreRateLimited(t *testing.T) {
