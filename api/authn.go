@@ -186,7 +186,12 @@ func (s *Server) requireSession(c *gin.Context) {
 	}
 	switch auth.KeyType(token) {
 	case "test", "live":
-		s.unauthorized(c, "this dashboard route takes a session token, not an API key", sessionHint)
+		// Not a failed sign-in: the key is not looked up (a 401 for any key
+		// tells a guesser nothing), so it is not counted against the
+		// address either. Counted, an integration calling a dashboard route
+		// by mistake locked its own address, and every merchant behind the
+		// same NAT, out of every route.
+		fail(c, apperr.WithHint(apperr.ErrUnauthorized, "this dashboard route takes a session token, not an API key", sessionHint))
 		return
 	case "":
 		s.unauthorized(c, "invalid or expired session", sessionHint)

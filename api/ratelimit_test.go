@@ -138,4 +138,15 @@ func TestLoginLimitedPerAccount(t *testing.T) {
 		t.Fatalf("a fresh address of the blocked /64: %d %s", r.Status, r.Raw)
 	}
 	expect(t, send("GET", "/api/customers", "2001:db8:1:3::1", bob.TestKey, nil), 200, "")
+
+	// A valid key sent to a dashboard-only route is refused (401), but it is
+	// no failed authentication: eleven of them do not block the address,
+	// whose key keeps working on the key routes.
+	for i := 0; i < 11; i++ {
+		r := send("GET", "/api/settlements", "198.51.100.200", bob.TestKey, nil)
+		if r.Status != 401 || !strings.Contains(r.str("message"), "takes a session token") {
+			t.Fatalf("a key on a session route: %d %s", r.Status, r.Raw)
+		}
+	}
+	expect(t, send("GET", "/api/customers", "198.51.100.200", bob.TestKey, nil), 200, "")
 }
