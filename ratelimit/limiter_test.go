@@ -429,10 +429,11 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestPageReadsSkipManagementTiers: the dashboard's own reads (GET marked
-// with PageRead in process) count against the global and read tiers only:
-// opening the webhooks or developers page a dozen times a minute is fine,
-// while the same GETs from a client stop at the management tiers' limits,
-// and a page's mutation (a POST, even marked) still counts.
+// with PageRead in process) count against the global tier only: opening
+// the webhooks or developers page a dozen times a minute is fine, as are
+// more reads in ten seconds than the read tier's 30 (a page sends about
+// six), while the same GETs from a client stop at the management and read
+// tiers' limits, and a page's mutation (a POST, even marked) still counts.
 func TestPageReadsSkipManagementTiers(t *testing.T) {
 	lim := New(NewMemoryStore(), testConfig())
 	e := newEngine(t, lim, nil)
@@ -462,6 +463,21 @@ func TestPageReadsSkipManagementTiers(t *testing.T) {
 	}
 	if got := do(http.MethodPost, "/api/developer/keys", true); got != http.StatusTooManyRequests {
 		t.Fatalf("the sixth key mutation of a minute: %d, want 429", got)
+	}
+	for i := 0; i < 20; i++ { // 44 page reads in all: past the read tier's 30
+		if got := do(http.MethodGet, "/api/things", true); got != http.StatusOK {
+			t.Fatalf("page read %d of the things: %d", 25+i, got)
+		}
+	}
+	// A client's reads stop at the read tier's 30.
+	addr = "198.51.100.72:1234"
+	for i := 0; i < 30; i++ {
+		if got := do(http.MethodGet, "/api/things", false); got != http.StatusOK {
+			t.Fatalf("client read %d: %d", i+1, got)
+		}
+	}
+	if got := do(http.MethodGet, "/api/things", false); got != http.StatusTooManyRequests {
+		t.Fatalf("the 31st client read in ten seconds: %d, want 429", got)
 	}
 	// A client's own reads of the webhooks list stop at ten.
 	addr = "198.51.100.71:1234"

@@ -79,11 +79,11 @@ func (p *Pages) signupForm(c *gin.Context) {
 
 func (p *Pages) logoutForm(c *gin.Context) {
 	if p.sessionToken(c) != "" {
-		// Ends the session on the server. A 401 means it had ended
-		// already; any other failure leaves it valid, which the merchant
-		// must know (on a shared computer, say) rather than read "signed
-		// out".
-		if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/logout"}, nil); err != nil && err.Status != http.StatusUnauthorized {
+		// Ends the session on the server. A 401 for the session means it
+		// had ended already; any other failure (the address block's 401
+		// included) leaves it valid, which the merchant must know (on a
+		// shared computer, say) rather than read "signed out".
+		if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/logout"}, nil); err != nil && !err.sessionEnded() {
 			p.renderDash(c, err.Status, "dash_error.html", map[string]any{"Title": "Not signed out",
 				"Message": "The session could not be ended on the server (" + err.Message + "); it is still valid. Please try again."})
 			return
@@ -109,7 +109,7 @@ func (p *Pages) requireMerchant(c *gin.Context) {
 	}
 	var m dMerchant
 	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &m); err != nil {
-		if err.Status == http.StatusUnauthorized {
+		if err.sessionEnded() {
 			p.clearSession(c)
 			c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=expired&next="+url.QueryEscape(returnTo(c)))
 			c.Abort()

@@ -213,9 +213,19 @@ type apiError struct {
 	Code    string
 	Message string
 	Hint    string
+	// RetryAfter is the answer's Retry-After header: set on a 401 when the
+	// rate limiter blocks the address, not the session.
+	RetryAfter string
 }
 
 func (e *apiError) Error() string { return e.Message }
+
+// sessionEnded reports whether the API refused the session itself (expired,
+// signed out, revoked). The address block of failed authentications is a
+// 401 too, with Retry-After; the session is still valid then.
+func (e *apiError) sessionEnded() bool {
+	return e.Status == http.StatusUnauthorized && e.RetryAfter == ""
+}
 
 // apiEnvelope is the API's response envelope.
 type apiEnvelope struct {
@@ -323,7 +333,8 @@ func (p *Pages) api(c *gin.Context, call apiCall, out any) (*apiEnvelope, *apiEr
 		if env.Message == "" {
 			env.Message = http.StatusText(w.status)
 		}
-		return &env, &apiError{Status: w.status, Code: env.Code, Message: env.Message, Hint: env.Hint}
+		return &env, &apiError{Status: w.status, Code: env.Code, Message: env.Message, Hint: env.Hint,
+			RetryAfter: w.header.Get("Retry-After")}
 	}
 	if out != nil && len(env.Data) > 0 {
 		if err := json.Unmarshal(env.Data, out); err != nil {
@@ -474,6 +485,9 @@ func (p *Pages) dashError(c *gin.Context, e *apiError) {
 	status := e.Status
 	if status < 400 {
 		status = http.StatusInternalServerError
+	}
+	if e.RetryAfter != "" {
+		c.Header("Retry-After", e.RetryAfter)
 	}
 	p.renderDash(c, status, "dash_error.html", map[string]any{"Title": http.StatusText(status), "Message": e.Message, "Hint": e.Hint})
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/ratelimit"
 	"github.com/paygate/paygate/web"
 	"github.com/paygate/paygate/webhook"
 )
@@ -56,21 +59,26 @@ func (r *retrier) RetryDelivery(_ context.Context, d *models.WebhookDelivery) er
 	return nil
 }
 
-func newDash(t *testing.T) *dash {
+func newDash(t *testing.T, configure ...func(*web.Pages, *api.Deps)) *dash {
 	t.Helper()
 	st := storetest.Open(t, "sqlite")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	hasher := auth.NewHasher("dash-test-secret-dash-test-secret-dash")
 	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
 		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
-	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
+	pcfg := web.Pages{Checkout: svc, Store: st, Log: log}
+	r := &retrier{}
+	deps := api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, UploadDir: t.TempDir(), Deliveries: r,
+		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true}}
+	for _, f := range configure {
+		f(&pcfg, &deps)
+	}
+	pages, err := web.New(pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &retrier{}
-	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, UploadDir: t.TempDir(), Deliveries: r,
-		WebhookPolicy: webhook.Policy{AllowLoopbackHTTP: true},
-		Root:          []func(*gin.Engine){pages.Register}, PageNotFound: pages.NotFound})
+	deps.Root, deps.PageNotFound = []func(*gin.Engine){pages.Register}, pages.NotFound
+	srv, err := api.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -910,5 +918,51 @@ func TestDashboardLiveMode(t *testing.T) {
 	}
 	if names := a.get("/dashboard/live/links").text("#links tbody"); !strings.Contains(names, "Live mug") || strings.Contains(names, "Test mug") {
 		t.Fatalf("live links %q", names)
+	}
+}
+
+// TestDashboardUnderTheAddressBlock: with the API's rate limiter, a merchant
+// opens many pages in a few seconds (each sends about six reads in process)
+// without a 429; and when strangers sharing the merchant's address have
+// failed ten sign-ins, the block's 401 is shown as the block, not as a
+// session that ended: the cookie stays, and sign-out says the session is
+// still valid instead of "signed out" (before, both read the block as the
+// session's end).
+func TestDashboardUnderTheAddressBlock(t *testing.T) {
+	d := newDash(t, func(p *web.Pages, deps *api.Deps) {
+		cfg := ratelimit.DefaultConfig()
+		cfg.ExemptLoopback = false
+		lim := ratelimit.New(ratelimit.NewMemoryStore(), cfg)
+		p.Limiter = lim
+		deps.Limiter, deps.AuthFailures, deps.Accounts = lim.Middleware(), lim, lim
+		deps.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	a := d.signup("Shop")
+	a.headers["X-Forwarded-For"] = "203.0.113.7"
+	for i := 1; i <= 12; i++ {
+		if p := a.get("/dashboard/test/payments"); p.status != http.StatusOK {
+			t.Fatalf("page %d opened in a row: %d %s", i, p.status, p.text("main"))
+		}
+	}
+
+	stranger := d.browser()
+	stranger.headers["X-Forwarded-For"] = "203.0.113.7"
+	for i := 0; i < 10; i++ {
+		stranger.post("/dashboard/login", url.Values{"email": {fmt.Sprintf("x%d@nobody.example", i)}, "password": {"wrong password!!"}})
+	}
+	p := a.get("/dashboard/test/payments")
+	if p.status != http.StatusUnauthorized || p.header.Get("Retry-After") == "" ||
+		!strings.Contains(p.text("main"), "too many failed authentication attempts") {
+		t.Fatalf("a page under the address block: %d %s %s", p.status, p.loc, p.text("main"))
+	}
+	if strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatal("the address block dropped the session cookie")
+	}
+	out := a.post("/dashboard/logout", nil)
+	if out.status == http.StatusSeeOther || !strings.Contains(out.text("main"), "still valid") {
+		t.Fatalf("sign-out under the block: %d %s %s", out.status, out.loc, out.text("main"))
+	}
+	if _, err := d.st.DashboardSessionByHash(context.Background(), auth.NewHasher("dash-test-secret-dash-test-secret-dash").Hash(a.session)); err != nil {
+		t.Fatalf("the session: %v (it is still valid, and the page must say so)", err)
 	}
 }
