@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -116,7 +117,7 @@ func (s *Service) PaymentInstructions(cs *models.CheckoutSession, label string) 
 		q.Set("spl-token", n.USDC)
 		q.Set("reference", *cs.PaymentReference)
 		if label != "" {
-			q.Set("label", label)
+			q.Set("label", solanaPayLabel(label))
 		}
 		// No memo: a wallet writes it into the transaction, so it would
 		// publish the session's id, the handle of its public submit and
@@ -125,6 +126,25 @@ func (s *Service) PaymentInstructions(cs *models.CheckoutSession, label string) 
 		in.SolanaPayURL = "solana:" + cs.MerchantWalletAddress + "?" + q.Encode()
 	}
 	return in
+}
+
+// maxLabelEscaped bounds the Solana Pay label as sent (URL-escaped). A
+// business name of 200 characters outside ASCII is about 2,400 bytes
+// escaped, more than the checkout page's QR code holds (its image answered
+// 500, leaving the customer nothing to scan); a wallet shows a line of it.
+const maxLabelEscaped = 96
+
+// solanaPayLabel is label, cut at a character boundary with an ellipsis
+// where its escaped form would pass maxLabelEscaped.
+func solanaPayLabel(label string) string {
+	if len(url.QueryEscape(label)) <= maxLabelEscaped {
+		return label
+	}
+	r := []rune(label)
+	for len(r) > 0 && len(url.QueryEscape(string(r)+"…")) > maxLabelEscaped {
+		r = r[:len(r)-1]
+	}
+	return strings.TrimSpace(string(r)) + "…"
 }
 
 // RelayMinValidity is the least time an authorization must have left for

@@ -242,6 +242,30 @@ func TestSolanaCheckoutShowsSolanaPay(t *testing.T) {
 	}
 }
 
+// TestSolanaPayLabelFitsTheQRCode: a business name of 200 characters
+// outside ASCII (2,400 bytes escaped) is cut in the Solana Pay request, so
+// its QR code is drawn (it answered 500).
+func TestSolanaPayLabelFitsTheQRCode(t *testing.T) {
+	s := newSite(t)
+	name := strings.Repeat("😀", 200)
+	if _, err := s.st.UpdateMerchant(context.Background(), s.link.MerchantID, models.MerchantUpdate{BusinessName: &name}); err != nil {
+		t.Fatal(err)
+	}
+	ok := s.post("/pay/"+s.link.ID, url.Values{"network": {"solana_devnet"}, "email": {"ann@example.com"}, "country": {"FR"},
+		"wallet": {"8LxfxgNCjge8ihBiUF4AZA8LUUZh2SY2eVEur9QgFMVW"}})
+	if ok.status != http.StatusSeeOther {
+		t.Fatalf("form: %d", ok.status)
+	}
+	qr := s.get(ok.loc + "/qr.svg")
+	if qr.status != 200 || !strings.HasPrefix(qr.body, "<svg") {
+		t.Fatalf("qr of a long name: %d", qr.status)
+	}
+	c := s.get(ok.loc)
+	if !strings.Contains(c.body, "label="+url.QueryEscape(strings.Repeat("😀", 7)+"…")) {
+		t.Errorf("the label is not cut to fit")
+	}
+}
+
 func TestLanguagesAndNotFound(t *testing.T) {
 	s := newSite(t)
 	if p := s.get("/pay/"+s.link.ID, "Accept-Language", "de-DE,de;q=0.9,en;q=0.5"); !strings.Contains(p.body, "Weiter zur Zahlung") || !strings.Contains(p.body, `lang="de"`) {
