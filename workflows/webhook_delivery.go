@@ -53,9 +53,16 @@ var webhookRetryDelays = [WebhookDeliveryMaxAttempts - 1]time.Duration{
 }
 
 // webhookMaxExtraAttempts bounds the retry-signal attempts of one run, so a
-// burst of signals cannot grow the history without limit. Signals beyond it
-// are acknowledged and ignored (the status query shows the count).
+// burst of signals cannot grow the history without limit. A signal beyond
+// it continues the delivery as a new run that answers it at once and keeps
+// the schedule (version 1 of webhookRetryContinueChange; before, it was
+// acknowledged and ignored, and the merchant's retry waited for the next
+// slot, up to a day).
 const webhookMaxExtraAttempts = 20
+
+// webhookRetryContinueChange is the change id of continuing as new past
+// webhookMaxExtraAttempts.
+const webhookRetryContinueChange = "delivery-retry-continue"
 
 // webhookActivities is referenced only for its method values; Temporal
 // resolves them to the activity names registered on the worker.
@@ -88,6 +95,12 @@ type WebhookDeliveryInput struct {
 	// scheduled attempts count as made, the next one is made at once and
 	// the schedule continues from there. At most WebhookDeliveryMaxAttempts-1.
 	ResumeSlot int
+	// RetryFirst and NextAttemptAt continue a run that reached its limit of
+	// extra attempts: one extra attempt is made at once (the retry that
+	// reached the limit), then the next slot, ResumeSlot+1, waits until
+	// NextAttemptAt as it did in the earlier run.
+	RetryFirst    bool
+	NextAttemptAt time.Time
 	// Shape is the command shape (see CheckoutInput.Shape): 0 for histories
 	// before it existed (each attempt a remote activity), ShapeLocalEffects
 	// for new starts (each attempt a local activity). Starters set ShapeCurrent.
@@ -193,6 +206,18 @@ func WebhookDeliveryWorkflow(ctx workflow.Context, in WebhookDeliveryInput) (Web
 	// run started before ResumeSlot existed) starts at slot 1, as before.
 	first := min(max(in.ResumeSlot, 0), WebhookDeliveryMaxAttempts-1) + 1
 	d.status.ScheduledAttempts = first - 1
+	if in.RetryFirst {
+		webhookDrain(retry)
+		d.status.ExtraAttempts++
+		if done, err := d.attempt(ctx, false, 0); done || err != nil {
+			return d.finish(ctx, retry, err)
+		}
+		if wait := in.NextAttemptAt.Sub(workflow.Now(ctx)); wait > 0 {
+			if done, err := d.wait(ctx, retry, wait); done || err != nil {
+				return d.finish(ctx, retry, err)
+			}
+		}
+	}
 	for slot := first; slot <= WebhookDeliveryMaxAttempts; slot++ {
 		if slot > first {
 			done, err := d.wait(ctx, retry, webhookRetryDelays[slot-2])
@@ -236,6 +261,13 @@ func (d *webhookDelivery) wait(ctx workflow.Context, retry workflow.ReceiveChann
 			continue
 		}
 		if d.status.ExtraAttempts >= webhookMaxExtraAttempts {
+			if workflow.GetVersion(ctx, webhookRetryContinueChange, workflow.DefaultVersion, 1) == 1 {
+				// A new run answers this retry at once and waits for the
+				// same next slot; its history starts empty.
+				return false, workflow.NewContinueAsNewError(ctx, WebhookDeliveryWorkflow, WebhookDeliveryInput{
+					DeliveryID: d.status.DeliveryID, PreviousAttempts: d.status.Attempts, ResumeSlot: d.status.ScheduledAttempts,
+					RetryFirst: true, NextAttemptAt: d.status.NextAttemptAt, Shape: ShapeCurrent})
+			}
 			workflow.GetLogger(ctx).Warn("retry signal ignored: extra attempt limit reached",
 				"deliveryId", d.status.DeliveryID, "limit", webhookMaxExtraAttempts)
 			continue
@@ -303,9 +335,17 @@ func (d *webhookDelivery) attempt(ctx workflow.Context, final bool, slot int) (d
 // final attempt, as often as such signals keep arriving within the limit.
 // Signals left once delivered or gone need no answer.
 func (d *webhookDelivery) finish(ctx workflow.Context, retry workflow.ReceiveChannel, err error) (WebhookDeliveryResult, error) {
-	for err == nil && d.status.State == WebhookDeliveryStateFailed &&
-		d.status.ExtraAttempts < webhookMaxExtraAttempts && retry.ReceiveAsync(nil) {
+	for err == nil && d.status.State == WebhookDeliveryStateFailed && retry.ReceiveAsync(nil) {
 		webhookDrain(retry)
+		if d.status.ExtraAttempts >= webhookMaxExtraAttempts {
+			if workflow.GetVersion(ctx, webhookRetryContinueChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				break
+			}
+			// Past the limit: a manual run answers it, as a retry of a
+			// closed delivery would be.
+			return d.result(), workflow.NewContinueAsNewError(ctx, WebhookDeliveryWorkflow, WebhookDeliveryInput{
+				DeliveryID: d.status.DeliveryID, ManualRetry: true, PreviousAttempts: d.status.Attempts, Shape: ShapeCurrent})
+		}
 		d.status.ExtraAttempts++
 		d.status.State = WebhookDeliveryStatePending
 		_, err = d.attempt(ctx, true, 0)

@@ -296,6 +296,72 @@ func TestWebhookDeliveryWorkflowRetrySignalWhileWaiting(t *testing.T) {
 	}
 }
 
+// TestWebhookDeliveryRetryPastTheLimitContinues: the 21st retry of one
+// run, in the 10 h wait before slot 7, is answered: the run continues as
+// new with one extra attempt at once and slot 7 at its due time (before, it
+// was acknowledged and ignored until slot 7, nearly ten hours later). The
+// continued run is then executed: its retry at once, slot 7 when due.
+func TestWebhookDeliveryRetryPastTheLimitContinues(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		return webhookFail(in)
+	})
+	offsets := webhookScheduleOffsets()
+	for i := 1; i <= webhookMaxExtraAttempts+1; i++ { // one a minute after slot 6
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookRetrySignal, nil) }, offsets[5]+time.Duration(i)*time.Minute)
+	}
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{Shape: webhookTestShape, DeliveryID: "dlv_limit"})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("the 21st retry: %v, want the run continued as new", err)
+	}
+	if got := env.Now().Sub(start); got != offsets[5]+time.Duration(webhookMaxExtraAttempts+1)*time.Minute {
+		t.Errorf("continued at +%v, want at the 21st retry", got)
+	}
+	if n := len(m.get()); n != 6+webhookMaxExtraAttempts {
+		t.Errorf("%d attempts before continuing, want 6 scheduled and %d extra", n, webhookMaxExtraAttempts)
+	}
+	var next WebhookDeliveryInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	want := WebhookDeliveryInput{DeliveryID: "dlv_limit", PreviousAttempts: 6 + webhookMaxExtraAttempts, ResumeSlot: 6,
+		RetryFirst: true, NextAttemptAt: start.Add(offsets[6]), Shape: ShapeCurrent}
+	if !next.NextAttemptAt.Equal(want.NextAttemptAt) {
+		t.Errorf("next slot due %v, want %v", next.NextAttemptAt, want.NextAttemptAt)
+	}
+	next.NextAttemptAt = want.NextAttemptAt
+	if next != want {
+		t.Fatalf("continued with %+v, want %+v", next, want)
+	}
+
+	// The continued run: the retry at once (an extra attempt), then slot 7
+	// at its due time, delivered.
+	env2, start2 := newWebhookEnv(t)
+	at := start.Add(offsets[5] + time.Duration(webhookMaxExtraAttempts+1)*time.Minute)
+	env2.SetStartTime(at)
+	var m2 webhookMock
+	m2.install(env2, start2, func(n int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		if n == 2 {
+			return webhookOK(in)
+		}
+		return webhookFail(in)
+	})
+	env2.ExecuteWorkflow(WebhookDeliveryWorkflow, next)
+	if res := webhookResult(t, env2); res.State != WebhookDeliveryStateDelivered || res.Attempts != 6+webhookMaxExtraAttempts+2 {
+		t.Fatalf("continued run: %+v", res)
+	}
+	calls := m2.get()
+	if len(calls) != 2 || calls[0].in.Slot != 0 || calls[0].in.Attempt != 27 || !start2.Add(calls[0].offset).Equal(at) ||
+		calls[1].in.Slot != 7 || calls[1].in.Attempt != 28 || !start2.Add(calls[1].offset).Equal(start.Add(offsets[6])) {
+		t.Fatalf("continued run's attempts: %+v", calls)
+	}
+}
+
 func TestWebhookDeliveryWorkflowStatusQuery(t *testing.T) {
 	env, start := newWebhookEnv(t)
 	var m webhookMock
