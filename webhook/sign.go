@@ -120,8 +120,10 @@ func Verify(secret string, headers http.Header, body []byte, tolerance time.Dura
 	if msgID == "" || tsHeader == "" || sigHeader == "" {
 		return ErrMissingHeaders
 	}
+	// The header is signed as sent: only plain digits, so "+0170…" cannot
+	// stand for the timestamp that was signed.
 	unix, err := strconv.ParseInt(tsHeader, 10, 64)
-	if err != nil {
+	if err != nil || unix < 0 || strconv.FormatInt(unix, 10) != tsHeader {
 		return ErrInvalidTimestamp
 	}
 	ts := time.Unix(unix, 0)

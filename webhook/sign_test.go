@@ -111,6 +111,11 @@ func TestVerifyRejects(t *testing.T) {
 		{"missing signature", secret, headersFor("dlv_1", now.Unix(), ""), body, now, ErrMissingHeaders},
 		{"missing id", secret, headersFor("", now.Unix(), sig), body, now, ErrMissingHeaders},
 		{"bad timestamp", secret, func() http.Header { h := good(); h.Set(HeaderTimestamp, "12a"); return h }(), body, now, ErrInvalidTimestamp},
+		{"timestamp not as signed", secret, func() http.Header {
+			h := good()
+			h.Set(HeaderTimestamp, "+0"+h.Get(HeaderTimestamp))
+			return h
+		}(), body, now, ErrInvalidTimestamp},
 		{"unknown version only", secret, headersFor("dlv_1", now.Unix(), "v2"+sig[2:]), body, now, ErrNoMatchingSignature},
 		{"bad base64", secret, headersFor("dlv_1", now.Unix(), "v1,!!!"), body, now, ErrNoMatchingSignature},
 		{"bad secret", "whsec_%%%", good(), body, now, ErrInvalidSecret},
