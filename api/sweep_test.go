@@ -302,8 +302,8 @@ var sweepMissingAlias = map[string]string{"POST /api/subscriptions customerEmail
 var sweepBadQuery = map[string][]string{
 	"limit":                 {"-1", "0", "abc", "100000", "1.5", "1e2", "99999999999999999999", " 5", "0x10"},
 	"starting_after":        {"garbage", "1", "' OR 1=1 --", "0195c1a2-7b3c-7d4e-8f90-a1b2c3d4e5f6x", "\x00", strings.Repeat("a", 2000)},
-	"since":                 {"yesterday", "2026-13-45T00:00:00Z", "1e9", "\x00"},
-	"until":                 {"yesterday", "2026-02-30T25:00:00Z", "-1"},
+	"since":                 {"yesterday", "2026-13-45T00:00:00Z", "1e9", "\x00", "9999-12-31T23:59:59-23:59"},
+	"until":                 {"yesterday", "2026-02-30T25:00:00Z", "-1", "0001-01-01T00:00:00+01:00"},
 	"status":                {"bogus", "COMPLETED", "\x00"},
 	"event":                 {"bogus", "checkout.*"},
 	"kind":                  {"bogus"},

@@ -310,6 +310,12 @@ func (v *checker) timeParam(field, raw string) *time.Time {
 		}
 	}
 	t = t.UTC()
+	// SQLite compares times as text: a year past 9999 in UTC (9999-12-31
+	// at -23:59) would sort before every row and invert the filter.
+	if t.Year() < 1 || t.Year() > 9999 {
+		v.Add(field, "must be between the years 0001 and 9999 in UTC")
+		return nil
+	}
 	return &t
 }
 
