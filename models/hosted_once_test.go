@@ -18,6 +18,21 @@ import (
 	"github.com/paygate/paygate/money"
 )
 
+// newHostedCheckout opens a hosted checkout of 5.00 USD on base_sepolia for
+// m, with its single-use link.
+func newHostedCheckout(t *testing.T, st *models.Store, m *models.Merchant, name string) (*models.HostedCheckout, *models.PaymentLink) {
+	t.Helper()
+	hc := &models.HostedCheckout{MerchantID: m.ID, Mode: models.ModeTest, Name: name, Amount: money.FromCents(500), Currency: "USD",
+		ExpiresAt: time.Now().Add(time.Hour)}
+	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: name, Amount: money.FromCents(500), Currency: "USD",
+		Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+	if err := st.CreateHostedCheckout(context.Background(), hc, l); err != nil {
+		t.Fatal(err)
+	}
+	return hc, l
+}
+
 // TestHostedCheckoutPaidOnce: a hosted checkout is single-use. Two of its
 // sessions (two tabs) both broadcast while it is open and both pay: the
 // first to finish completes it; the second fails CHECKOUT_ALREADY_PAID and
@@ -30,14 +45,7 @@ func TestHostedCheckoutPaidOnce(t *testing.T) {
 		ctx := context.Background()
 		for _, together := range []bool{false, true} {
 			m := newMerchant(t, st, fmt.Sprintf("once-%v@x.io", together))
-			hc := &models.HostedCheckout{MerchantID: m.ID, Mode: models.ModeTest, Name: "Once", Amount: money.FromCents(500), Currency: "USD",
-				ExpiresAt: time.Now().Add(time.Hour)}
-			l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "Once", Amount: money.FromCents(500), Currency: "USD",
-				Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-				WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
-			if err := st.CreateHostedCheckout(ctx, hc, l); err != nil {
-				t.Fatal(err)
-			}
+			hc, l := newHostedCheckout(t, st, m, "Once")
 			var sessions []*models.CheckoutSession
 			for i := 1; i <= 2; i++ {
 				ref := fmt.Sprintf("0x%064x", time.Now().UnixNano())
@@ -113,14 +121,7 @@ func TestCancelDoesNotOverwriteAPaidCheckout(t *testing.T) {
 	ctx := context.Background()
 	m := newMerchant(t, st, "cancel-race@x.io")
 	sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
-	hc := &models.HostedCheckout{MerchantID: m.ID, Mode: models.ModeTest, Name: "Race", Amount: money.FromCents(500), Currency: "USD",
-		ExpiresAt: time.Now().Add(time.Hour)}
-	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "Race", Amount: money.FromCents(500), Currency: "USD",
-		Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-		WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
-	if err := st.CreateHostedCheckout(ctx, hc, l); err != nil {
-		t.Fatal(err)
-	}
+	hc, _ := newHostedCheckout(t, st, m, "Race")
 	var fired atomic.Bool
 	if err := st.DB().Callback().Query().After("gorm:query").Register("test:complete_between", func(db *gorm.DB) {
 		if db.Statement.Table == "hosted_checkouts" && fired.CompareAndSwap(false, true) {

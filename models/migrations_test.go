@@ -20,13 +20,19 @@ import (
 // (no refunds table, no refund columns, 0006 not recorded) is moved forward
 // by 20261123_0006_refunds, keeping its rows, and refunds work on it.
 func TestRefundsMigrationUpgrades(t *testing.T) {
+	onFreshStores(t, testRefundsUpgrade)
+}
+
+// onFreshStores runs an upgrade test on a new SQLite file and on a new
+// PostgreSQL schema.
+func onFreshStores(t *testing.T, upgrade func(*testing.T, *Store)) {
 	t.Run("sqlite", func(t *testing.T) {
 		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		testRefundsUpgrade(t, st)
+		upgrade(t, st)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
@@ -34,7 +40,7 @@ func TestRefundsMigrationUpgrades(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		testRefundsUpgrade(t, st)
+		upgrade(t, st)
 	})
 }
 
@@ -146,22 +152,7 @@ func testRefundsUpgrade(t *testing.T, st *Store) {
 // across merchants (before 20261126_0010) is moved to hashes unique per
 // merchant: two merchants may record one hash, one merchant not twice.
 func TestSettlementHashMigration(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testSettlementHashUpgrade(t, st)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testSettlementHashUpgrade(t, st)
-	})
+	onFreshStores(t, testSettlementHashUpgrade)
 }
 
 func testSettlementHashUpgrade(t *testing.T, st *Store) {
@@ -209,22 +200,7 @@ func testSettlementHashUpgrade(t *testing.T, st *Store) {
 // from their failure as their watch's end (and stay replaceable and
 // adoptable); an ended watch and other failures are not watched.
 func TestRefundWatchedUntilMigration(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testRefundWatchedUntilUpgrade(t, st)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testRefundWatchedUntilUpgrade(t, st)
-	})
+	onFreshStores(t, testRefundWatchedUntilUpgrade)
 }
 
 func testRefundWatchedUntilUpgrade(t *testing.T, st *Store) {
@@ -308,22 +284,7 @@ func testRefundWatchedUntilUpgrade(t *testing.T, st *Store) {
 // 20261127_0015 count every recorded attempt as a schedule slot, as a
 // resumed run did then.
 func TestDeliveryScheduledAttemptsMigration(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		st, err := Open(Options{SQLitePath: filepath.Join(t.TempDir(), "old.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testDeliveryScheduledAttemptsUpgrade(t, st)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		st, err := Open(Options{DatabaseURL: freshPostgresSchema(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testDeliveryScheduledAttemptsUpgrade(t, st)
-	})
+	onFreshStores(t, testDeliveryScheduledAttemptsUpgrade)
 }
 
 func testDeliveryScheduledAttemptsUpgrade(t *testing.T, st *Store) {
