@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/ncruces/go-sqlite3"
 	_ "github.com/ncruces/go-sqlite3/driver" // database/sql driver "sqlite3"
+	sqliteunicode "github.com/ncruces/go-sqlite3/ext/unicode"
 	"github.com/paygate/paygate/keyring"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -176,6 +177,17 @@ func closeDB(db *gorm.DB) error {
 		return err
 	}
 	return sqlDB.Close()
+}
+
+// SQLite's own lower() and upper() fold ASCII only, so a search for "Änne"
+// (lowered in Go, compared with lower(name)) found nothing on SQLite while
+// PostgreSQL found it. Every connection of the driver gets the Unicode
+// versions of the driver's unicode extension (Go's strings.ToLower rules);
+// LIKE stays SQLite's own, so its index optimisation is kept. No index is on
+// lower() of a column, so no index was built with the other folding.
+func init() {
+	sqliteunicode.RegisterLike = false
+	sqlite3.AutoExtension(sqliteunicode.Register)
 }
 
 // SQLiteDialector is GORM's SQLite dialect on the driver the store runs:
