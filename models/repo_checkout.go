@@ -767,7 +767,8 @@ func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *Payme
 	if cs.TxHash == nil {
 		return nil, false, fmt.Errorf("models: completed session %s has no hash", cs.ID)
 	}
-	err = tx.Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, cs.Network, *cs.TxHash).Take(&existing).Error
+	// Locked as the record's verification locks it (SetRecordVerification).
+	err = s.forUpdate(tx).Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, cs.Network, *cs.TxHash).Take(&existing).Error
 	switch {
 	case err == nil && existing.SessionID == nil:
 		return s.adoptRecord(tx, cs, link, &existing, received, at)
@@ -792,17 +793,36 @@ func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *Payme
 
 // adoptRecord links a transaction the merchant recorded to the session the
 // transfer turned out to pay: it is verified now, with the amount the chain
-// shows the session received (a record typed with another amount, or
-// judged failed for it, is corrected, and the totals with it), and it is
-// counted toward the session's link once (moved off another link the
-// record named).
+// shows the session received (a record typed with another amount is
+// corrected, and the totals with it; one judged failed, and so taken out of
+// the totals, is counted again), and it is counted toward the session's
+// link once (moved off another link the record named).
 func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink, t *Transaction, received money.Amount, at time.Time) (*Transaction, bool, error) {
 	if received <= 0 {
 		received = t.Amount // an outcome without the amount (not the workflow's)
 	}
+	if err := recountAdopted(tx, t, link, received, at); err != nil {
+		return nil, false, err
+	}
+	if err := tx.Model(&Transaction{}).Where("id = ?", t.ID).Updates(map[string]any{"session_id": cs.ID,
+		"verification": VerificationVerified, "verification_message": "", "amount": received, "payment_link_id": link.ID}).Error; err != nil {
+		return nil, false, err
+	}
+	t.SessionID, t.Verification, t.VerificationMessage, t.Amount, t.PaymentLinkID = &cs.ID, VerificationVerified, "", received, &link.ID
+	return t, false, nil
+}
+
+// recountAdopted moves the totals from the record t as it was counted to
+// what the adopting session received on its link.
+func recountAdopted(tx *gorm.DB, t *Transaction, link *PaymentLink, received money.Amount, at time.Time) error {
+	if t.Verification == VerificationFailed {
+		// Refuted before the session found it, so out of the totals: the
+		// session counts it anew, with what it received, on its link.
+		counted := *t
+		counted.Amount, counted.PaymentLinkID = received, &link.ID
+		return countTransaction(tx, &counted, 1, at)
+	}
 	delta := int64(received) - int64(t.Amount)
-	fields := map[string]any{"session_id": cs.ID, "verification": VerificationVerified, "verification_message": "",
-		"amount": received, "payment_link_id": link.ID}
 	linkTotals := func(id string, collected int64, count int) error {
 		return tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", id).Updates(map[string]any{
 			"total_collected":    gorm.Expr("total_collected + ?", collected),
@@ -813,31 +833,25 @@ func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink,
 	switch {
 	case t.PaymentLinkID == nil:
 		if err := linkTotals(link.ID, int64(received), 1); err != nil {
-			return nil, false, err
+			return err
 		}
 	case *t.PaymentLinkID != link.ID:
 		if err := linkTotals(*t.PaymentLinkID, -int64(t.Amount), -1); err != nil {
-			return nil, false, err
+			return err
 		}
 		if err := linkTotals(link.ID, int64(received), 1); err != nil {
-			return nil, false, err
+			return err
 		}
 	case delta != 0:
 		if err := linkTotals(link.ID, delta, 0); err != nil {
-			return nil, false, err
+			return err
 		}
 	}
 	if t.CustomerID != nil && delta != 0 {
-		if err := tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
-			"total_spent": gorm.Expr("total_spent + ?", delta), "updated_at": at}).Error; err != nil {
-			return nil, false, err
-		}
+		return tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
+			"total_spent": gorm.Expr("total_spent + ?", delta), "updated_at": at}).Error
 	}
-	if err := tx.Model(&Transaction{}).Where("id = ?", t.ID).Updates(fields).Error; err != nil {
-		return nil, false, err
-	}
-	t.SessionID, t.Verification, t.VerificationMessage, t.Amount, t.PaymentLinkID = &cs.ID, VerificationVerified, "", received, &link.ID
-	return t, false, nil
+	return nil
 }
 
 // sessionEvents are the events of an outcome (SPEC.md "Events"), keyed

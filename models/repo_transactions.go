@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/paygate/paygate/apperr"
@@ -40,10 +41,51 @@ func (s *Store) PendingRecords(ctx context.Context, limit int) ([]Transaction, e
 }
 
 // SetRecordVerification stores the chain's answer about a recorded
-// transaction (verified or failed, with why).
+// transaction (verified or failed, with why). A record the chain refutes
+// leaves its link's and its customer's totals, which counted it from the
+// start: they show what was paid. The row is read locked, as a session
+// adopting the record reads it (adoptRecord): one of the two goes first.
 func (s *Store) SetRecordVerification(ctx context.Context, id, state, message string) error {
-	return s.ctx(ctx).Model(&Transaction{}).Where("id = ? AND verification = ?", id, VerificationPending).
-		Updates(map[string]any{"verification": state, "verification_message": truncate(message, 500)}).Error
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var t Transaction
+		err := s.forUpdate(tx).Where("id = ? AND verification = ?", id, VerificationPending).Take(&t).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil // settled already (verified by the session that paid it)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.Model(&Transaction{}).Where("id = ?", id).
+			Updates(map[string]any{"verification": state, "verification_message": truncate(message, 500)}).Error; err != nil {
+			return err
+		}
+		if state != VerificationFailed {
+			return nil
+		}
+		return countTransaction(tx, &t, -1, s.Now())
+	})
+}
+
+// countTransaction adds t to its link's and customer's totals (sign 1) or
+// takes it out of them (sign -1).
+func countTransaction(tx *gorm.DB, t *Transaction, sign int64, at time.Time) error {
+	if t.PaymentLinkID != nil {
+		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *t.PaymentLinkID).Updates(map[string]any{
+			"total_collected":    gorm.Expr("total_collected + ?", sign*int64(t.Amount)),
+			"total_transactions": gorm.Expr("total_transactions + ?", sign),
+			"updated_at":         at,
+		}).Error; err != nil {
+			return err
+		}
+	}
+	if t.CustomerID != nil {
+		return tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
+			"total_spent":       gorm.Expr("total_spent + ?", sign*int64(t.Amount)),
+			"transaction_count": gorm.Expr("transaction_count + ?", sign),
+			"updated_at":        at,
+		}).Error
+	}
+	return nil
 }
 
 // applyTransaction inserts t and adds it to the link's and the customer's

@@ -430,6 +430,11 @@ func TestPaymentClaims(t *testing.T) {
 		if err := st.SetRecordVerification(ctx, rec.ID, models.VerificationFailed, "merchant received 5000000 units, expected 1000000000"); err != nil {
 			t.Fatal(err)
 		}
+		// Refuted, the record leaves its customer's totals.
+		if c, _, _ := st.CustomerList(ctx, sc, models.CustomerFilter{Search: "typo@x.io"}, models.Page{Limit: 1}); len(c) != 1 ||
+			c[0].TotalSpent != 0 || c[0].TransactionCount != 0 {
+			t.Fatalf("the refuted record's customer: %+v", c)
+		}
 		if got := finish(typo, models.Outcome{Status: models.StatusComplete, ReceivedUnits: "5000000", Bound: true}); got.Status != models.StatusComplete {
 			t.Fatalf("adopting a mistyped record: %+v", got)
 		}
@@ -448,6 +453,61 @@ func TestPaymentClaims(t *testing.T) {
 				t.Fatalf("the record's customer: %+v", c)
 			}
 		}
+	})
+}
+
+// TestRefutedRecordLeavesTotals: a recorded transaction counts toward its
+// link and customer at once; when the chain refutes it, it leaves both (it
+// stayed counted before), and a verified one stays.
+func TestRefutedRecordLeavesTotals(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "refuted@x.io")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000),
+			Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+		if err := st.CreatePaymentLink(ctx, link); err != nil {
+			t.Fatal(err)
+		}
+		rec := func(h string, cents int64) *models.Transaction {
+			tx := &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: &link.ID, Amount: money.FromCents(cents),
+				Token: "USDC", Network: "base_sepolia", TxHash: h, CustomerEmail: "payer@x.io"}
+			if err := st.RecordTransaction(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		}
+		totals := func(step string, linkCents, linkCount, spent, count int64) {
+			t.Helper()
+			l, err := st.PaymentLink(ctx, sc, link.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, err := st.CustomerList(ctx, sc, models.CustomerFilter{Search: "payer@x.io"}, models.Page{Limit: 1})
+			if err != nil || len(c) != 1 {
+				t.Fatalf("%s: customer %v %v", step, c, err)
+			}
+			if l.TotalCollected != money.FromCents(linkCents) || l.TotalTransactions != linkCount ||
+				c[0].TotalSpent != money.FromCents(spent) || c[0].TransactionCount != count {
+				t.Fatalf("%s: link %v/%d, customer %v/%d; want %v/%d, %v/%d", step, l.TotalCollected, l.TotalTransactions,
+					c[0].TotalSpent, c[0].TransactionCount, money.FromCents(linkCents), linkCount, money.FromCents(spent), count)
+			}
+		}
+		good, bad := rec("0x01", 1000), rec("0x02", 50000)
+		totals("recorded", 51000, 2, 51000, 2)
+		if err := st.SetRecordVerification(ctx, bad.ID, models.VerificationFailed, "not found on chain"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetRecordVerification(ctx, good.ID, models.VerificationVerified, ""); err != nil {
+			t.Fatal(err)
+		}
+		totals("one refuted", 1000, 1, 1000, 1)
+		// Settled once: a second answer changes nothing.
+		if err := st.SetRecordVerification(ctx, bad.ID, models.VerificationFailed, "again"); err != nil {
+			t.Fatal(err)
+		}
+		totals("refuted again", 1000, 1, 1000, 1)
 	})
 }
 
@@ -540,6 +600,29 @@ func TestTransitionAfterTheOutcome(t *testing.T) {
 		for status, want := range map[string]int64{models.StatusBroadcast: 1, models.StatusExpired: 1, models.StatusConfirming: 0} {
 			if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status = ?", cs.ID, status); n != want {
 				t.Errorf("%d %s entries in the history, want %d", n, status, want)
+			}
+		}
+	})
+}
+
+// TestSearchFoldsUnicodeCase: a search ignores case outside ASCII too, on
+// both stores (SQLite's own lower() folds ASCII only: "Änne" found nothing
+// there).
+func TestSearchFoldsUnicodeCase(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "fold@x.io")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		if err := st.CreateCustomer(ctx, &models.Customer{MerchantID: m.ID, Mode: models.ModeTest, Email: "anne@x.io", Name: "Änne Öz"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"Änne", "änne", "ÖZ", "öz"} {
+			got, _, err := st.CustomerList(ctx, sc, models.CustomerFilter{Search: q}, models.Page{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 {
+				t.Errorf("search %q: %d customers, want 1", q, len(got))
 			}
 		}
 	})
