@@ -87,6 +87,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"OpenSessionsOfClosedCheckouts": func() { _, _ = st.OpenSessionsOfClosedCheckouts(ctx, 100) },
 		"OpenSessionsOfPaidInvoices":    func() { _, _ = st.OpenSessionsOfPaidInvoices(ctx, 100) },
 		"PendingDeliveries":             func() { _, _ = st.PendingDeliveries(ctx, "", now, 100) },
+		"UnattemptedDeliveries":         func() { _, _ = st.UnattemptedDeliveries(ctx, now, 100) },
 	}
 	for name, call := range calls {
 		qs := st.CaptureQueries(call)

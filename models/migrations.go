@@ -328,6 +328,15 @@ func migrations() []*gormigrate.Migration {
 				return tx.Exec("UPDATE webhook_deliveries SET scheduled_attempts = attempts WHERE scheduled_attempts < attempts").Error
 			},
 		},
+		{
+			// The deliveries never attempted, apart: the reconciler checks
+			// them first in every pass (UnattemptedDeliveries).
+			ID: "20261127_0016_unattempted_deliveries_index",
+			Migrate: func(tx *gorm.DB) error {
+				return tx.Exec(`CREATE INDEX IF NOT EXISTS idx_webhook_deliveries_unattempted
+					ON webhook_deliveries (id) WHERE status = 'pending' AND attempts = 0`).Error
+			},
+		},
 	}
 }
 

@@ -387,6 +387,18 @@ func (s *Store) EndpointURLs(ctx context.Context, merchantID string, ids []strin
 	return out, nil
 }
 
+// UnattemptedDeliveries lists up to limit pending deliveries created before
+// createdBefore that no attempt was ever made for, oldest first: most of
+// them are dispatches lost in a crash, which the reconciler looks at first
+// in every pass instead of in their turn among deliveries waiting for their
+// next slot (a partial index holds them alone).
+func (s *Store) UnattemptedDeliveries(ctx context.Context, createdBefore time.Time, limit int) ([]WebhookDelivery, error) {
+	var rows []WebhookDelivery
+	err := s.ctx(ctx).Where("status = ? AND attempts = 0 AND created_at < ?", DeliveryPending, createdBefore.UTC()).
+		Order("id").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
 // PendingDeliveries lists up to limit pending deliveries created before
 // createdBefore whose id sorts after afterID, in id order (creation order),
 // for the delivery reconciler, which walks them with afterID as a cursor.

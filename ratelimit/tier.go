@@ -93,8 +93,8 @@ func DefaultTiers() []Tier {
 			return m != http.MethodOptions && under(p, "/api/webhooks")
 		}},
 		// The dashboard's own reads are left to the global tier: a page
-		// sends about six, so the read tier stopped a merchant at the
-		// sixth page opened in ten seconds.
+		// sends several (three for the payments list), so the read tier
+		// stopped a merchant at the eleventh page opened in ten seconds.
 		{Name: TierRead, Limit: 30, Window: 10 * time.Second, SkipPageReads: true, Match: func(m, p string) bool {
 			return isRead(m) && under(p, "/api")
 		}},

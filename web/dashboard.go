@@ -513,7 +513,7 @@ func back(c *gin.Context, path, done, fragment string) {
 var notices = map[string]string{
 	"link.created": "Payment link created.", "link.updated": "Payment link saved.", "link.deleted": "Payment link deleted.",
 	"link.activated": "Payment link activated.", "link.deactivated": "Payment link deactivated: it takes no new payments.",
-	"delivery.retried": "Resent: one attempt was made now; its result shows below.",
+	"delivery.retried": "Resent: one attempt is on its way; reload in a few seconds to see its result below.",
 	"webhook.deleted":  "Webhook endpoint deleted.", "webhook.enabled": "Webhook endpoint enabled.",
 	"webhook.disabled": "Webhook endpoint disabled: it gets no new deliveries.",
 	"webhook.tested":   "Test event sent: its delivery shows in the log below.",

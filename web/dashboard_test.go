@@ -922,7 +922,7 @@ func TestDashboardLiveMode(t *testing.T) {
 }
 
 // TestDashboardUnderTheAddressBlock: with the API's rate limiter, a merchant
-// opens many pages in a few seconds (each sends about six reads in process)
+// opens many pages in a few seconds (each sends several reads in process)
 // without a 429; and when strangers sharing the merchant's address have
 // failed ten sign-ins, the block's 401 is shown as the block, not as a
 // session that ended: the cookie stays, and sign-out says the session is

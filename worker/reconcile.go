@@ -32,7 +32,9 @@ import (
 //
 // It walks the pending deliveries in creation order, a page per pass, so
 // that every one is looked at in turn however many are waiting on a slow
-// receiver. Safe to run in every worker process at once: starts are
+// receiver; and every pass first looks at the deliveries never attempted
+// (mostly dispatches lost in a crash), so that one is not left waiting for
+// its turn behind thousands retrying against dead receivers. Safe to run in every worker process at once: starts are
 // idempotent by workflow id and a settle changes only a pending row.
 type DeliveryReconciler struct {
 	Client client.Client
@@ -77,7 +79,12 @@ func (r *DeliveryReconciler) ReconcileOnce(ctx context.Context) (ReconcileResult
 	if size <= 0 {
 		size = 100
 	}
-	rows, err := r.Store.PendingDeliveries(ctx, r.cursor, r.Store.Now().Add(-grace), size)
+	cutoff := r.Store.Now().Add(-grace)
+	first, err := r.Store.UnattemptedDeliveries(ctx, cutoff, size)
+	if err != nil {
+		return out, err
+	}
+	rows, err := r.Store.PendingDeliveries(ctx, r.cursor, cutoff, size)
 	if err != nil {
 		return out, err
 	}
@@ -86,8 +93,17 @@ func (r *DeliveryReconciler) ReconcileOnce(ctx context.Context) (ReconcileResult
 	} else {
 		r.cursor = rows[len(rows)-1].ID
 	}
-	for i := range rows {
-		d := &rows[i]
+	seen := make(map[string]bool, len(first))
+	for _, d := range first {
+		seen[d.ID] = true
+	}
+	for _, d := range rows {
+		if !seen[d.ID] {
+			first = append(first, d)
+		}
+	}
+	for i := range first {
+		d := &first[i]
 		out.Checked++
 		started, settled, err := r.reconcile(ctx, d)
 		if err != nil {

@@ -285,3 +285,36 @@ func TestResumeCountsScheduledAttemptsOnly(t *testing.T) {
 		t.Errorf("delivery %s after two scheduled attempts, want pending", d.Status)
 	}
 }
+
+// TestReconcilerLooksAtUnattemptedFirst: a delivery whose dispatch was lost
+// is started in the first pass, however many pending deliveries come before
+// it in id order (here two waiting for their next slot, a page of one):
+// before, it waited for its turn in the walk.
+func TestReconcilerLooksAtUnattemptedFirst(t *testing.T) {
+	rig := newDeliveryRig(t, 1000) // the receiver always fails
+	c, st, queue := rig.c, rig.st, rig.queue
+	ctx := context.Background()
+	waiting := []string{rig.emit(), rig.emit()}
+	if err := (Dispatcher{Client: c, Queue: queue}).Dispatch(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range waiting {
+		deadline := time.Now().Add(20 * time.Second)
+		for d, _ := st.WebhookDelivery(ctx, id); d.Attempts < 1; d, _ = st.WebhookDelivery(ctx, id) {
+			if time.Now().After(deadline) {
+				t.Fatal("attempt 1 not recorded")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	lost := rig.emit() // never dispatched
+	rec := &DeliveryReconciler{Client: c, Queue: queue, Store: st, Grace: time.Nanosecond, PageSize: 1,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	res, err := rec.ReconcileOnce(ctx)
+	if err != nil || res.Started != 1 {
+		t.Fatalf("first pass: %+v %v, want the lost dispatch started", res, err)
+	}
+	if _, err := c.DescribeWorkflowExecution(ctx, workflows.WebhookDeliveryWorkflowID(lost), ""); err != nil {
+		t.Fatalf("the lost dispatch's workflow: %v", err)
+	}
+}
