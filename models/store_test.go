@@ -141,17 +141,24 @@ func TestCustomerMetadataUpdatesAtOnce(t *testing.T) {
 	})
 }
 
+// newTenDollarLink creates a link of 10.00 USD on base_sepolia for m.
+func newTenDollarLink(t *testing.T, st *models.Store, m *models.Merchant) *models.PaymentLink {
+	t.Helper()
+	link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000),
+		Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
+	if err := st.CreatePaymentLink(context.Background(), link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
 func TestRecordTransactionClaimsHashAndUpdatesTotals(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		m := newMerchant(t, st, "t@x.io")
 		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
-		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000),
-			Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
+		link := newTenDollarLink(t, st, m)
 		mkTx := func() *models.Transaction {
 			return &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: &link.ID, Amount: money.FromCents(1000),
 				Token: "USDC", Network: "base_sepolia", TxHash: "0x01", CustomerEmail: "payer@x.io", CustomerName: "P"}
@@ -464,12 +471,7 @@ func TestRefutedRecordLeavesTotals(t *testing.T) {
 		ctx := context.Background()
 		m := newMerchant(t, st, "refuted@x.io")
 		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
-		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000),
-			Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": "0xabc"}, MerchantWalletAddress: "0xabc"}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
+		link := newTenDollarLink(t, st, m)
 		rec := func(h string, cents int64) *models.Transaction {
 			tx := &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: &link.ID, Amount: money.FromCents(cents),
 				Token: "USDC", Network: "base_sepolia", TxHash: h, CustomerEmail: "payer@x.io"}
