@@ -813,45 +813,17 @@ func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink,
 }
 
 // recountAdopted moves the totals from the record t as it was counted to
-// what the adopting session received on its link.
+// what the adopting session received on its link: the record comes out as
+// recorded (unless a refutation took it out already) and goes in as paid.
 func recountAdopted(tx *gorm.DB, t *Transaction, link *PaymentLink, received money.Amount, at time.Time) error {
-	if t.Verification == VerificationFailed {
-		// Refuted before the session found it, so out of the totals: the
-		// session counts it anew, with what it received, on its link.
-		counted := *t
-		counted.Amount, counted.PaymentLinkID = received, &link.ID
-		return countTransaction(tx, &counted, 1, at)
-	}
-	delta := int64(received) - int64(t.Amount)
-	linkTotals := func(id string, collected int64, count int) error {
-		return tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", id).Updates(map[string]any{
-			"total_collected":    gorm.Expr("total_collected + ?", collected),
-			"total_transactions": gorm.Expr("total_transactions + ?", count),
-			"updated_at":         at,
-		}).Error
-	}
-	switch {
-	case t.PaymentLinkID == nil:
-		if err := linkTotals(link.ID, int64(received), 1); err != nil {
-			return err
-		}
-	case *t.PaymentLinkID != link.ID:
-		if err := linkTotals(*t.PaymentLinkID, -int64(t.Amount), -1); err != nil {
-			return err
-		}
-		if err := linkTotals(link.ID, int64(received), 1); err != nil {
-			return err
-		}
-	case delta != 0:
-		if err := linkTotals(link.ID, delta, 0); err != nil {
+	if t.Verification != VerificationFailed {
+		if err := countTransaction(tx, t, -1, at); err != nil {
 			return err
 		}
 	}
-	if t.CustomerID != nil && delta != 0 {
-		return tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
-			"total_spent": gorm.Expr("total_spent + ?", delta), "updated_at": at}).Error
-	}
-	return nil
+	paid := *t
+	paid.Amount, paid.PaymentLinkID = received, &link.ID
+	return countTransaction(tx, &paid, 1, at)
 }
 
 // sessionEvents are the events of an outcome (SPEC.md "Events"), keyed
