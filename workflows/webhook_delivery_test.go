@@ -712,9 +712,13 @@ var webhookLocalHistoryFiles = []string{
 	"testdata/webhook_delivery_local_manual_retry.json",
 }
 
+// webhookContinueHistoryFile is a run that answered twenty retries and
+// continued as new at the twenty-first (delivery-retry-continue, version 1).
+const webhookContinueHistoryFile = "testdata/webhook_delivery_local_retry_continue.json"
+
 // webhookAllHistoryFiles is every saved delivery history, of both shapes.
 func webhookAllHistoryFiles() []string {
-	return append(append([]string(nil), webhookHistoryFiles...), webhookLocalHistoryFiles...)
+	return append(append(append([]string(nil), webhookHistoryFiles...), webhookLocalHistoryFiles...), webhookContinueHistoryFile)
 }
 
 // TestWebhookDeliveryReplay replays every saved history against the current
@@ -758,6 +762,59 @@ func TestWebhookDeliveryRecordHistories(t *testing.T) {
 	defer c.Close()
 	recordWebhookHistories(t, c, ShapeRemoteEffects, webhookHistoryFiles)
 	recordWebhookHistories(t, c, ShapeLocalEffects, webhookLocalHistoryFiles)
+	recordWebhookContinueHistory(t, c)
+}
+
+// recordWebhookContinueHistory records a run that answers twenty retries
+// against a receiver that always fails and continues as new at the
+// twenty-first; the continued run is terminated once it has started.
+func recordWebhookContinueHistory(t *testing.T, c client.Client) {
+	if _, err := os.Stat(webhookContinueHistoryFile); err == nil {
+		t.Logf("kept the saved %s", webhookContinueHistoryFile)
+		return
+	}
+	_, store, acts := newWebhookRealSetup(t, 1<<30)
+	queue := "webhook-record-continue-" + time.Now().UTC().Format("150405.000")
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(WebhookDeliveryWorkflow)
+	w.RegisterActivity(acts)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id := WebhookDeliveryWorkflowID("dlv_real") + "-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, WebhookDeliveryWorkflow,
+		WebhookDeliveryInput{Shape: ShapeCurrent, DeliveryID: "dlv_real"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRecords := func(n int) {
+		for len(store.get("dlv_real")) < n {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("attempt %d never happened", n)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	waitRecords(1)
+	for n := 2; n <= webhookMaxExtraAttempts+2; n++ { // the last retry is answered by the continued run
+		if err := c.SignalWorkflow(ctx, id, "", WebhookRetrySignal, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitRecords(n)
+	}
+	var res WebhookDeliveryResult
+	var can *workflow.ContinueAsNewError
+	if err := run.GetWithOptions(ctx, &res, client.WorkflowRunGetOptions{DisableFollowingRuns: true}); !errors.As(err, &can) {
+		t.Fatalf("first run: %+v %v, want continued as new", res, err)
+	}
+	webhookSaveHistory(ctx, t, c, id, run.GetRunID(), webhookContinueHistoryFile)
+	if err := c.TerminateWorkflow(ctx, id, "", "recorded"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // recordWebhookHistories runs the recorded deliveries in one shape and
