@@ -696,6 +696,36 @@ func TestWebhookDeliveryWorkflowRetryDuringFinalAttempt(t *testing.T) {
 	webhookCheckIDs(t, calls, "dlv_late", 1)
 }
 
+// TestWebhookDeliveryLateRetriesPastTheLimitContinue: retries that keep
+// arriving while a failed delivery's final attempts run are answered twenty
+// times in the run; the twenty-first continues it as a one-attempt manual
+// run (before, it was dropped with the closing workflow).
+func TestWebhookDeliveryLateRetriesPastTheLimitContinue(t *testing.T) {
+	env, start := newWebhookEnv(t)
+	var m webhookMock
+	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
+		env.SignalWorkflow(WebhookRetrySignal, nil) // a retry during every attempt
+		return webhookFail(in)
+	})
+	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{Shape: webhookTestShape, DeliveryID: "dlv_late",
+		PreviousAttempts: 7, ResumeSlot: WebhookDeliveryMaxAttempts - 1})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("the retry past the limit: %v, want the run continued as new", err)
+	}
+	if n := len(m.get()); n != 1+webhookMaxExtraAttempts {
+		t.Fatalf("%d attempts, want the final slot and %d extra", n, webhookMaxExtraAttempts)
+	}
+	var next WebhookDeliveryInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if want := (WebhookDeliveryInput{DeliveryID: "dlv_late", ManualRetry: true, PreviousAttempts: 7 + 1 + webhookMaxExtraAttempts,
+		Shape: ShapeCurrent}); next != want {
+		t.Fatalf("continued with %+v, want %+v", next, want)
+	}
+}
+
 // --- replay over histories recorded on a real Temporal dev server ---
 
 // webhookHistoryFiles are the saved histories; regenerate them with
