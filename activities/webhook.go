@@ -37,6 +37,9 @@ type DeliveryTarget struct {
 	URL string
 	// Secret is the endpoint's current whsec_ secret.
 	Secret string
+	// PreviousSecret is the secret a rotation replaced while its overlap
+	// lasts, "" otherwise: the attempt carries a signature under each.
+	PreviousSecret string
 	// Body is the exact JSON envelope ({event, data, webhookDeliveryId,
 	// timestamp}) as stored at creation: the same bytes on every attempt.
 	Body []byte
@@ -163,12 +166,13 @@ func (a *WebhookActivities) AttemptDelivery(ctx context.Context, in DeliveryAtte
 	var res webhook.Result
 	if target.Active {
 		res = a.Sender.Send(ctx, webhook.Request{
-			URL:       target.URL,
-			Secret:    target.Secret,
-			MessageID: in.DeliveryID,
-			Timestamp: at,
-			Body:      target.Body,
-			Live:      target.Live,
+			URL:            target.URL,
+			Secret:         target.Secret,
+			PreviousSecret: target.PreviousSecret,
+			MessageID:      in.DeliveryID,
+			Timestamp:      at,
+			Body:           target.Body,
+			Live:           target.Live,
 		})
 	} else {
 		res = webhook.Result{Error: "endpoint disabled"}

@@ -22,14 +22,36 @@ const maxBody = 1 << 20
 // object (checkKeys), no trailing data, at most 1 MiB. Every failure is a 400
 // whose message names the field.
 func bindJSON(c *gin.Context, dst any) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, dst)
+}
+
+// bindOptionalJSON is bindJSON for a route whose body may be left out: no
+// body (or one of white space only) leaves dst as it is.
+func bindOptionalJSON(c *gin.Context, dst any) error {
+	body, err := readBody(c)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return err
+	}
+	return decodeBody(body, dst)
+}
+
+func readBody(c *gin.Context) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return apperr.Invalid("body", "must be at most 1 MiB")
+			return nil, apperr.Invalid("body", "must be at most 1 MiB")
 		}
-		return apperr.Invalid("body", "could not be read")
+		return nil, apperr.Invalid("body", "could not be read")
 	}
+	return body, nil
+}
+
+func decodeBody(body []byte, dst any) error {
 	// An object, not null: encoding/json decodes null into a struct as
 	// nothing at all, which a route whose fields are all optional would
 	// take for {}.

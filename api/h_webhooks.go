@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/apperr"
@@ -22,8 +23,12 @@ import (
 //     the strict URL policy (https, public addresses only), even in the
 //     embedded profile whose test endpoints may use http:// to loopback.
 //   - The whsec_ secret is shown by the create and rotate-secret answers
-//     only. Rotation takes effect at the next attempt; there is no overlap
-//     period in which the old secret still signs.
+//     only. Rotation takes effect at the next attempt. It may keep the
+//     replaced secret signing beside the new one for up to seven days
+//     (previousSecretExpiresIn, seconds; none by default, as for a leaked
+//     secret): every attempt then carries two v1 signatures, and a
+//     receiver holding either secret verifies it, so the receiver's secret
+//     can be changed without deliveries failing in between.
 //   - At most MaxWebhookEndpoints endpoints per merchant and mode.
 //   - A manual retry makes one immediate attempt of any delivery (pending,
 //     delivered or failed) whose endpoint still exists and is enabled.
@@ -66,13 +71,16 @@ const RecentDeliveriesShown = 50
 // webhookEndpointJSON is a webhook endpoint (SPEC.md fields plus mode);
 // Secret is set only by the create and rotate-secret answers.
 type webhookEndpointJSON struct {
-	ID        string   `json:"id"`
-	URL       string   `json:"url"`
-	Events    []string `json:"events"`
-	Active    bool     `json:"active"`
-	Mode      string   `json:"mode"`
-	Secret    string   `json:"secret,omitempty"`
-	CreatedAt Time     `json:"createdAt"`
+	ID     string   `json:"id"`
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	Active bool     `json:"active"`
+	Mode   string   `json:"mode"`
+	Secret string   `json:"secret,omitempty"`
+	// PreviousSecretExpiresAt: while a rotated secret still signs beside
+	// the current one, when it stops.
+	PreviousSecretExpiresAt *Time `json:"previousSecretExpiresAt,omitempty"`
+	CreatedAt               Time  `json:"createdAt"`
 }
 
 func toWebhookEndpointJSON(ep *models.WebhookEndpoint, withSecret bool) webhookEndpointJSON {
@@ -81,6 +89,9 @@ func toWebhookEndpointJSON(ep *models.WebhookEndpoint, withSecret bool) webhookE
 		events = []string{}
 	}
 	out := webhookEndpointJSON{ID: ep.ID, URL: ep.URL, Events: events, Active: ep.Active, Mode: string(ep.Mode), CreatedAt: ts(ep.CreatedAt)}
+	if ep.PreviousSecretSealed != "" && ep.PreviousSecretUntil != nil && time.Now().Before(*ep.PreviousSecretUntil) {
+		out.PreviousSecretExpiresAt = tsPtr(ep.PreviousSecretUntil)
+	}
 	if withSecret {
 		out.Secret = ep.Secret
 	}
@@ -360,13 +371,34 @@ func (s *Server) deleteWebhook(c *gin.Context) {
 	respondMessage(c, http.StatusOK, "webhook endpoint deleted")
 }
 
+type rotateSecretRequest struct {
+	// PreviousSecretExpiresIn is how long, in seconds, the replaced secret
+	// keeps signing beside the new one (0, the default, to 604800).
+	PreviousSecretExpiresIn *int64 `json:"previousSecretExpiresIn"`
+}
+
 // rotateWebhookSecret replaces the endpoint's secret and shows the new one
-// once. The next attempt of every delivery is signed with it.
+// once. The next attempt of every delivery is signed with it, and with the
+// replaced one too while the overlap asked for lasts. The body is optional.
 func (s *Server) rotateWebhookSecret(c *gin.Context) {
 	id, err := pathID(c.Param("id"))
 	if err != nil {
 		fail(c, err)
 		return
+	}
+	var req rotateSecretRequest
+	if err := bindOptionalJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var overlap time.Duration
+	if n := req.PreviousSecretExpiresIn; n != nil {
+		maxSeconds := int64(models.MaxSecretOverlap / time.Second)
+		if *n < 0 || *n > maxSeconds {
+			fail(c, apperr.Invalid("previousSecretExpiresIn", fmt.Sprintf("must be from 0 to %d seconds (seven days)", maxSeconds)))
+			return
+		}
+		overlap = time.Duration(*n) * time.Second
 	}
 	if err := s.endpointInMode(c, id); err != nil {
 		fail(c, err)
@@ -377,7 +409,7 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	ep, err := s.Store.UpdateWebhookEndpoint(c.Request.Context(), principal(c).MerchantID, id, models.WebhookEndpointUpdate{Secret: &secret})
+	ep, err := s.Store.RotateWebhookSecret(c.Request.Context(), principal(c).MerchantID, id, secret, overlap)
 	if err != nil {
 		fail(c, err)
 		return

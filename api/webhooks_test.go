@@ -162,6 +162,40 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 		if stored, _ := h.store.EndpointSecret(context.Background(), id); stored != newSecret {
 			t.Fatal("rotation not stored")
 		}
+		if _, ok := rot.data()["previousSecretExpiresAt"]; ok {
+			t.Fatalf("a rotation without overlap keeps the old secret: %s", rot.Raw)
+		}
+		// With an overlap the replaced secret keeps signing, and the
+		// endpoint says until when; a rotation without one ends it.
+		for _, bad := range []any{-1, 604801, "3600", 1.5, true} {
+			expectField(t, h.do("POST", "/api/webhooks/"+id+"/rotate-secret", m.Session, map[string]any{"previousSecretExpiresIn": bad}),
+				"previousSecretExpiresIn")
+		}
+		if stored, _ := h.store.EndpointSecret(context.Background(), id); stored != newSecret {
+			t.Fatal("a refused rotation changed the secret")
+		}
+		before := time.Now()
+		kept := h.do("POST", "/api/webhooks/"+id+"/rotate-secret", m.Session, map[string]any{"previousSecretExpiresIn": 3600})
+		expect(t, kept, 200, "")
+		until, err := time.Parse(time.RFC3339Nano, kept.str("data", "previousSecretExpiresAt"))
+		if err != nil || until.Before(before.Add(time.Hour).Add(-time.Second)) || until.After(time.Now().Add(time.Hour)) {
+			t.Fatalf("kept until %q (%v), want an hour from now", kept.str("data", "previousSecretExpiresAt"), err)
+		}
+		listed := h.do("GET", "/api/webhooks", m.Session, nil).data()["endpoints"].([]any)[0].(map[string]any)
+		if listed["previousSecretExpiresAt"] != kept.str("data", "previousSecretExpiresAt") {
+			t.Fatalf("the list shows %v", listed)
+		}
+		if ids := h.emit(m.ID, models.ModeTest, "checkout.failed"); len(ids) != 1 {
+			t.Fatalf("deliveries %v", ids)
+		} else if tgt, err := h.store.DeliveryTarget(context.Background(), ids[0]); err != nil ||
+			tgt.Secret != kept.str("data", "secret") || tgt.PreviousSecret != newSecret {
+			t.Fatalf("signing during the overlap: %+v %v", tgt, err)
+		}
+		rot = h.do("POST", "/api/webhooks/"+id+"/rotate-secret", m.Session, nil)
+		expect(t, rot, 200, "")
+		if _, ok := rot.data()["previousSecretExpiresAt"]; ok {
+			t.Fatalf("a rotation without overlap kept the replaced secret: %s", rot.Raw)
+		}
 
 		pending := h.emit(m.ID, models.ModeTest, "checkout.failed")
 		if len(pending) != 1 {
@@ -175,8 +209,14 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 		// Its pending delivery can never be delivered: failed, and kept.
 		ev := h.do("GET", "/api/events", m.TestKey, nil)
 		expect(t, ev, 200, "")
-		if len(ev.list()) != 1 || ev.list()[0].(map[string]any)["id"] != pending[0] || ev.list()[0].(map[string]any)["status"] != "failed" {
+		// (Newest first: the one of the overlap's check is second.)
+		if len(ev.list()) != 2 || ev.list()[0].(map[string]any)["id"] != pending[0] {
 			t.Fatalf("events after the endpoint's deletion: %s", ev.Raw)
+		}
+		for _, d := range ev.list() {
+			if d.(map[string]any)["status"] != "failed" {
+				t.Fatalf("events after the endpoint's deletion: %s", ev.Raw)
+			}
 		}
 		// Emitting after the deletion makes no delivery.
 		if got := h.emit(m.ID, models.ModeTest, "checkout.failed"); len(got) != 0 {

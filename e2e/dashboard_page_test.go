@@ -25,6 +25,7 @@ import (
 	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/money"
 	"github.com/paygate/paygate/web"
+	"github.com/paygate/paygate/webhook"
 )
 
 // hookReceiver is a merchant's webhook endpoint that can be made to fail.
@@ -32,16 +33,25 @@ type hookReceiver struct {
 	srv      *httptest.Server
 	failing  atomic.Bool
 	received atomic.Int64
+	// secret, once set, is what the receiver verifies signatures with
+	// (a 400 for a delivery it does not verify).
+	secret atomic.Value
 }
 
 func newHookReceiver(t *testing.T) *hookReceiver {
 	r := &hookReceiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.Copy(io.Discard, req.Body)
+		body, _ := io.ReadAll(req.Body)
 		r.received.Add(1)
 		if r.failing.Load() {
 			http.Error(w, "hookReceiver is down", http.StatusInternalServerError)
 			return
+		}
+		if secret, _ := r.secret.Load().(string); secret != "" {
+			if err := webhook.Verify(secret, req.Header, body, webhook.DefaultTolerance, time.Now()); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -125,8 +135,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	tab.SetValue("#url", recv.srv.URL+"/paygate")
 	tab.Click("#webhook-form button[type=submit]")
 	tab.WaitVisible("#new-secret")
-	if s := tab.Text("#new-secret"); !strings.HasPrefix(s, "whsec_") {
-		t.Fatalf("secret %q", s)
+	firstSecret := tab.Text("#new-secret")
+	if !strings.HasPrefix(firstSecret, "whsec_") {
+		t.Fatalf("secret %q", firstSecret)
+	}
+	recv.secret.Store(firstSecret)
+	// The secret rotated with a day's overlap: the receiver, still holding
+	// the first secret, keeps verifying every delivery below.
+	tab.Click(".endpoint details.rotate summary")
+	tab.Click(".endpoint form[action$='/rotate'] button[type=submit]")
+	tab.WaitVisible("#previous-secret")
+	if s := tab.Text("#new-secret"); !strings.HasPrefix(s, "whsec_") || s == firstSecret {
+		t.Fatalf("rotated secret %q", s)
+	}
+	if got := pageText(tab, "#previous-secret"); !strings.Contains(got, "also signs every delivery until") {
+		t.Fatalf("the overlap: %q", got)
 	}
 
 	// A payment link with its hosted page and QR code.

@@ -337,6 +337,22 @@ func migrations() []*gormigrate.Migration {
 					ON webhook_deliveries (id) WHERE status = 'pending' AND attempts = 0`).Error
 			},
 		},
+		{
+			// A rotated secret kept signing beside the new one for an
+			// overlap the rotation chose (RotateWebhookSecret).
+			ID: "20261127_0017_webhook_previous_secret",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				for _, col := range []string{"PreviousSecretSealed", "PreviousSecretUntil"} {
+					if !m.HasColumn(&WebhookEndpoint{}, col) {
+						if err := m.AddColumn(&WebhookEndpoint{}, col); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			},
+		},
 	}
 }
 

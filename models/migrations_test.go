@@ -330,3 +330,55 @@ func testDeliveryScheduledAttemptsUpgrade(t *testing.T, st *Store) {
 		t.Fatalf("scheduled attempts %d after the upgrade, want the 3 attempts", d.ScheduledAttempts)
 	}
 }
+
+// TestWebhookPreviousSecretMigration: a database from before
+// 20261127_0017 gets the kept secret's columns, its endpoints keep signing
+// with their one secret, and a rotation with overlap works on it.
+func TestWebhookPreviousSecretMigration(t *testing.T) {
+	onFreshStores(t, testWebhookPreviousSecretUpgrade)
+}
+
+func testWebhookPreviousSecretUpgrade(t *testing.T, st *Store) {
+	ring, err := keyring.New(keyring.PurposeWebhookSecret, "migration-test-server-secret-migration-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.secrets = ring
+	if err := st.Migrate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := &Merchant{Email: "kept@example.com", PasswordHash: "x", BusinessName: "Kept"}
+	if _, err := st.CreateMerchant(ctx, m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	const first, second = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2Vjb25kLXNlY3JldC1zZWNvbmQtc2VjcmV0"
+	ep := &WebhookEndpoint{MerchantID: m.ID, Mode: ModeTest, URL: "https://example.com/hook", Events: StringList{"checkout.completed"}, Secret: first}
+	if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := st.EmitEvent(ctx, m.ID, ModeTest, EventSpec{Type: "checkout.completed", Key: "k1", Data: map[string]any{"livemode": false}})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("emit: %v %v", ids, err)
+	}
+	for _, col := range []string{"PreviousSecretSealed", "PreviousSecretUntil"} {
+		if err := st.db.Migrator().DropColumn(&WebhookEndpoint{}, col); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261127_0017_webhook_previous_secret").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if tgt, err := st.DeliveryTarget(ctx, ids[0]); err != nil || tgt.Secret != first || tgt.PreviousSecret != "" {
+		t.Fatalf("after the upgrade: %q and %q, %v", tgt.Secret, tgt.PreviousSecret, err)
+	}
+	if _, err := st.RotateWebhookSecret(ctx, m.ID, ep.ID, second, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if tgt, err := st.DeliveryTarget(ctx, ids[0]); err != nil || tgt.Secret != second || tgt.PreviousSecret != first {
+		t.Fatalf("a rotation with overlap after the upgrade: %q and %q, %v", tgt.Secret, tgt.PreviousSecret, err)
+	}
+}

@@ -507,10 +507,17 @@ type WebhookEndpoint struct {
 	// there (a row written by an older binary during a rolling upgrade) is
 	// sealed on first use.
 	LegacySecret string `gorm:"column:secret;size:128;not null"`
-	Active       bool   `gorm:"not null"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	DeletedAt    gorm.DeletedAt `gorm:"index"`
+	// PreviousSecretSealed is the secret a rotation replaced, sealed like
+	// SecretSealed (under its own associated data), kept when the rotation
+	// asked for an overlap: until PreviousSecretUntil every attempt carries
+	// a signature under it beside the current one (Standard Webhooks'
+	// several signatures), so receivers can switch secrets without a gap.
+	PreviousSecretSealed string `gorm:"type:text"`
+	PreviousSecretUntil  *time.Time
+	Active               bool `gorm:"not null"`
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	DeletedAt            gorm.DeletedAt `gorm:"index"`
 }
 
 // Event is one occurrence the service tells merchants about. Its Key makes

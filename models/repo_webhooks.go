@@ -18,8 +18,11 @@ var ErrGone = errors.New("gone")
 type DeliveryTarget struct {
 	URL    string
 	Secret string
-	Body   []byte
-	Active bool
+	// PreviousSecret is the secret a rotation replaced, while its overlap
+	// lasts ("" otherwise): the attempt is signed under both.
+	PreviousSecret string
+	Body           []byte
+	Active         bool
 	// Live is true for a live-mode endpoint (held to the strict dial policy).
 	Live bool
 }
@@ -51,7 +54,23 @@ func (s *Store) DeliveryTarget(ctx context.Context, deliveryID string) (Delivery
 	if err != nil {
 		return DeliveryTarget{}, err
 	}
-	return DeliveryTarget{URL: ep.URL, Secret: secret, Body: row.DeliveryPayload, Active: ep.Active, Live: ep.Mode == ModeLive}, nil
+	return DeliveryTarget{URL: ep.URL, Secret: secret, PreviousSecret: s.previousSecret(ep), Body: row.DeliveryPayload,
+		Active: ep.Active, Live: ep.Mode == ModeLive}, nil
+}
+
+// previousSecret opens the secret a rotation replaced while its overlap
+// lasts. One that no key of the ring opens any more (the server secret was
+// rotated twice within the overlap) is left out: the attempt still carries
+// the current secret's signature.
+func (s *Store) previousSecret(ep *WebhookEndpoint) string {
+	if ep.PreviousSecretSealed == "" || ep.PreviousSecretUntil == nil || !s.Now().Before(*ep.PreviousSecretUntil) || s.secrets == nil {
+		return ""
+	}
+	secret, _, err := s.secrets.Open(ep.PreviousSecretSealed, previousSecretAAD(ep.ID))
+	if err != nil {
+		return ""
+	}
+	return secret
 }
 
 // errNoKeyring: the store was opened without a keyring, so endpoint
@@ -60,6 +79,12 @@ var errNoKeyring = errors.New("models: no keyring for webhook secrets (PAYGATE_S
 
 // secretAAD binds a sealed secret to its endpoint row.
 func secretAAD(endpointID string) string { return "webhook_endpoints/" + endpointID }
+
+// previousSecretAAD binds a replaced secret to its endpoint row and column:
+// it opens as the previous secret only.
+func previousSecretAAD(endpointID string) string {
+	return "webhook_endpoints/" + endpointID + "/previous"
+}
 
 func (s *Store) sealSecret(endpointID, secret string) (string, error) {
 	if s.secrets == nil {
@@ -73,29 +98,33 @@ func (s *Store) sealSecret(endpointID, secret string) (string, error) {
 // is sealed under the current key on the way (lazy re-encryption; a failed
 // write is retried at the next use).
 func (s *Store) openSecret(ctx context.Context, ep *WebhookEndpoint) (string, error) {
-	if s.secrets == nil {
-		return "", errNoKeyring
-	}
-	var (
-		secret string
-		stale  bool
-	)
-	switch {
-	case ep.SecretSealed != "":
-		var err error
-		secret, stale, err = s.secrets.Open(ep.SecretSealed, secretAAD(ep.ID))
-		if err != nil {
-			return "", fmt.Errorf("webhook endpoint %s: secret: %w", ep.ID, err)
-		}
-	case ep.LegacySecret != "":
-		secret, stale = ep.LegacySecret, true
-	default:
-		return "", fmt.Errorf("webhook endpoint %s: no secret stored", ep.ID)
+	secret, stale, err := s.openCurrentSecret(ep)
+	if err != nil {
+		return "", err
 	}
 	if stale {
 		_, _ = s.resealEndpoint(ctx, ep.ID, ep.SecretSealed, ep.LegacySecret, secret)
 	}
 	return secret, nil
+}
+
+// openCurrentSecret opens an endpoint's secret as read; stale says it is
+// not sealed under the current key.
+func (s *Store) openCurrentSecret(ep *WebhookEndpoint) (secret string, stale bool, err error) {
+	if s.secrets == nil {
+		return "", false, errNoKeyring
+	}
+	switch {
+	case ep.SecretSealed != "":
+		secret, stale, err = s.secrets.Open(ep.SecretSealed, secretAAD(ep.ID))
+		if err != nil {
+			return "", false, fmt.Errorf("webhook endpoint %s: secret: %w", ep.ID, err)
+		}
+		return secret, stale, nil
+	case ep.LegacySecret != "":
+		return ep.LegacySecret, true, nil
+	}
+	return "", false, fmt.Errorf("webhook endpoint %s: no secret stored", ep.ID)
 }
 
 // resealEndpoint writes secret sealed under the current key, provided the
@@ -149,6 +178,12 @@ func (s *Store) ResealWebhookSecrets(ctx context.Context) (ResealResult, error) 
 	for i := range rows {
 		ep := &rows[i]
 		out.Endpoints++
+		switch ok, err := s.resealPrevious(ctx, ep); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("webhook endpoint %s: previous secret: %w", ep.ID, err))
+		case ok:
+			out.Resealed++
+		}
 		if ep.SecretSealed != "" {
 			if id, err := keyring.KeyID(ep.SecretSealed); err == nil && id == s.secrets.CurrentKeyID() && ep.LegacySecret == "" {
 				out.Current++
@@ -176,6 +211,32 @@ func (s *Store) ResealWebhookSecrets(ctx context.Context) (ResealResult, error) 
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// resealPrevious seals a rotated secret still in its overlap under the
+// current key, and drops one whose overlap has passed. Both writes hold
+// only if the row still keeps what was read (a rotation in between wins).
+func (s *Store) resealPrevious(ctx context.Context, ep *WebhookEndpoint) (bool, error) {
+	if ep.PreviousSecretSealed == "" {
+		return false, nil
+	}
+	unchanged := s.ctx(ctx).Unscoped().Model(&WebhookEndpoint{}).Where("id = ? AND previous_secret_sealed = ?", ep.ID, ep.PreviousSecretSealed)
+	if ep.PreviousSecretUntil == nil || !s.Now().Before(*ep.PreviousSecretUntil) {
+		return false, unchanged.Updates(map[string]any{"previous_secret_sealed": "", "previous_secret_until": nil}).Error
+	}
+	if id, err := keyring.KeyID(ep.PreviousSecretSealed); err == nil && id == s.secrets.CurrentKeyID() {
+		return false, nil
+	}
+	secret, _, err := s.secrets.Open(ep.PreviousSecretSealed, previousSecretAAD(ep.ID))
+	if err != nil {
+		return false, err
+	}
+	sealed, err := s.secrets.Seal(secret, previousSecretAAD(ep.ID))
+	if err != nil {
+		return false, err
+	}
+	res := unchanged.Update("previous_secret_sealed", sealed)
+	return res.RowsAffected > 0, res.Error
 }
 
 // AttemptRecord is one delivery attempt to store.
@@ -286,7 +347,60 @@ type WebhookEndpointUpdate struct {
 	URL    *string
 	Events []string
 	Active *bool
-	Secret *string
+}
+
+// MaxSecretOverlap bounds how long a rotated secret may keep signing
+// beside its successor.
+const MaxSecretOverlap = 7 * 24 * time.Hour
+
+// RotateWebhookSecret replaces one of the merchant's endpoint secrets with
+// secret (in clear; stored sealed). With overlap > 0 the replaced secret
+// keeps signing beside the new one until overlap has passed; with 0 it
+// stops at once, and so does any secret an earlier rotation kept (a leaked
+// secret is revoked by rotating with no overlap). One rotation replaces
+// another's kept secret: at most two sign at a time. The answer carries
+// the new secret in clear, to be shown once.
+func (s *Store) RotateWebhookSecret(ctx context.Context, merchantID, id, secret string, overlap time.Duration) (*WebhookEndpoint, error) {
+	if overlap < 0 || overlap > MaxSecretOverlap {
+		return nil, fmt.Errorf("models: secret overlap %s outside 0 to %s", overlap, MaxSecretOverlap)
+	}
+	sealed, err := s.sealSecret(id, secret)
+	if err != nil {
+		return nil, err
+	}
+	var ep WebhookEndpoint
+	err = s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		// The row is read and written under its lock: two rotations at
+		// once each keep the secret they replaced, never one of them a
+		// secret nobody was shown.
+		if err := s.forUpdate(tx).Where("merchant_id = ? AND id = ?", merchantID, id).Take(&ep).Error; err != nil {
+			return notFound(err)
+		}
+		now := s.Now()
+		fields := map[string]any{"secret_sealed": sealed, "secret": "", "updated_at": now,
+			"previous_secret_sealed": "", "previous_secret_until": nil}
+		if overlap > 0 {
+			replaced, _, err := s.openCurrentSecret(&ep)
+			if err != nil {
+				return err
+			}
+			kept, err := s.secrets.Seal(replaced, previousSecretAAD(id))
+			if err != nil {
+				return err
+			}
+			until := now.Add(overlap)
+			fields["previous_secret_sealed"], fields["previous_secret_until"] = kept, until
+		}
+		return tx.Model(&WebhookEndpoint{}).Where("id = ?", id).Updates(fields).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.WebhookEndpoint(ctx, merchantID, id)
+	if err == nil {
+		out.Secret = secret
+	}
+	return out, err
 }
 
 // UpdateWebhookEndpoint applies the fields that were sent.
@@ -301,13 +415,6 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 	if u.Active != nil {
 		fields["active"] = *u.Active
 	}
-	if u.Secret != nil {
-		sealed, err := s.sealSecret(id, *u.Secret)
-		if err != nil {
-			return nil, err
-		}
-		fields["secret_sealed"], fields["secret"] = sealed, ""
-	}
 	res := s.ctx(ctx).Model(&WebhookEndpoint{}).Where("merchant_id = ? AND id = ?", merchantID, id).Updates(fields)
 	if res.Error != nil {
 		return nil, res.Error
@@ -315,11 +422,7 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 	if res.RowsAffected == 0 {
 		return nil, apperr.NotFound()
 	}
-	ep, err := s.WebhookEndpoint(ctx, merchantID, id)
-	if err == nil && u.Secret != nil {
-		ep.Secret = *u.Secret // the rotation's answer shows it once
-	}
-	return ep, err
+	return s.WebhookEndpoint(ctx, merchantID, id)
 }
 
 // DeleteWebhookEndpoint removes an endpoint. Its pending deliveries can no

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/keyring"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
@@ -80,7 +82,7 @@ func TestWebhookSecretsEncryptedAtRest(t *testing.T) {
 		}
 
 		next, _ := webhook.NewSecret()
-		rot, err := st.UpdateWebhookEndpoint(ctx, m.ID, ep.ID, models.WebhookEndpointUpdate{Secret: &next})
+		rot, err := st.RotateWebhookSecret(ctx, m.ID, ep.ID, next, 0)
 		if err != nil || rot.Secret != next {
 			t.Fatalf("rotation answer: %+v %v", rot, err)
 		}
@@ -234,6 +236,120 @@ func TestWebhookSecretKeyRotation(t *testing.T) {
 			if got, err := newOnly.EndpointSecret(ctx, id); err != nil || got != want {
 				t.Fatalf("after rotation, endpoint %s opens as %q %v", id, got, err)
 			}
+		}
+	})
+}
+
+// TestRotationKeepsThePreviousSecret: a rotation asked to keep the replaced
+// secret signs every attempt under both until the overlap ends; the kept
+// secret is sealed on disk and opens as the previous one only; a second
+// rotation replaces the kept one (two at most), one without overlap drops
+// it (a leaked secret is revoked at once), and the reseal of a server key
+// rotation covers it. The overlap is bounded.
+func TestRotationKeepsThePreviousSecret(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+		st.SetClock(func() time.Time { return now })
+		m := newMerchant(t, st, "overlap@example.com")
+		ep, first := newEndpoint(t, st, m.ID)
+		ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+			Key: "k:" + models.NewID(), Data: map[string]any{"livemode": false}})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("emit: %v %v", ids, err)
+		}
+		signing := func() (current, previous string) {
+			t.Helper()
+			tgt, err := st.DeliveryTarget(ctx, ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tgt.Secret, tgt.PreviousSecret
+		}
+		rotate := func(overlap time.Duration) string {
+			t.Helper()
+			next, _ := webhook.NewSecret()
+			rot, err := st.RotateWebhookSecret(ctx, m.ID, ep.ID, next, overlap)
+			if err != nil || rot.Secret != next {
+				t.Fatalf("rotation answer: %+v %v", rot, err)
+			}
+			if overlap > 0 && (rot.PreviousSecretUntil == nil || !rot.PreviousSecretUntil.Equal(now.Add(overlap))) {
+				t.Fatalf("kept until %v, want %v", rot.PreviousSecretUntil, now.Add(overlap))
+			}
+			return next
+		}
+
+		second := rotate(24 * time.Hour)
+		if cur, prev := signing(); cur != second || prev != first {
+			t.Fatalf("in the overlap: signing with %q and %q, want the new and the replaced secret", cur, prev)
+		}
+		var kept string
+		if err := st.DB().Table("webhook_endpoints").Select("previous_secret_sealed").Where("id = ?", ep.ID).Scan(&kept).Error; err != nil {
+			t.Fatal(err)
+		}
+		if !keyring.IsSealed(kept) || strings.Contains(kept, strings.TrimPrefix(first, "whsec_")) {
+			t.Fatalf("kept secret on disk: %q", kept)
+		}
+		// Copied over the current column, it does not open there.
+		other, _ := newEndpoint(t, st, m.ID)
+		if err := st.DB().Table("webhook_endpoints").Where("id = ?", other.ID).Update("secret_sealed", kept).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.EndpointSecret(ctx, other.ID); !errors.Is(err, keyring.ErrDecrypt) {
+			t.Fatalf("a kept secret opened as an endpoint's current one: %v", err)
+		}
+		if err := st.DB().Unscoped().Delete(&models.WebhookEndpoint{}, "id = ?", other.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+
+		// A second rotation in the overlap keeps the secret it replaced.
+		third := rotate(time.Hour)
+		if cur, prev := signing(); cur != third || prev != second {
+			t.Fatalf("after a second rotation: %q and %q, want the third and the second secret", cur, prev)
+		}
+		// The overlap ends.
+		now = now.Add(time.Hour)
+		if cur, prev := signing(); cur != third || prev != "" {
+			t.Fatalf("after the overlap: %q and %q, want the third secret alone", cur, prev)
+		}
+		if read, _ := st.WebhookEndpoint(ctx, m.ID, ep.ID); read.PreviousSecretUntil == nil {
+			t.Fatal("the expired overlap was dropped by a read")
+		}
+
+		// A rotation without overlap drops a kept secret at once.
+		fourth := rotate(2 * time.Hour)
+		fifth := rotate(0)
+		if cur, prev := signing(); cur != fifth || prev != "" {
+			t.Fatalf("after a rotation without overlap: %q and %q (the fourth was %q)", cur, prev, fourth)
+		}
+		if read, _ := st.WebhookEndpoint(ctx, m.ID, ep.ID); read.PreviousSecretSealed != "" || read.PreviousSecretUntil != nil {
+			t.Fatalf("a rotation without overlap kept %+v", read)
+		}
+
+		// The server key rotates within an overlap: the reseal covers the
+		// kept secret, and the new key alone then opens both.
+		sixth := rotate(48 * time.Hour)
+		rotating := st.WithSecrets(ring(t, rotatedSecret, storetest.Secret))
+		res, err := rotating.ResealWebhookSecrets(ctx)
+		if err != nil || res.Endpoints != 1 || res.Resealed != 2 || res.Current != 0 {
+			t.Fatalf("reseal of the current and the kept secret: %+v %v", res, err)
+		}
+		if res, err := rotating.ResealWebhookSecrets(ctx); err != nil || res.Resealed != 0 || res.Current != 1 {
+			t.Fatalf("second reseal: %+v %v", res, err)
+		}
+		newOnly := st.WithSecrets(ring(t, rotatedSecret))
+		tgt, err := newOnly.DeliveryTarget(ctx, ids[0])
+		if err != nil || tgt.Secret != sixth || tgt.PreviousSecret != fifth {
+			t.Fatalf("after the reseal, the new key alone: %q and %q, %v", tgt.Secret, tgt.PreviousSecret, err)
+		}
+
+		for _, bad := range []time.Duration{-time.Second, models.MaxSecretOverlap + time.Second} {
+			if _, err := st.RotateWebhookSecret(ctx, m.ID, ep.ID, first, bad); err == nil {
+				t.Fatalf("an overlap of %s was taken", bad)
+			}
+		}
+		if _, err := st.RotateWebhookSecret(ctx, "another-merchant", ep.ID, first, time.Hour); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("another merchant's rotation: %v", err)
 		}
 	})
 }

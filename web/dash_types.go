@@ -179,13 +179,15 @@ type dCustomer struct {
 }
 
 type dEndpoint struct {
-	ID        string    `json:"id"`
-	URL       string    `json:"url"`
-	Events    []string  `json:"events"`
-	Active    bool      `json:"active"`
-	Mode      string    `json:"mode"`
-	Secret    string    `json:"secret"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID     string   `json:"id"`
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	Active bool     `json:"active"`
+	Mode   string   `json:"mode"`
+	Secret string   `json:"secret"`
+	// PreviousSecretExpiresAt: a rotated secret still signs until then.
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt"`
+	CreatedAt               time.Time  `json:"createdAt"`
 }
 
 type dAttempt struct {

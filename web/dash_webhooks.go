@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -75,7 +76,7 @@ func (p *Pages) renderWebhooks(c *gin.Context, status int, v webhookView) {
 		"Deliveries": rows, "LogError": logErr, "Filter": f, "Filtered": f["event"]+f["status"]+f["endpoint"]+f["since"]+f["until"] != "",
 		"Pager": pages(c, env != nil && env.HasMore, last), "Events": api.WebhookEventTypes,
 		"LogEvents": append([]string{"webhook.test"}, api.WebhookEventTypes...), "Form": v.form, "FormError": v.formErr,
-		"NewSecret": v.secret, "ActionError": v.actionErr})
+		"NewSecret": v.secret, "ActionError": v.actionErr, "Overlaps": rotateOverlaps})
 }
 
 func (p *Pages) webhookCreateForm(c *gin.Context) {
@@ -114,8 +115,25 @@ func (p *Pages) endpointAction(c *gin.Context, call apiCall, done string) {
 	back(c, "/webhooks", done, "endpoints")
 }
 
+// rotateOverlaps are the dashboard's choices of how long a rotated secret
+// keeps signing beside the new one (the API takes any number of seconds up
+// to seven days).
+var rotateOverlaps = []option{{"0", "stops now (the secret leaked)"}, {"3600", "for 1 hour"}, {"86400", "for 24 hours"}, {"604800", "for 7 days"}}
+
+// webhookRotateForm rotates; a form without a choice (a page from before
+// the choice) stops the old secret at once, as the API does without one.
 func (p *Pages) webhookRotateForm(c *gin.Context) {
-	p.endpointAction(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/rotate-secret", query: modeQuery(c, nil)}, "")
+	overlap, err := 0, error(nil)
+	if v := c.PostForm("overlap"); v != "" {
+		overlap, err = strconv.Atoi(v)
+	}
+	if err != nil {
+		p.renderWebhooks(c, http.StatusBadRequest, webhookView{actionErr: &apiError{Status: http.StatusBadRequest,
+			Message: "Choose how long the old secret keeps signing."}})
+		return
+	}
+	p.endpointAction(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/rotate-secret", query: modeQuery(c, nil),
+		json: map[string]any{"previousSecretExpiresIn": overlap}}, "")
 }
 
 func (p *Pages) webhookActiveForm(c *gin.Context) {

@@ -669,9 +669,27 @@ func TestDashboardWebhooks(t *testing.T) {
 		t.Fatal("the secret is shown again, or the endpoint is missing")
 	}
 	rotateAction, _ := list.doc.Find(".endpoint form[action$='/rotate']").Attr("action")
-	rotated := a.post(rotateAction, nil)
+	if sel := list.doc.Find(".endpoint select[name=overlap] option[selected]"); sel.AttrOr("value", "") != "86400" {
+		t.Fatalf("the rotation's overlap offered by default: %q", sel.AttrOr("value", ""))
+	}
+	rotated := a.post(rotateAction, url.Values{"overlap": {"86400"}})
 	if rotated.status != 200 || !strings.HasPrefix(rotated.text("#new-secret"), "whsec_") || rotated.text("#new-secret") == secret {
 		t.Fatalf("rotate %d %q", rotated.status, rotated.text("#new-secret"))
+	}
+	if !strings.Contains(rotated.text("#previous-secret"), "also signs every delivery until") ||
+		!strings.Contains(rotated.text(".endpoint .hint"), "previous secret signs too until") {
+		t.Fatalf("the overlap is not shown: %q / %q", rotated.text("#previous-secret"), rotated.text(".endpoint .hint"))
+	}
+	if bad := a.post(rotateAction, url.Values{"overlap": {"a day"}}); bad.status != 400 || !strings.Contains(bad.text(".error"), "how long") {
+		t.Fatalf("a bad overlap: %d %q", bad.status, bad.text(".error"))
+	}
+	if bad := a.post(rotateAction, url.Values{"overlap": {"9999999"}}); bad.status != 400 || !strings.Contains(bad.text(".error"), "previousSecretExpiresIn") {
+		t.Fatalf("an overlap past seven days: %d %q", bad.status, bad.text(".error"))
+	}
+	// Rotating with "stops now" ends the overlap.
+	if now := a.post(rotateAction, url.Values{"overlap": {"0"}}); now.status != 200 || now.doc.Find("#previous-secret").Length() != 0 ||
+		strings.Contains(now.text(".endpoint .hint"), "previous secret") {
+		t.Fatalf("rotate without overlap: %d %q", now.status, now.text(".endpoint .hint"))
 	}
 	testAction, _ := list.doc.Find(".endpoint form[action$='/test']").Attr("action")
 	tested := a.follow(a.post(testAction, nil))

@@ -182,3 +182,26 @@ func TestStandardWebhooksReceiverVerifies(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiversHoldingEitherSecretVerifyDuringRotation: an attempt signed
+// under a secret and the one it replaces (a rotation's overlap) carries two
+// v1 signatures; the npm reference library verifies it with either secret,
+// and refuses it with a third.
+func TestReceiversHoldingEitherSecretVerifyDuringRotation(t *testing.T) {
+	previous, _ := NewSecret()
+	current, _ := NewSecret()
+	stranger, _ := NewSecret()
+	s := NewSender(devPolicy(nil))
+	body := []byte(`{"event":"checkout.completed","data":{"sessionId":"4f0c","amount":"32.61","livemode":false},"webhookDeliveryId":"dlv_rot","timestamp":"2026-11-27T09:00:00.000Z"}`)
+	for _, tc := range []struct {
+		name, held string
+		want       int
+	}{{"old secret", previous, http.StatusNoContent}, {"new secret", current, http.StatusNoContent}, {"another secret", stranger, http.StatusBadRequest}} {
+		rcv := startNodeReceiver(t, tc.held)
+		res := s.Send(context.Background(), Request{URL: rcv.url + "/hook", Secret: current, PreviousSecret: previous,
+			MessageID: "dlv_rot", Timestamp: time.Now(), Body: body})
+		if res.StatusCode != tc.want {
+			t.Fatalf("receiver holding the %s: %+v (receiver: %+v), want %d", tc.name, res, rcv.deliveries(t), tc.want)
+		}
+	}
+}

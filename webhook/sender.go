@@ -31,6 +31,11 @@ type Request struct {
 	URL string
 	// Secret is the endpoint's whsec_ secret.
 	Secret string
+	// PreviousSecret, when set, is a secret being rotated out: the
+	// webhook-signature header then carries a signature under each, the
+	// current one first, space separated (Standard Webhooks), so a receiver
+	// holding either verifies the attempt.
+	PreviousSecret string
 	// MessageID is the delivery id, sent as webhook-id; the same on every attempt.
 	MessageID string
 	// Timestamp is the attempt time, signed and sent as webhook-timestamp.
@@ -219,6 +224,13 @@ func (s *Sender) send(ctx context.Context, req Request) Result {
 	sig, err := Sign(req.Secret, req.MessageID, req.Timestamp, req.Body)
 	if err != nil {
 		return Result{Error: err.Error()}
+	}
+	if req.PreviousSecret != "" {
+		previous, err := Sign(req.PreviousSecret, req.MessageID, req.Timestamp, req.Body)
+		if err != nil {
+			return Result{Error: "previous secret: " + err.Error()}
+		}
+		sig += " " + previous
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
