@@ -27,9 +27,10 @@ var ErrSearchAttributeConflict = errors.New("search attribute conflict")
 const DefaultRetention = 30 * 24 * time.Hour
 
 // PaygateSearchAttributes returns the custom search attributes paygate's
-// workflows upsert, so operators can filter checkout sessions and
-// subscriptions in the Web UI and with ListWorkflow queries
-// (shared/DESIGN.md section 5). Subscriptions share MerchantId and Network.
+// workflows upsert, so operators can filter checkout sessions,
+// subscriptions and failed webhook deliveries in the Web UI and with
+// ListWorkflow queries (shared/DESIGN.md section 5). Subscriptions share
+// MerchantId and Network.
 func PaygateSearchAttributes() map[string]enumspb.IndexedValueType {
 	return map[string]enumspb.IndexedValueType{
 		"CheckoutStatus":     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
@@ -38,6 +39,7 @@ func PaygateSearchAttributes() map[string]enumspb.IndexedValueType {
 		"PaymentLinkId":      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		"SubscriptionStatus": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		"CustomerId":         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		"DeliveryStatus":     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

@@ -85,8 +85,14 @@ func visibilityIndexPlan(used map[string]bool) []string {
 	return stmts
 }
 
+// unindexedAttributes are custom attributes whose slot keeps no index:
+// DeliveryStatus marks the rare failed delivery, asked for by an operator
+// now and then (a scan of the namespace's rows answers it), while an index
+// would cost every visibility write of every workflow.
+var unindexedAttributes = map[string]bool{"DeliveryStatus": true}
+
 // usedCustomSlots returns the custom attribute columns any namespace of the
-// server maps an attribute to.
+// server maps an attribute to (unindexedAttributes left out).
 func usedCustomSlots(ctx context.Context, c client.Client) (map[string]bool, error) {
 	used := map[string]bool{}
 	var token []byte
@@ -96,8 +102,10 @@ func usedCustomSlots(ctx context.Context, c client.Client) (map[string]bool, err
 			return nil, fmt.Errorf("listing namespaces: %w", err)
 		}
 		for _, ns := range resp.GetNamespaces() {
-			for col := range ns.GetConfig().GetCustomSearchAttributeAliases() {
-				used[col] = true
+			for col, alias := range ns.GetConfig().GetCustomSearchAttributeAliases() {
+				if !unindexedAttributes[alias] {
+					used[col] = true
+				}
 			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -316,5 +317,57 @@ func TestReconcilerLooksAtUnattemptedFirst(t *testing.T) {
 	}
 	if _, err := c.DescribeWorkflowExecution(ctx, workflows.WebhookDeliveryWorkflowID(lost), ""); err != nil {
 		t.Fatalf("the lost dispatch's workflow: %v", err)
+	}
+}
+
+// TestFailedDeliveryFoundInTheWebUI: on a real dev server (paygate's search
+// attributes registered as `paygate worker` does), a run that ends failed is
+// found with DeliveryStatus="failed", as an operator filters the Web UI's
+// list; a run still retrying is not.
+func TestFailedDeliveryFoundInTheWebUI(t *testing.T) {
+	rig := newDeliveryRig(t, 1<<30) // the receiver fails every request
+	ctx := context.Background()
+	failed, retrying := rig.emit(), rig.emit()
+	// A manual run makes one final attempt, which fails.
+	run, err := rig.c.SignalWithStartWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(failed), workflows.WebhookRetrySignal, nil,
+		client.StartWorkflowOptions{ID: workflows.WebhookDeliveryWorkflowID(failed), TaskQueue: rig.queue}, workflows.WebhookDeliveryWorkflow,
+		workflows.WebhookDeliveryInput{DeliveryID: failed, ManualRetry: true, Shape: workflows.ShapeCurrent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.WebhookDeliveryResult
+	if err := run.Get(ctx, &res); err != nil || res.State != workflows.WebhookDeliveryStateFailed {
+		t.Fatalf("manual run: %+v %v, want failed", res, err)
+	}
+	// A scheduled run: attempt 1 fails, attempt 2 waits a minute.
+	if err := (Dispatcher{Client: rig.c, Queue: rig.queue}).Dispatch(ctx, []string{retrying}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rig.c.TerminateWorkflow(context.Background(), workflows.WebhookDeliveryWorkflowID(retrying), "", "test over") })
+	deadline := time.Now().Add(20 * time.Second)
+	for d, _ := rig.st.WebhookDelivery(ctx, retrying); d.Attempts < 1; d, _ = rig.st.WebhookDelivery(ctx, retrying) {
+		if time.Now().After(deadline) {
+			t.Fatal("attempt 1 not recorded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	query := `DeliveryStatus = "failed" AND TaskQueue = "` + rig.queue + `"`
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		resp, err := rig.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range resp.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetWorkflowId())
+		}
+		if len(ids) == 1 && ids[0] == workflows.WebhookDeliveryWorkflowID(failed) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s lists %v, want only the failed delivery's workflow", query, ids)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -64,6 +64,21 @@ const webhookMaxExtraAttempts = 20
 // webhookMaxExtraAttempts.
 const webhookRetryContinueChange = "delivery-retry-continue"
 
+// webhookFailedAttributeChange is the change id of marking a failed
+// delivery with DeliveryStatusAttr (version 1); runs from before end
+// failed without it.
+const webhookFailedAttributeChange = "delivery-failed-attribute"
+
+// DeliveryStatusAttr marks a delivery workflow run that ended failed
+// ("failed"), so an operator finds them in the Web UI and with
+// `temporal workflow list --query 'DeliveryStatus="failed"'`; a run that
+// delivers, or is still retrying, carries none (setting it on every
+// delivery would cost each one a command and a visibility write). A
+// later manual retry is a new run of the same workflow id, with its own
+// attributes. Registered with the checkout ones
+// (temporaldev.PaygateSearchAttributes).
+var DeliveryStatusAttr = temporal.NewSearchAttributeKeyKeyword("DeliveryStatus")
+
 // webhookActivities is referenced only for its method values; Temporal
 // resolves them to the activity names registered on the worker.
 var webhookActivities *activities.WebhookActivities
@@ -351,6 +366,12 @@ func (d *webhookDelivery) finish(ctx workflow.Context, retry workflow.ReceiveCha
 		_, err = d.attempt(ctx, true, 0)
 	}
 	webhookDrain(retry)
+	if d.status.State == WebhookDeliveryStateFailed &&
+		workflow.GetVersion(ctx, webhookFailedAttributeChange, workflow.DefaultVersion, 1) == 1 {
+		if uerr := workflow.UpsertTypedSearchAttributes(ctx, DeliveryStatusAttr.ValueSet(WebhookDeliveryStateFailed)); uerr != nil {
+			workflow.GetLogger(ctx).Warn("failed delivery not marked for the Web UI", "deliveryId", d.status.DeliveryID, "error", uerr)
+		}
+	}
 	return d.result(), err
 }
 

@@ -116,6 +116,20 @@ func webhookResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) Webhook
 	return res
 }
 
+// webhookUpserts records the DeliveryStatus values a run upserts.
+func webhookUpserts(t *testing.T, env *testsuite.TestWorkflowEnvironment) *[]string {
+	var got []string
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		if v, ok := sa.GetKeyword(DeliveryStatusAttr); ok {
+			got = append(got, v)
+		} else {
+			t.Errorf("upsert without DeliveryStatus: %v", sa.GetUntypedValues())
+		}
+	}).Return().Maybe()
+	return &got
+}
+
 func webhookCheckIDs(t *testing.T, calls []webhookCall, id string, firstAttempt int) {
 	t.Helper()
 	for i, c := range calls {
@@ -150,11 +164,16 @@ func TestWebhookDeliveryWorkflowAlwaysFailing(t *testing.T) {
 	m.install(env, start, func(_ int, in activities.DeliveryAttemptInput) (activities.DeliveryAttemptResult, error) {
 		return webhookFail(in)
 	})
+	upserts := webhookUpserts(t, env)
 	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{Shape: webhookTestShape, DeliveryID: "dlv_fail"})
 
 	res := webhookResult(t, env)
 	if res.State != WebhookDeliveryStateFailed || res.Attempts != 8 || res.LastStatusCode != 503 {
 		t.Fatalf("result %+v", res)
+	}
+	// Marked for the operator's Web UI, once, at the end.
+	if fmt.Sprint(*upserts) != "[failed]" {
+		t.Fatalf("DeliveryStatus upserts %v, want [failed]", *upserts)
 	}
 	calls := m.get()
 	if len(calls) != WebhookDeliveryMaxAttempts {
@@ -183,11 +202,15 @@ func TestWebhookDeliveryWorkflowRecoversOnAttempt4(t *testing.T) {
 		}
 		return webhookFail(in)
 	})
+	upserts := webhookUpserts(t, env)
 	env.ExecuteWorkflow(WebhookDeliveryWorkflow, WebhookDeliveryInput{Shape: webhookTestShape, DeliveryID: "dlv_recover"})
 
 	res := webhookResult(t, env)
 	if res.State != WebhookDeliveryStateDelivered || res.Attempts != 4 || res.LastStatusCode != 204 {
 		t.Fatalf("result %+v", res)
+	}
+	if len(*upserts) != 0 {
+		t.Fatalf("a delivered run upserted DeliveryStatus %v", *upserts)
 	}
 	calls := m.get()
 	if len(calls) != 4 {
@@ -746,9 +769,18 @@ var webhookLocalHistoryFiles = []string{
 // continued as new at the twenty-first (delivery-retry-continue, version 1).
 const webhookContinueHistoryFile = "testdata/webhook_delivery_local_retry_continue.json"
 
+// webhookFailedHistoryFiles are a one-attempt manual run that fails,
+// recorded before the run marked a failed delivery with the DeliveryStatus
+// search attribute (no marker of delivery-failed-attribute) and after.
+var webhookFailedHistoryFiles = []string{
+	"testdata/webhook_delivery_local_manual_failed_v0.json",
+	"testdata/webhook_delivery_local_manual_failed.json",
+}
+
 // webhookAllHistoryFiles is every saved delivery history, of both shapes.
 func webhookAllHistoryFiles() []string {
-	return append(append(append([]string(nil), webhookHistoryFiles...), webhookLocalHistoryFiles...), webhookContinueHistoryFile)
+	return append(append(append(append([]string(nil), webhookHistoryFiles...), webhookLocalHistoryFiles...), webhookContinueHistoryFile),
+		webhookFailedHistoryFiles...)
 }
 
 // TestWebhookDeliveryReplay replays every saved history against the current
@@ -793,6 +825,41 @@ func TestWebhookDeliveryRecordHistories(t *testing.T) {
 	recordWebhookHistories(t, c, ShapeRemoteEffects, webhookHistoryFiles)
 	recordWebhookHistories(t, c, ShapeLocalEffects, webhookLocalHistoryFiles)
 	recordWebhookContinueHistory(t, c)
+	for _, f := range webhookFailedHistoryFiles {
+		recordWebhookFailedHistory(t, c, f)
+	}
+}
+
+// recordWebhookFailedHistory records a one-attempt manual run against a
+// receiver that always fails, into file unless it exists (each of the
+// files is recorded by the code of its time).
+func recordWebhookFailedHistory(t *testing.T, c client.Client, file string) {
+	if _, err := os.Stat(file); err == nil {
+		t.Logf("kept the saved %s", file)
+		return
+	}
+	_, _, acts := newWebhookRealSetup(t, 1<<30)
+	queue := "webhook-record-failed-" + time.Now().UTC().Format("150405.000")
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(WebhookDeliveryWorkflow)
+	w.RegisterActivity(acts)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := WebhookDeliveryWorkflowID("dlv_real") + "-" + queue
+	run, err := c.SignalWithStartWorkflow(ctx, id, WebhookRetrySignal, nil, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
+		WebhookDeliveryWorkflow, WebhookDeliveryInput{Shape: ShapeCurrent, DeliveryID: "dlv_real", ManualRetry: true, PreviousAttempts: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res WebhookDeliveryResult
+	if err := run.Get(ctx, &res); err != nil || res.State != WebhookDeliveryStateFailed || res.Attempts != 9 {
+		t.Fatalf("failed manual run: %+v %v", res, err)
+	}
+	webhookSaveHistory(ctx, t, c, id, run.GetRunID(), file)
 }
 
 // recordWebhookContinueHistory records a run that answers twenty retries
