@@ -343,7 +343,9 @@ func TestFailedDeliveryFoundInTheWebUI(t *testing.T) {
 	if err := (Dispatcher{Client: rig.c, Queue: rig.queue}).Dispatch(ctx, []string{retrying}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rig.c.TerminateWorkflow(context.Background(), workflows.WebhookDeliveryWorkflowID(retrying), "", "test over") })
+	t.Cleanup(func() {
+		_ = rig.c.TerminateWorkflow(context.Background(), workflows.WebhookDeliveryWorkflowID(retrying), "", "test over")
+	})
 	deadline := time.Now().Add(20 * time.Second)
 	for d, _ := rig.st.WebhookDelivery(ctx, retrying); d.Attempts < 1; d, _ = rig.st.WebhookDelivery(ctx, retrying) {
 		if time.Now().After(deadline) {
