@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/apperr"
@@ -102,17 +104,54 @@ func (s *Server) idempotent(c *gin.Context) {
 		fail(c, apperr.Conflict("a request with this Idempotency-Key is still being processed; retry shortly"))
 		return
 	}
+	// The request renews its claim while it runs: a retry finds it running
+	// (409), however long it takes, and only takes the key over once this
+	// process stopped renewing it (it died mid-way).
+	stop := s.renewIdempotent(ctx, rec)
 	w := &captureWriter{ResponseWriter: c.Writer}
 	c.Writer = w
 	c.Next()
+	stop()
 	// The request's context may be gone (client hung up): record anyway.
 	store := context.WithoutCancel(ctx)
 	if status := w.Status(); status >= 200 && status < 300 {
-		err = s.Store.FinishIdempotent(store, rec.ID, status, w.body.String())
+		err = s.Store.FinishIdempotent(store, rec, status, w.body.String())
 	} else {
-		err = s.Store.ForgetIdempotent(store, rec.ID)
+		err = s.Store.ForgetIdempotent(store, rec)
 	}
 	if err != nil {
-		s.Logger.WarnContext(ctx, "idempotency key not recorded", "err", err)
+		s.Logger.WarnContext(ctx, "idempotency key not recorded", "err", err, "key", key)
+	}
+}
+
+// renewIdempotent renews rec's claim every IdempotencyRenew until the
+// returned stop is called (and has waited for the renewing goroutine).
+func (s *Server) renewIdempotent(ctx context.Context, rec *models.IdempotencyKey) (stop func()) {
+	every := s.IdempotencyRenew
+	if every <= 0 {
+		every = models.IdemRenewEvery
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := s.Store.RenewIdempotent(context.WithoutCancel(ctx), rec); err != nil {
+					s.Logger.WarnContext(ctx, "idempotency key not renewed", "err", err)
+					if errors.Is(err, models.ErrIdempotencyLost) {
+						return
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
 	}
 }

@@ -132,6 +132,9 @@ type Deps struct {
 	// while its session does not change (pollcache.go); the caller runs
 	// the feed (SessionChanges.Run). Without it every poll reads the store.
 	SessionChanges *models.SessionChanges
+	// IdempotencyRenew is how often a request run under an Idempotency-Key
+	// renews its claim (zero: models.IdemRenewEvery; tests shorten it).
+	IdempotencyRenew time.Duration
 }
 
 // Server holds the API's dependencies and its route table.

@@ -353,6 +353,17 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// Idempotency keys name the request that runs them
+			// (IdempotencyKey.Claim): keys written before have none, ''.
+			ID: "20261127_0018_idempotency_claim",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasColumn(&IdempotencyKey{}, "Claim") {
+					return m.AddColumn(&IdempotencyKey{}, "Claim")
+				}
+				return nil
+			},
+		},
 	}
 }
 

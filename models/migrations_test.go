@@ -382,3 +382,37 @@ func testWebhookPreviousSecretUpgrade(t *testing.T, st *Store) {
 		t.Fatalf("a rotation with overlap after the upgrade: %q and %q, %v", tgt.Secret, tgt.PreviousSecret, err)
 	}
 }
+
+// TestIdempotencyClaimMigration: a key left running by a binary from before
+// 20261127_0018 (no claim column) is still taken over after the upgrade,
+// and the retry's answer is stored.
+func TestIdempotencyClaimMigration(t *testing.T) {
+	onFreshStores(t, func(t *testing.T, st *Store) {
+		if err := st.Migrate(); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		now := time.Now().UTC()
+		st.SetClock(func() time.Time { return now })
+		if _, _, err := st.BeginIdempotent(ctx, "m1", "test", "k", "h"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.db.Migrator().DropColumn(&IdempotencyKey{}, "Claim"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261127_0018_idempotency_claim").Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Migrate(); err != nil {
+			t.Fatalf("upgrade: %v", err)
+		}
+		now = now.Add(2 * time.Minute)
+		state, rec, err := st.BeginIdempotent(ctx, "m1", "test", "k", "h")
+		if err != nil || state != IdemNew || rec.Claim == "" {
+			t.Fatalf("after the upgrade: %q %+v %v", state, rec, err)
+		}
+		if err := st.FinishIdempotent(ctx, rec, 201, "{}"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

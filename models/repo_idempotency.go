@@ -21,7 +21,12 @@ type IdempotencyKey struct {
 	Key         string `gorm:"size:255;not null;uniqueIndex:idx_idem_key,priority:3"`
 	RequestHash string `gorm:"size:64;not null"`
 	// Done is false while the first request runs.
-	Done           bool `gorm:"not null;default:false"`
+	Done bool `gorm:"not null;default:false"`
+	// Claim names the request that runs the key: the first one, or the
+	// retry that took it over. Renewals, the answer and forgetting hold
+	// for the request whose claim it is, so a request that was taken over
+	// can no longer drop or overwrite the retry's.
+	Claim          string `gorm:"size:36;not null;default:''"`
 	ResponseStatus int
 	ResponseBody   string    `gorm:"type:text"`
 	CreatedAt      time.Time `gorm:"index"`
@@ -36,14 +41,25 @@ const (
 	IdemMismatch = "mismatch" // the key was used with another request (422)
 )
 
-// idemTakeover is how long a running key may stay unfinished before a
-// retry takes it over (the first request's process died mid-way).
+// idemTakeover is how long a running key may stay unrenewed before a retry
+// takes it over (the first request's process died mid-way). A request
+// renews its claim every IdemRenewEvery while it runs, so a live request,
+// however slow, is never taken over and run twice.
 const idemTakeover = time.Minute
+
+// IdemRenewEvery is how often a running request renews its claim.
+const IdemRenewEvery = idemTakeover / 4
+
+// ErrIdempotencyLost: the key was taken over by a retry (this request
+// stopped renewing its claim for longer than the takeover time); its
+// answer is not stored.
+var ErrIdempotencyLost = errors.New("idempotency key taken over by a retry")
 
 // BeginIdempotent claims a key for a request, or says what happened to it.
 func (s *Store) BeginIdempotent(ctx context.Context, merchantID, scope, key, hash string) (string, *IdempotencyKey, error) {
 	now := s.Now()
-	rec := IdempotencyKey{ID: NewID(), MerchantID: merchantID, Scope: scope, Key: key, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
+	rec := IdempotencyKey{ID: NewID(), MerchantID: merchantID, Scope: scope, Key: key, RequestHash: hash, Claim: NewID(),
+		CreatedAt: now, UpdatedAt: now}
 	res := s.ctx(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rec)
 	if res.Error != nil {
 		return "", nil, res.Error
@@ -70,33 +86,51 @@ func (s *Store) BeginIdempotent(ctx context.Context, merchantID, scope, key, has
 		cur.ResponseBody = body
 		return IdemReplay, &cur, nil
 	case now.Sub(cur.UpdatedAt) > idemTakeover:
-		res := s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ? AND done = ? AND updated_at = ?", cur.ID, false, cur.UpdatedAt).
-			Update("updated_at", now)
+		claim := NewID()
+		res := s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ? AND done = ? AND claim = ? AND updated_at = ?", cur.ID, false, cur.Claim, cur.UpdatedAt).
+			Updates(map[string]any{"claim": claim, "updated_at": now})
 		if res.Error != nil {
 			return "", nil, res.Error
 		}
 		if res.RowsAffected == 1 {
-			cur.UpdatedAt = now
+			cur.Claim, cur.UpdatedAt = claim, now
 			return IdemNew, &cur, nil
 		}
 	}
 	return IdemRunning, &cur, nil
 }
 
+// RenewIdempotent tells a key's claim is still running, so no retry takes
+// it over. ErrIdempotencyLost: it was taken over (or forgotten) already.
+func (s *Store) RenewIdempotent(ctx context.Context, k *IdempotencyKey) error {
+	res := s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ? AND claim = ? AND done = ?", k.ID, k.Claim, false).
+		Update("updated_at", s.Now())
+	if res.Error == nil && res.RowsAffected == 0 {
+		return ErrIdempotencyLost
+	}
+	return res.Error
+}
+
 // FinishIdempotent stores the answer of a key's request, sealed under the
 // server secret: an answer may hold what the store otherwise keeps only as
 // a hash or sealed (a new API key in full, a webhook endpoint's signing
 // secret), and a copy of the database must not give it away.
-func (s *Store) FinishIdempotent(ctx context.Context, id string, status int, body string) error {
+// ErrIdempotencyLost: the claim was taken over, and the retry that took it
+// keeps the key.
+func (s *Store) FinishIdempotent(ctx context.Context, k *IdempotencyKey, status int, body string) error {
 	if s.secrets != nil {
-		sealed, err := s.secrets.Seal(body, idempotentAAD(id))
+		sealed, err := s.secrets.Seal(body, idempotentAAD(k.ID))
 		if err != nil {
 			return err
 		}
 		body = sealed
 	}
-	return s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ?", id).
-		Updates(map[string]any{"done": true, "response_status": status, "response_body": body, "updated_at": s.Now()}).Error
+	res := s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ? AND claim = ? AND done = ?", k.ID, k.Claim, false).
+		Updates(map[string]any{"done": true, "response_status": status, "response_body": body, "updated_at": s.Now()})
+	if res.Error == nil && res.RowsAffected == 0 {
+		return ErrIdempotencyLost
+	}
+	return res.Error
 }
 
 // openIdempotent is a stored answer in clear. One stored in clear (by an
@@ -117,9 +151,10 @@ func (s *Store) openIdempotent(k *IdempotencyKey) (string, error) {
 func idempotentAAD(id string) string { return "idempotency_keys/" + id }
 
 // ForgetIdempotent drops a key whose request is not remembered (it failed
-// validation or the server): a retry runs again.
-func (s *Store) ForgetIdempotent(ctx context.Context, id string) error {
-	return s.ctx(ctx).Where("id = ? AND done = ?", id, false).Delete(&IdempotencyKey{}).Error
+// validation or the server): a retry runs again. A claim taken over by a
+// retry is the retry's: it stays.
+func (s *Store) ForgetIdempotent(ctx context.Context, k *IdempotencyKey) error {
+	return s.ctx(ctx).Where("id = ? AND claim = ? AND done = ?", k.ID, k.Claim, false).Delete(&IdempotencyKey{}).Error
 }
 
 // SweepIdempotencyKeys deletes keys older than before (24 hours).
