@@ -29,7 +29,9 @@ import (
 //     secret): every attempt then carries two v1 signatures, and a
 //     receiver holding either secret verifies it, so the receiver's secret
 //     can be changed without deliveries failing in between.
-//   - At most MaxWebhookEndpoints endpoints per merchant and mode.
+//   - At most MaxWebhookEndpoints endpoints per merchant and mode, and one
+//     per URL (a second at the same URL, created or patched, is a 409:
+//     its receiver would get every event twice under two delivery ids).
 //   - A manual retry makes one immediate attempt of any delivery (pending,
 //     delivered or failed) whose endpoint still exists and is enabled.
 
@@ -238,22 +240,14 @@ func (s *Server) createWebhook(c *gin.Context) {
 			return
 		}
 	}
-	existing, err := s.Store.WebhookEndpoints(ctx, models.Scope{MerchantID: p.MerchantID, Mode: mode})
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	if len(existing) >= MaxWebhookEndpoints {
-		fail(c, apperr.Invalid("mode", fmt.Sprintf("at most %d webhook endpoints per mode (delete one first)", MaxWebhookEndpoints)))
-		return
-	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	ep.MerchantID, ep.Mode, ep.Secret = p.MerchantID, mode, secret
-	if err := s.Store.CreateWebhookEndpoint(ctx, ep); err != nil {
+	// The limit and the one endpoint per URL are checked with the insert.
+	if err := s.Store.RegisterWebhookEndpoint(ctx, ep, MaxWebhookEndpoints); err != nil {
 		fail(c, err)
 		return
 	}

@@ -59,7 +59,7 @@ func isolationCases() map[string]isolationCase {
 		return s.ID
 	}
 	endpointOf := func(h *harness, a merchant, mode models.Mode) string {
-		ep := &models.WebhookEndpoint{MerchantID: a.ID, Mode: mode, URL: "https://hooks.example.com/a",
+		ep := &models.WebhookEndpoint{MerchantID: a.ID, Mode: mode, URL: "https://hooks.example.com/" + models.NewID(),
 			Events: models.StringList{"checkout.completed"}, Secret: "whsec_dGVzdC1zZWNyZXQtdGVzdC1zZWNyZXQ="}
 		if err := h.store.CreateWebhookEndpoint(context.Background(), ep); err != nil {
 			h.t.Fatal(err)

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -309,10 +310,67 @@ func TestWebhookCreateValidation(t *testing.T) {
 		// At most MaxWebhookEndpoints per mode; the other mode is separate.
 		n := len(h.do("GET", "/api/webhooks", m.Session, nil).data()["endpoints"].([]any))
 		for ; n < api.MaxWebhookEndpoints; n++ {
-			ok(hookURL)
+			ok(fmt.Sprintf("%s/%d", hookURL, n))
 		}
-		bad("mode", map[string]any{"url": hookURL, "events": []string{"payment.completed"}, "mode": "test"})
-		h.endpoint(m.Session, live)
+		bad("mode", map[string]any{"url": hookURL + "/more", "events": []string{"payment.completed"}, "mode": "test"})
+		h.endpoint(m.Session, map[string]any{"url": hookURL + "/more", "events": []string{"payment.completed"}, "mode": "live"})
+	})
+}
+
+// TestWebhookEndpointsOnePerURL: a second endpoint at a URL of the mode is
+// a 409, created or patched (its receiver would get every event twice,
+// under two delivery ids); the other mode and other merchants are apart;
+// concurrent registrations pass the limit and the URL check one at a time.
+func TestWebhookEndpointsOnePerURL(t *testing.T) {
+	forEachWebhookStore(t, func(t *testing.T, h *harness, _ *fakeRetrier) {
+		m := h.withLive(h.signup())
+		body := func(url, mode string) map[string]any {
+			return map[string]any{"url": url, "events": []string{"checkout.completed"}, "mode": mode}
+		}
+		first := h.endpoint(m.Session, body(hookURL+"/one", "test"))
+		expect(t, h.do("POST", "/api/webhooks", m.Session, body(hookURL+"/one", "test")), http.StatusConflict, "CONFLICT")
+		h.endpoint(m.Session, body(hookURL+"/one", "live"))
+		h.endpoint(h.signup().Session, body(hookURL+"/one", "test"))
+		second := h.endpoint(m.Session, body(hookURL+"/two", "test"))
+		expect(t, h.do("PATCH", "/api/webhooks/"+second["id"].(string), m.Session, map[string]any{"url": hookURL + "/one"}),
+			http.StatusConflict, "CONFLICT")
+		// Patching an endpoint to its own URL is no conflict.
+		expect(t, h.do("PATCH", "/api/webhooks/"+first["id"].(string), m.Session, map[string]any{"url": hookURL + "/one", "active": true}),
+			http.StatusOK, "")
+		// Deleted, its URL is free again.
+		expect(t, h.do("DELETE", "/api/webhooks/"+first["id"].(string), m.Session, nil), http.StatusOK, "")
+		h.endpoint(m.Session, body(hookURL+"/one", "test"))
+
+		// Twenty registrations at once, at twenty URLs and at one: the
+		// limit and the one-per-URL rule both hold.
+		other := h.signup()
+		var wg sync.WaitGroup
+		codes := make(chan int, 40)
+		for i := range 20 {
+			for _, url := range []string{fmt.Sprintf("%s/many/%d", hookURL, i), hookURL + "/same"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					codes <- h.do("POST", "/api/webhooks", other.Session, body(url, "test")).Status
+				}()
+			}
+		}
+		wg.Wait()
+		close(codes)
+		count := map[int]int{}
+		for c := range codes {
+			count[c]++
+		}
+		eps := h.do("GET", "/api/webhooks", other.Session, nil).data()["endpoints"].([]any)
+		same := 0
+		for _, e := range eps {
+			if e.(map[string]any)["url"] == hookURL+"/same" {
+				same++
+			}
+		}
+		if len(eps) != api.MaxWebhookEndpoints || same != 1 || count[http.StatusCreated] != api.MaxWebhookEndpoints {
+			t.Fatalf("%d endpoints (%d at the shared URL) from answers %v, want %d and 1", len(eps), same, count, api.MaxWebhookEndpoints)
+		}
 	})
 }
 

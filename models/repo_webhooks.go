@@ -316,8 +316,18 @@ func (s *Store) WebhookDelivery(ctx context.Context, id string) (*WebhookDeliver
 }
 
 // CreateWebhookEndpoint stores an endpoint; ep.Secret, in clear, is stored
-// sealed (SecretSealed).
+// sealed (SecretSealed). It is RegisterWebhookEndpoint without a limit.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint) error {
+	return s.RegisterWebhookEndpoint(ctx, ep, 0)
+}
+
+// RegisterWebhookEndpoint stores an endpoint unless its merchant has max
+// endpoints in its mode already (max > 0; a 400 naming mode) or one at the
+// same URL (a 409: every event would reach the receiver twice, under two
+// delivery ids its deduplication cannot match). Both are checked and the
+// row written under the merchant's row lock, so concurrent registrations
+// cannot pass either check together.
+func (s *Store) RegisterWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint, max int) error {
 	now := s.Now()
 	ep.ID, ep.CreatedAt, ep.UpdatedAt, ep.Active = NewID(), now, now, true
 	sealed, err := s.sealSecret(ep.ID, ep.Secret)
@@ -325,7 +335,49 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint) 
 		return err
 	}
 	ep.SecretSealed, ep.LegacySecret = sealed, ""
-	return s.ctx(ctx).Create(ep).Error
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.lockMerchantEndpoints(tx, ep.MerchantID); err != nil {
+			return err
+		}
+		if max > 0 {
+			var n int64
+			if err := tx.Model(&WebhookEndpoint{}).Where("merchant_id = ? AND mode = ?", ep.MerchantID, ep.Mode).Count(&n).Error; err != nil {
+				return err
+			}
+			if n >= int64(max) {
+				return apperr.Invalid("mode", fmt.Sprintf("at most %d webhook endpoints per mode (delete one first)", max))
+			}
+		}
+		if err := endpointURLFree(tx, ep.MerchantID, ep.Mode, ep.URL, ""); err != nil {
+			return err
+		}
+		return tx.Create(ep).Error
+	})
+}
+
+// lockMerchantEndpoints serialises changes to a merchant's endpoint list
+// (PostgreSQL: the merchant's row, FOR UPDATE; SQLite has one writer).
+func (s *Store) lockMerchantEndpoints(tx *gorm.DB, merchantID string) error {
+	var m Merchant
+	return notFound(s.forUpdate(tx).Select("id").Where("id = ?", merchantID).Take(&m).Error)
+}
+
+// endpointURLFree is a 409 when another endpoint of the merchant's mode
+// (not except) has url.
+func endpointURLFree(tx *gorm.DB, merchantID string, mode Mode, url, except string) error {
+	var n int64
+	q := tx.Model(&WebhookEndpoint{}).Where("merchant_id = ? AND mode = ? AND url = ?", merchantID, mode, url)
+	if except != "" {
+		q = q.Where("id <> ?", except)
+	}
+	if err := q.Count(&n).Error; err != nil {
+		return err
+	}
+	if n > 0 {
+		return apperr.WithHint(apperr.ErrConflict, fmt.Sprintf("a %s webhook endpoint with this URL exists already", mode),
+			"change or delete that endpoint instead: two endpoints at one URL would receive every event twice")
+	}
+	return nil
 }
 
 // WebhookEndpoints lists the merchant's endpoints of a mode, newest first.
@@ -403,8 +455,32 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, merchantID, id, secret 
 	return out, err
 }
 
-// UpdateWebhookEndpoint applies the fields that were sent.
+// UpdateWebhookEndpoint applies the fields that were sent. A URL another
+// endpoint of the mode has is a 409 (RegisterWebhookEndpoint).
 func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string, u WebhookEndpointUpdate) (*WebhookEndpoint, error) {
+	if u.URL != nil {
+		var out *WebhookEndpoint
+		err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := s.lockMerchantEndpoints(tx, merchantID); err != nil {
+				return err
+			}
+			var ep WebhookEndpoint
+			if err := tx.Where("merchant_id = ? AND id = ?", merchantID, id).Take(&ep).Error; err != nil {
+				return notFound(err)
+			}
+			if err := endpointURLFree(tx, merchantID, ep.Mode, *u.URL, id); err != nil {
+				return err
+			}
+			var err error
+			out, err = s.updateWebhookEndpoint(tx, merchantID, id, u)
+			return err
+		})
+		return out, err
+	}
+	return s.updateWebhookEndpoint(s.ctx(ctx), merchantID, id, u)
+}
+
+func (s *Store) updateWebhookEndpoint(db *gorm.DB, merchantID, id string, u WebhookEndpointUpdate) (*WebhookEndpoint, error) {
 	fields := map[string]any{"updated_at": s.Now()}
 	if u.URL != nil {
 		fields["url"] = *u.URL
@@ -415,14 +491,16 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 	if u.Active != nil {
 		fields["active"] = *u.Active
 	}
-	res := s.ctx(ctx).Model(&WebhookEndpoint{}).Where("merchant_id = ? AND id = ?", merchantID, id).Updates(fields)
+	res := db.Model(&WebhookEndpoint{}).Where("merchant_id = ? AND id = ?", merchantID, id).Updates(fields)
 	if res.Error != nil {
 		return nil, res.Error
 	}
 	if res.RowsAffected == 0 {
 		return nil, apperr.NotFound()
 	}
-	return s.WebhookEndpoint(ctx, merchantID, id)
+	var ep WebhookEndpoint
+	err := db.Where("merchant_id = ? AND id = ?", merchantID, id).Take(&ep).Error
+	return &ep, notFound(err)
 }
 
 // DeleteWebhookEndpoint removes an endpoint. Its pending deliveries can no
