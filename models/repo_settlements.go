@@ -1,8 +1,10 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/money"
@@ -26,38 +28,46 @@ type Balance struct {
 	Available      money.Amount
 }
 
+// balancePart is one sum of balances: its kind (in, out, refunded, held),
+// network and token.
+type balancePart struct {
+	Kind    string
+	Network string
+	Token   string
+	Total   int64
+}
+
+// balanceKinds orders the parts of balances.
+var balanceKinds = map[string]int{"in": 0, "out": 1, "refunded": 2, "held": 3}
+
 // Balances lists the merchant's live balances per network and token.
 func (s *Store) Balances(ctx context.Context, merchantID string) ([]Balance, error) {
 	return s.balances(s.ctx(ctx), merchantID)
 }
 
 func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
-	type row struct {
-		Network string
-		Token   string
-		Total   int64
-	}
-	var in, out, refunded, held []row
-	if err := tx.Model(&Transaction{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
-		Where("merchant_id = ? AND mode = ? AND status = ? AND verification = ?", merchantID, ModeLive, "completed", VerificationVerified).
-		Group("network, token").Scan(&in).Error; err != nil {
+	// One statement, so one snapshot: as four queries (PostgreSQL's read
+	// committed takes a snapshot per statement), a refund succeeding
+	// between the read of succeeded refunds and the read of those in
+	// progress was in neither, and a settlement could pay it out again.
+	var rows []balancePart
+	if err := tx.Raw(`SELECT kind, network, token, COALESCE(SUM(amount), 0) AS total FROM (
+			SELECT 'in' AS kind, network, token, amount FROM transactions
+				WHERE merchant_id = ? AND mode = ? AND status = ? AND verification = ?
+			UNION ALL SELECT 'out', network, token, amount FROM settlements WHERE merchant_id = ? AND mode = ?
+			UNION ALL SELECT 'refunded', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND status = ?
+			UNION ALL SELECT 'held', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND status IN ?
+		) parts GROUP BY kind, network, token`,
+		merchantID, ModeLive, "completed", VerificationVerified,
+		merchantID, ModeLive,
+		merchantID, ModeLive, RefundSucceeded,
+		merchantID, ModeLive, []string{RefundPending, RefundSubmitted}).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
-	if err := tx.Model(&Settlement{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
-		Where("merchant_id = ? AND mode = ?", merchantID, ModeLive).
-		Group("network, token").Scan(&out).Error; err != nil {
-		return nil, err
-	}
-	if err := tx.Model(&Refund{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
-		Where("merchant_id = ? AND mode = ? AND status = ?", merchantID, ModeLive, RefundSucceeded).
-		Group("network, token").Scan(&refunded).Error; err != nil {
-		return nil, err
-	}
-	if err := tx.Model(&Refund{}).Select("network, token, COALESCE(SUM(amount),0) AS total").
-		Where("merchant_id = ? AND mode = ? AND status IN ?", merchantID, ModeLive, []string{RefundPending, RefundSubmitted}).
-		Group("network, token").Scan(&held).Error; err != nil {
-		return nil, err
-	}
+	// Balances with money collected first, then by network and token.
+	slices.SortFunc(rows, func(a, b balancePart) int {
+		return cmp.Or(cmp.Compare(balanceKinds[a.Kind], balanceKinds[b.Kind]), cmp.Compare(a.Network, b.Network), cmp.Compare(a.Token, b.Token))
+	})
 	idx := map[[2]string]*Balance{}
 	var order [][2]string
 	get := func(n, t string) *Balance {
@@ -70,17 +80,18 @@ func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
 		order = append(order, k)
 		return b
 	}
-	for _, r := range in {
-		get(r.Network, r.Token).Collected = money.Amount(r.Total)
-	}
-	for _, r := range out {
-		get(r.Network, r.Token).Settled = money.Amount(r.Total)
-	}
-	for _, r := range refunded {
-		get(r.Network, r.Token).Refunded = money.Amount(r.Total)
-	}
-	for _, r := range held {
-		get(r.Network, r.Token).RefundsPending = money.Amount(r.Total)
+	for _, r := range rows {
+		b := get(r.Network, r.Token)
+		switch r.Kind {
+		case "in":
+			b.Collected = money.Amount(r.Total)
+		case "out":
+			b.Settled = money.Amount(r.Total)
+		case "refunded":
+			b.Refunded = money.Amount(r.Total)
+		case "held":
+			b.RefundsPending = money.Amount(r.Total)
+		}
 	}
 	res := make([]Balance, 0, len(order))
 	for _, k := range order {
