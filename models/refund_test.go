@@ -820,3 +820,57 @@ func TestAdoptRefundTx(t *testing.T) {
 		}
 	})
 }
+
+// TestExceptionRefundNamesItsDestination: a payment resolved from an
+// exception (here from another wallet: an exchange's withdrawal paid the
+// session) is refunded only to a wallet the merchant names; by default the
+// refund went to the sender, the exchange, and was lost to the customer.
+func TestExceptionRefundNamesItsDestination(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "exc@example.com")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		customer := "0x2222222222222222222222222222222222222222"
+		exchange := "0x3333333333333333333333333333333333333333"
+		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
+			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+			WalletAddresses: models.StringMap{"base_sepolia": refundMerchant}, MerchantWalletAddress: refundMerchant}
+		if err := st.CreatePaymentLink(ctx, link); err != nil {
+			t.Fatal(err)
+		}
+		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
+			WalletAddress: customer, ExpectedAmount: money.FromCents(1000), MerchantWalletAddress: refundMerchant,
+			TokenAddress: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ExecRaw("UPDATE checkout_sessions SET status = 'failed' WHERE id = ?", cs.ID); err != nil {
+			t.Fatal(err)
+		}
+		hash := "0x" + strings.Repeat("ab", 32)
+		if _, err := st.OpenException(ctx, &models.PaymentException{MerchantID: m.ID, Mode: models.ModeTest, Network: "base_sepolia", TxHash: hash,
+			Kind: models.ExceptionWrongPayer, Amount: money.FromCents(1000), ExpectedAmount: money.FromCents(1000), PayerAddress: exchange,
+			MerchantWalletAddress: refundMerchant, SessionIDs: models.StringList{cs.ID}, Message: "from another wallet"}); err != nil {
+			t.Fatal(err)
+		}
+		excs, _, err := st.PaymentExceptions(ctx, sc, models.ExceptionFilter{}, models.Page{Limit: 10})
+		if err != nil || len(excs) != 1 {
+			t.Fatalf("%v %v", excs, err)
+		}
+		_, txn, _, err := st.ResolveException(ctx, sc, excs[0].ID, models.Resolution{SessionID: cs.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := models.RefundRequest{Scope: sc, TransactionID: txn.ID, InitiatedBy: models.InitiatedByMerchant, Window: time.Hour}
+		_, err = st.CreateRefund(ctx, req)
+		var v *apperr.ValidationError
+		if !errors.As(err, &v) || !v.Has("destinationWallet") {
+			t.Fatalf("a refund of a payment from an exception without a destination: %v, want a 400 naming destinationWallet", err)
+		}
+		req.Destination = customer
+		r, err := st.CreateRefund(ctx, req)
+		if err != nil || r.DestinationWallet != customer {
+			t.Fatalf("with the customer's wallet named: %+v %v", r, err)
+		}
+	})
+}

@@ -65,6 +65,21 @@ func (s *Store) CreateRefund(ctx context.Context, r RefundRequest) (*Refund, err
 			return apperr.Conflict("the transaction has no receiving wallet on record to send the refund from")
 		}
 		dest := r.Destination
+		if dest == "" && t.Source == SourceException {
+			// The sender of a payment from another wallet than its
+			// session's, or that no session matched, is unproven: an
+			// exchange's or a router's wallet as often as the customer's,
+			// and a refund sent there is lost to the customer.
+			var n int64
+			if err := tx.Model(&PaymentException{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND kind IN ?",
+				t.MerchantID, t.Network, t.TxHash, []string{ExceptionWrongPayer, ExceptionUnmatched}).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return apperr.Invalid("destinationWallet", "is required for a payment recorded from a transfer of another wallet "+
+					"or of no session: its sender may be an exchange or a router, not the customer; name the customer's wallet")
+			}
+		}
 		if dest == "" {
 			dest = t.WalletAddress
 		}
