@@ -210,7 +210,9 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		s.knownWallets = map[string]map[string]bool{}
 		s.retryFound, s.declined, s.cursorSaved = map[string][]chain.Found{}, map[string]time.Time{}, map[string]time.Time{}
 	}
-	since := s.now().Add(-s.Lifetime - s.lateGrace())
+	// Sessions open now, or ended (expired) within the late grace: by
+	// expiry, as an invoice session stays open for days.
+	since := s.now().Add(-s.lateGrace())
 	n := 0
 	for _, name := range append(s.Networks.Names(chain.ModeTest), s.Networks.Names(chain.ModeLive)...) {
 		n += s.scanUnmatched(ctx, name, dispatch)

@@ -876,30 +876,31 @@ func sessionEvents(cs *CheckoutSession, link *PaymentLink, o Outcome, txn *Trans
 }
 
 // WatchedReferences lists the payment references of a network's sessions
-// that were created after since and have no transaction hash (open ones,
-// whose payment is found without a submit, and recently ended ones, whose
-// late payment becomes an exception) or failed on the one they hold (a
-// stranger's hash, a short payment: a payment bound to them after is
-// late).
-func (s *Store) WatchedReferences(ctx context.Context, network string, since time.Time, limit int) ([]string, error) {
+// that expire, or expired, after endedAfter and have no transaction hash
+// (open ones, whose payment is found without a submit, and recently ended
+// ones, whose late payment becomes an exception) or failed on the one they
+// hold (a stranger's hash, a short payment: a payment bound to them after
+// is late). By expiry, not creation: an invoice session is open for days,
+// a checkout's for 30 minutes.
+func (s *Store) WatchedReferences(ctx context.Context, network string, endedAfter time.Time, limit int) ([]string, error) {
 	var refs []string
 	err := s.ctx(ctx).Model(&CheckoutSession{}).
-		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status = ?) AND created_at > ?", network, StatusFailed, since).
+		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status = ?) AND expires_at > ?", network, StatusFailed, endedAfter).
 		Order("id desc").Limit(limit).Pluck("payment_reference", &refs).Error
 	return refs, err
 }
 
 // WatchedAmong answers which of refs are watched references of a network
-// (WatchedReferences' sessions: no transaction hash or failed, created
-// after since), for a scan that found them on chain without listing them
-// first.
-func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string, since time.Time) (map[string]bool, error) {
+// (WatchedReferences' sessions: no transaction hash or failed, expiring
+// after endedAfter), for a scan that found them on chain without listing
+// them first.
+func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string, endedAfter time.Time) (map[string]bool, error) {
 	out := map[string]bool{}
 	for start := 0; start < len(refs); start += 500 {
 		var got []string
 		if err := s.ctx(ctx).Model(&CheckoutSession{}).
-			Where("network = ? AND payment_reference IN ? AND (tx_hash IS NULL OR status = ?) AND created_at > ?",
-				network, refs[start:min(start+500, len(refs))], StatusFailed, since).
+			Where("network = ? AND payment_reference IN ? AND (tx_hash IS NULL OR status = ?) AND expires_at > ?",
+				network, refs[start:min(start+500, len(refs))], StatusFailed, endedAfter).
 			Pluck("payment_reference", &got).Error; err != nil {
 			return nil, err
 		}

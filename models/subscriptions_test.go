@@ -249,3 +249,48 @@ func contains(list []string, v string) bool {
 	}
 	return false
 }
+
+// TestInvoiceSessionWatchedWhileOpen: the watcher looks for a session's
+// payment while it is open and for the late grace after it ends, counted
+// from its expiry; an invoice session is open for 72 hours, and was
+// dropped from the watch 24.5 hours after its creation (a customer paying
+// its Solana Pay QR code on the second day was never credited, and the
+// subscription was canceled unpaid).
+func TestInvoiceSessionWatchedWhileOpen(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		t0 := time.Now().UTC()
+		now := t0
+		st.SetClock(func() time.Time { return now })
+		m := newMerchant(t, st, "watched@example.com")
+		sub := newSubscription(t, st, m, "watched@example.com")
+		l, err := st.SubscriptionLink(ctx, sub.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := "0xcd00000000000000000000000000000000000000000000000000000000000009"
+		cs := &models.CheckoutSession{ID: models.NewID(), SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: m.ID,
+			Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia", WalletType: "evm", ExpectedAmount: sub.Amount,
+			Subtotal: sub.Amount, MerchantWalletAddress: subWallet, TokenAddress: subWallet, ExpiresAt: t0.Add(72 * time.Hour), InvoiceNumber: 1}
+		if _, _, err := st.CreateInvoiceSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		const grace = 24 * time.Hour
+		for _, c := range []struct {
+			at      time.Duration
+			watched bool
+		}{{time.Hour, true}, {25 * time.Hour, true}, {48 * time.Hour, true}, {71 * time.Hour, true},
+			{72*time.Hour + grace - time.Minute, true}, {72*time.Hour + grace + time.Minute, false}} {
+			now = t0.Add(c.at)
+			endedAfter := now.Add(-grace)
+			refs, err := st.WatchedReferences(ctx, "base_sepolia", endedAfter, 10)
+			among, aerr := st.WatchedAmong(ctx, "base_sepolia", []string{ref}, endedAfter)
+			if err != nil || aerr != nil {
+				t.Fatal(err, aerr)
+			}
+			if (len(refs) == 1) != c.watched || among[ref] != c.watched {
+				t.Fatalf("at t0+%v: listed %v, among %v; want watched %v", c.at, refs, among[ref], c.watched)
+			}
+		}
+	})
+}
