@@ -172,6 +172,14 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 			if cs.Network != exc.Network {
 				return apperr.Invalid("sessionId", "the checkout session is on another network")
 			}
+			if cs.SubscriptionID != nil {
+				// Attached there, the money would be recorded while the
+				// subscription, which renews only on its session's own
+				// payment, went on to past_due and was canceled unpaid.
+				return apperr.Invalid("sessionId", "is the invoice session of subscription "+*cs.SubscriptionID+
+					": a payment attached to it does not renew the subscription; resolve the exception to the customer "+
+					"(customerEmail) and refund it, or let the customer pay the open invoice")
+			}
 			if !TerminalStatus(cs.Status) {
 				// Its own payment may still complete it: the session would
 				// then take this transaction as its own, and the customer's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,6 +292,48 @@ func TestInvoiceSessionWatchedWhileOpen(t *testing.T) {
 			if (len(refs) == 1) != c.watched || among[ref] != c.watched {
 				t.Fatalf("at t0+%v: listed %v, among %v; want watched %v", c.at, refs, among[ref], c.watched)
 			}
+		}
+	})
+}
+
+// TestExceptionNotResolvedIntoAnInvoiceSession: an exception resolved into
+// a subscription's invoice session recorded the money while the
+// subscription, which renews on its session's own payment only, went on to
+// past_due and was canceled unpaid; it is a 400 naming sessionId, and
+// resolving it to the customer still works.
+func TestExceptionNotResolvedIntoAnInvoiceSession(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "invoice-exc@example.com")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		sub := newSubscription(t, st, m, "invoice-exc@example.com")
+		l, err := st.SubscriptionLink(ctx, sub.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := "0xcd0000000000000000000000000000000000000000000000000000000000000a"
+		cs := &models.CheckoutSession{ID: models.NewID(), SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: m.ID,
+			Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia", WalletType: "evm", ExpectedAmount: sub.Amount,
+			Subtotal: sub.Amount, MerchantWalletAddress: subWallet, TokenAddress: subWallet, ExpiresAt: time.Now().Add(time.Hour), InvoiceNumber: 1}
+		if _, _, err := st.CreateInvoiceSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ExecRaw("UPDATE checkout_sessions SET status = ? WHERE id = ?", models.StatusFailed, cs.ID); err != nil {
+			t.Fatal(err)
+		}
+		exc := &models.PaymentException{MerchantID: m.ID, Mode: models.ModeTest, Network: "base_sepolia",
+			TxHash: "0x" + strings.Repeat("ef", 32), Kind: models.ExceptionUnderpaid, Amount: sub.Amount - 1, ExpectedAmount: sub.Amount,
+			PayerAddress: "0x2222222222222222222222222222222222222222", MerchantWalletAddress: subWallet, SessionIDs: models.StringList{cs.ID}}
+		if _, err := st.OpenException(ctx, exc); err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, err = st.ResolveException(ctx, sc, exc.ID, models.Resolution{SessionID: cs.ID})
+		var v *apperr.ValidationError
+		if !errors.As(err, &v) || !v.Has("sessionId") {
+			t.Fatalf("resolved into an invoice session: %v, want a 400 naming sessionId", err)
+		}
+		if _, txn, _, err := st.ResolveException(ctx, sc, exc.ID, models.Resolution{CustomerEmail: "invoice-exc@example.com"}); err != nil || txn.SessionID != nil {
+			t.Fatalf("resolved to the customer: %+v %v", txn, err)
 		}
 	})
 }
