@@ -140,6 +140,14 @@ const maxReopened = 3
 // before only logged it).
 const reopenVersion = "reopen-ended-invoice-session"
 
+// cancelInFlightVersion marks the workflows that take SPEC.md's cancel
+// while a renewal's transfer is being confirmed: cancelAtPeriodEnd is set
+// and the transfer's verdict decides (paid, the period it paid for is the
+// last; unpaid, the subscription ends then). Before, the action failed
+// (409, nothing recorded) and a transfer that then confirmed renewed the
+// subscription for a period the merchant had asked to cancel.
+const cancelInFlightVersion = "cancel-while-payment-in-flight"
+
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
 type SubscriptionState struct {
@@ -370,6 +378,10 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 		// The customer's transfer is on its way: wait for its verdict.
 		s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.InFlightRecheck)
 		return false, nil
+	case s.st.CancelAtPeriodEnd:
+		// Canceled while a transfer was in flight (cancelInFlightVersion),
+		// which did not pay: no dunning, the subscription ends.
+		return false, s.cancel(ctx, CancelReasonRequested, true, nil)
 	case s.st.Invoice.PastDueAt.IsZero():
 		return false, s.pastDue(ctx)
 	case s.st.Invoice.Reminders < len(s.st.Policy.Reminders) && utcNow(ctx).Before(s.st.Invoice.PastDueAt.Add(s.st.Policy.DunningPeriod)):
@@ -398,6 +410,13 @@ func (s *subscriptionRun) takeNotices(ctx workflow.Context) (bool, error) {
 			return true, s.settle(ctx, n.SessionID)
 		}
 		workflow.GetLogger(ctx).Info("invoice session ended unpaid", "sessionId", n.SessionID, "status", n.Status)
+		if s.st.CancelAtPeriodEnd && n.SessionID == inv.SessionID {
+			// Canceled while this session's transfer was in flight
+			// (cancelInFlightVersion; no earlier run has an open invoice
+			// and cancelAtPeriodEnd together): it did not pay, so the
+			// period that ended is the last.
+			return false, s.cancel(ctx, CancelReasonRequested, true, nil)
+		}
 		if err := s.reopen(ctx, n); err != nil {
 			return false, err
 		}
@@ -520,6 +539,19 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 			// verdict decides (the deadline looks again).
 			s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.InFlightRecheck)
 			return nil
+		}
+		if reason == CancelReasonRequested && atPeriodEnd && isPaymentInFlight(err) &&
+			workflow.GetVersion(ctx, cancelInFlightVersion, workflow.DefaultVersion, 1) == 1 {
+			// The merchant's cancel while the customer's transfer is being
+			// confirmed: taken now, decided by the transfer's verdict
+			// (takeNotices and step: paid, the period it pays for is the
+			// last one; unpaid, the subscription ends then).
+			s.st.CancelAtPeriodEnd = true
+			var events []activities.SubscriptionEvent
+			if before != nil {
+				events = append(events, *before)
+			}
+			return s.record(ctx, events...)
 		}
 		if err != nil {
 			return err
@@ -663,8 +695,10 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 	var err error
 	switch req.Action {
 	case ActionCancel:
-		if st.CancelAtPeriodEnd && st.Invoice == nil {
-			return s.st, nil // asked before: nothing changes
+		if st.CancelAtPeriodEnd {
+			// Asked before: nothing changes (with an open invoice only
+			// since cancelInFlightVersion, its transfer's verdict pending).
+			return s.st, nil
 		}
 		if st.Invoice != nil {
 			// The current period has ended and the next is not paid: the

@@ -24,12 +24,13 @@ import (
 // subscriptionHistoryFiles are the saved subscription histories, recorded on
 // a real dev server by TestSubscriptionRecordHistories.
 var subscriptionHistoryFiles = []string{
-	"testdata/subscription_renewed.json",        // first invoice paid by signal, continued as new
-	"testdata/subscription_canceled_now.json",   // the next run: invoice issued, cancel_now voids its session
-	"testdata/subscription_dunning.json",        // trial, invoice unpaid, past_due, reminders, canceled
-	"testdata/subscription_actions.json",        // pause, resume, cancel at period end, cancel_now
-	"testdata/subscription_reopened.json",       // the invoice's session cancelled by the customer: a new one, paid
-	"testdata/subscription_paid_elsewhere.json", // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
+	"testdata/subscription_renewed.json",          // first invoice paid by signal, continued as new
+	"testdata/subscription_canceled_now.json",     // the next run: invoice issued, cancel_now voids its session
+	"testdata/subscription_dunning.json",          // trial, invoice unpaid, past_due, reminders, canceled
+	"testdata/subscription_actions.json",          // pause, resume, cancel at period end, cancel_now
+	"testdata/subscription_reopened.json",         // the invoice's session cancelled by the customer: a new one, paid
+	"testdata/subscription_paid_elsewhere.json",   // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
+	"testdata/subscription_cancel_in_flight.json", // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -173,6 +174,25 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	if n := len(rec.sessions.all()); n != base+1 {
 		t.Fatalf("%d sessions opened for the invoice, want 1", n-base)
 	}
+
+	// 7. SPEC.md's cancel while the invoice's transfer is being confirmed:
+	// taken (cancelAtPeriodEnd), and the transfer bounces: canceled then.
+	base = len(rec.sessions.all())
+	id = rec.start("sub_replay_cancel_in_flight", long, 0)
+	s7 := rec.waitSessions(base + 1)[base]
+	rec.sessions.mu.Lock()
+	s7.Status = models.StatusBroadcast
+	rec.sessions.mu.Unlock()
+	if st, err := rec.action(id, ActionCancel); err != nil || !st.CancelAtPeriodEnd || st.Status == models.SubCanceled {
+		t.Fatalf("cancel while in flight: %+v %v", st, err)
+	}
+	rec.sessions.mu.Lock()
+	s7.Status = models.StatusFailed
+	rec.sessions.mu.Unlock()
+	if err := c.SignalWorkflow(ctx, id.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: s7.ID, Status: models.StatusFailed}); err != nil {
+		t.Fatal(err)
+	}
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[6])
 }
 
 // subSeqStore keeps one fake store per subscription (each has its own

@@ -227,6 +227,8 @@ type subPayment struct {
 	pay      bool
 	after    time.Duration
 	inFlight time.Duration
+	// bounce: the transfer in flight fails (reverted, too short).
+	bounce bool
 }
 
 func payAfter(d time.Duration) subPayment { return subPayment{pay: true, after: d} }
@@ -361,6 +363,9 @@ func (h *subHarness) opened(s *subFakeSession) {
 				h.at(h.env.Now().Add(p.inFlight), func() {
 					h.sessions.mu.Lock()
 					s.Status = models.StatusComplete
+					if p.bounce {
+						s.Status = models.StatusFailed
+					}
 					h.sessions.mu.Unlock()
 					h.signal(s)
 				})
@@ -800,6 +805,64 @@ func TestSubscriptionCancelAtPeriodEnd(t *testing.T) {
 	if err != nil || st.Status != models.SubCanceled || st.CancelReason != CancelReasonPeriodEnd || st.SubscriptionID != subID {
 		t.Fatalf("status query %+v %v", st, err)
 	}
+}
+
+// TestSubscriptionCancelWhileRenewalInFlight: SPEC.md's cancel (any
+// status, cancelAtPeriodEnd) sent while the renewal's transfer is being
+// confirmed is taken at once and recorded; the transfer's verdict decides:
+// paid, the period it paid for is the last and the subscription ends with
+// it; bounced, the subscription ends then, without dunning. Before, the
+// cancel was refused (409, nothing recorded) and the transfer that then
+// confirmed renewed a period the merchant had asked to cancel.
+func TestSubscriptionCancelWhileRenewalInFlight(t *testing.T) {
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	t.Run("paid", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{pay: true, after: time.Hour, inFlight: time.Hour} }
+		c := h.action(trialEnd.Add(90*time.Minute), ActionCancel)
+		again := h.action(trialEnd.Add(100*time.Minute), ActionCancel)
+		h.runUntil(4, nil)
+		if !c.accepted || c.err != nil || !c.state.CancelAtPeriodEnd || c.state.Status != models.SubRenewalPending {
+			t.Fatalf("cancel while in flight: %+v (%s)", c, c.errType())
+		}
+		if again.err != nil || !again.state.CancelAtPeriodEnd {
+			t.Fatalf("cancel again: %+v", again)
+		}
+		want := []string{"subscription.created", "subscription.renewal_due", "subscription.updated", "subscription.renewed", "subscription.canceled"}
+		if got := h.store.types(); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		renewed := h.store.ofType("subscription.renewed")[0]
+		if !renewed.Record.CancelAtPeriodEnd {
+			t.Fatalf("renewed without cancelAtPeriodEnd: %+v", renewed.Record)
+		}
+		ended := h.store.ofType("subscription.canceled")[0]
+		if !ended.At.Equal(renewed.Record.CurrentPeriodEnd) || ended.Extra["reason"] != CancelReasonPeriodEnd {
+			t.Fatalf("canceled %+v at %s, want at the paid period's end %s", ended.Extra, ended.At, renewed.Record.CurrentPeriodEnd)
+		}
+		if n := len(h.store.ofType("subscription.renewal_due")); n != 1 {
+			t.Fatalf("%d invoices, want the one that was paid", n)
+		}
+	})
+	t.Run("bounced", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment {
+			return subPayment{pay: true, after: time.Hour, inFlight: time.Hour, bounce: true}
+		}
+		c := h.action(trialEnd.Add(90*time.Minute), ActionCancel)
+		h.runUntil(3, nil)
+		if c.err != nil || !c.state.CancelAtPeriodEnd {
+			t.Fatalf("cancel while in flight: %+v (%s)", c, c.errType())
+		}
+		want := []string{"subscription.created", "subscription.renewal_due", "subscription.updated", "subscription.canceled"}
+		if got := h.store.types(); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		ended := h.store.ofType("subscription.canceled")[0]
+		if !ended.At.Equal(trialEnd.Add(2*time.Hour)) || ended.Extra["reason"] != CancelReasonRequested || len(h.sessions.all()) != 1 {
+			t.Fatalf("canceled %+v at %s (sessions %d), want at the bounce, no new session", ended.Extra, ended.At, len(h.sessions.all()))
+		}
+	})
 }
 
 // cancel_now voids the open invoice's session and ends at once; a cancel
