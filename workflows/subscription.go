@@ -140,6 +140,13 @@ const maxReopened = 3
 // before only logged it).
 const reopenVersion = "reopen-ended-invoice-session"
 
+// resumeShiftsAnchorVersion marks the workflows whose resume moves the
+// billing anchor by the paused time. Before, the anchor became the current
+// period's end, which may have been clamped to a shorter month's last day:
+// a subscription anchored on January 31, paused and resumed in February,
+// was billed on the 28th of every month after.
+const resumeShiftsAnchorVersion = "resume-shifts-anchor"
+
 // cancelInFlightVersion marks the workflows that take SPEC.md's cancel
 // while a renewal's transfer is being confirmed: cancelAtPeriodEnd is set
 // and the transfer's verdict decides (paid, the period it paid for is the
@@ -723,7 +730,13 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 		if !st.TrialEnd.IsZero() && st.PausedFrom == models.SubTrialing {
 			st.TrialEnd = st.TrialEnd.Add(paused)
 		}
-		st.Anchor, st.NextPeriod = st.CurrentPeriodEnd, 0
+		if workflow.GetVersion(ctx, resumeShiftsAnchorVersion, workflow.DefaultVersion, 1) == 1 {
+			// The anchor moves by the pause, its day of the month kept:
+			// later periods clamp and recover as without a pause.
+			st.Anchor = st.Anchor.Add(paused)
+		} else {
+			st.Anchor, st.NextPeriod = st.CurrentPeriodEnd, 0
+		}
 		st.Status, st.PausedAt, st.PausedFrom = st.PausedFrom, time.Time{}, ""
 		err = s.record(ctx, updated())
 	}

@@ -31,6 +31,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_reopened.json",         // the invoice's session cancelled by the customer: a new one, paid
 	"testdata/subscription_paid_elsewhere.json",   // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
 	"testdata/subscription_cancel_in_flight.json", // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
+	"testdata/subscription_resumed.json",          // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -193,6 +194,16 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[6])
+
+	// 8. Pause and resume (the anchor moves by the pause), cancel_now.
+	id = rec.start("sub_replay_resumed", long, time.Hour)
+	for _, step := range []struct{ action, status string }{{ActionPause, models.SubPaused}, {ActionResume, models.SubTrialing},
+		{ActionCancelNow, models.SubCanceled}} {
+		if st, err := rec.action(id, step.action); err != nil || st.Status != step.status {
+			t.Fatalf("%s: %+v %v", step.action, st, err)
+		}
+	}
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[7])
 }
 
 // subSeqStore keeps one fake store per subscription (each has its own

@@ -733,8 +733,10 @@ func TestSubscriptionPauseResumeAcrossPeriodEnd(t *testing.T) {
 	}
 	paused := mar10.Sub(feb20) // 18 days
 	newEnd := feb28.Add(paused)
+	// The anchor moves by the pause (resumeShiftsAnchorVersion): the
+	// periods end on the 18th, counted from January 31 + 18 days.
 	if !resume.accepted || resume.err != nil || resume.state.Status != models.SubActive || !resume.state.CurrentPeriodEnd.Equal(newEnd) ||
-		!resume.state.Anchor.Equal(newEnd) || !resume.state.PausedAt.IsZero() {
+		!resume.state.Anchor.Equal(subStart.Add(paused)) || resume.state.NextPeriod != 1 || !resume.state.PausedAt.IsZero() {
 		t.Fatalf("resume %+v", resume.state)
 	}
 	types := h.store.types()
@@ -804,6 +806,29 @@ func TestSubscriptionCancelAtPeriodEnd(t *testing.T) {
 	}
 	if err != nil || st.Status != models.SubCanceled || st.CancelReason != CancelReasonPeriodEnd || st.SubscriptionID != subID {
 		t.Fatalf("status query %+v %v", st, err)
+	}
+}
+
+// TestSubscriptionPauseKeepsMonthEnd: a subscription anchored on a month's
+// last day, paused and resumed in February (a minute), keeps billing on the
+// last day of later months, a minute later; it was billed on the 28th of
+// every month after (the anchor became the clamped February 28).
+func TestSubscriptionPauseKeepsMonthEnd(t *testing.T) {
+	h := newSubHarness(t, subStart, 0, billing.Month) // January 31, 09:00
+	feb20 := time.Date(2027, 2, 20, 9, 0, 0, 0, time.UTC)
+	h.action(feb20, ActionPause)
+	h.action(feb20.Add(time.Minute), ActionResume)
+	h.runUntil(6, func() bool { return len(h.carried) == 4 })
+	var got []string
+	for _, d := range h.store.ofType("subscription.renewal_due") {
+		inv := invoiceOf(t, d)
+		got = append(got, fmt.Sprint(inv["periodStart"], " - ", inv["periodEnd"]))
+	}
+	at := func(m time.Month, d int) string { return ts(time.Date(2027, m, d, 9, 1, 0, 0, time.UTC)) }
+	want := []string{ts(subStart) + " - " + ts(time.Date(2027, 2, 28, 9, 0, 0, 0, time.UTC)),
+		at(2, 28) + " - " + at(3, 31), at(3, 31) + " - " + at(4, 30), at(4, 30) + " - " + at(5, 31)}
+	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("invoice periods\n got %q\nwant %q", got, want)
 	}
 }
 
