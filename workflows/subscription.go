@@ -135,6 +135,14 @@ type Invoice struct {
 // steps of its schedule (each says so with subscription.renewal_due).
 const maxReopened = 3
 
+// reopenPerStepVersion marks the workflows whose budget of reopened
+// sessions starts again at each step of the schedule (past_due, each
+// reminder), as maxReopened says. Before, it was spent once per invoice:
+// a customer who cancelled three sessions in the grace period had no
+// session to pay with from the past_due one's cancellation until the next
+// reminder, a day or more later.
+const reopenPerStepVersion = "reopen-budget-per-step"
+
 // reopenVersion marks the workflows that open a new session when the
 // invoice's current one ends unpaid before its expiry (histories from
 // before only logged it).
@@ -499,6 +507,7 @@ func (s *subscriptionRun) issueInvoice(ctx workflow.Context) error {
 func (s *subscriptionRun) pastDue(ctx workflow.Context) error {
 	inv := s.st.Invoice
 	inv.PastDueAt = utcNow(ctx)
+	s.newStep(ctx)
 	if err := s.openSession(ctx, s.nextDunningStep()); err != nil {
 		return err
 	}
@@ -510,10 +519,19 @@ func (s *subscriptionRun) pastDue(ctx workflow.Context) error {
 func (s *subscriptionRun) remind(ctx workflow.Context) error {
 	inv := s.st.Invoice
 	inv.Reminders++
+	s.newStep(ctx)
 	if err := s.openSession(ctx, s.nextDunningStep()); err != nil {
 		return err
 	}
 	return s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(inv.Reminders)))
+}
+
+// newStep starts the reopen budget again for a step of the schedule
+// (reopenPerStepVersion; asked only when some of it was spent).
+func (s *subscriptionRun) newStep(ctx workflow.Context) {
+	if inv := s.st.Invoice; inv.Reopened > 0 && workflow.GetVersion(ctx, reopenPerStepVersion, workflow.DefaultVersion, 1) == 1 {
+		inv.Reopened = 0
+	}
 }
 
 // settle takes the open invoice as paid by sessionID: its period becomes

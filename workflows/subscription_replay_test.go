@@ -24,14 +24,15 @@ import (
 // subscriptionHistoryFiles are the saved subscription histories, recorded on
 // a real dev server by TestSubscriptionRecordHistories.
 var subscriptionHistoryFiles = []string{
-	"testdata/subscription_renewed.json",          // first invoice paid by signal, continued as new
-	"testdata/subscription_canceled_now.json",     // the next run: invoice issued, cancel_now voids its session
-	"testdata/subscription_dunning.json",          // trial, invoice unpaid, past_due, reminders, canceled
-	"testdata/subscription_actions.json",          // pause, resume, cancel at period end, cancel_now
-	"testdata/subscription_reopened.json",         // the invoice's session cancelled by the customer: a new one, paid
-	"testdata/subscription_paid_elsewhere.json",   // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
-	"testdata/subscription_cancel_in_flight.json", // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
-	"testdata/subscription_resumed.json",          // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
+	"testdata/subscription_renewed.json",           // first invoice paid by signal, continued as new
+	"testdata/subscription_canceled_now.json",      // the next run: invoice issued, cancel_now voids its session
+	"testdata/subscription_dunning.json",           // trial, invoice unpaid, past_due, reminders, canceled
+	"testdata/subscription_actions.json",           // pause, resume, cancel at period end, cancel_now
+	"testdata/subscription_reopened.json",          // the invoice's session cancelled by the customer: a new one, paid
+	"testdata/subscription_paid_elsewhere.json",    // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
+	"testdata/subscription_cancel_in_flight.json",  // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
+	"testdata/subscription_resumed.json",           // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
+	"testdata/subscription_reopened_past_due.json", // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -204,6 +205,28 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 		}
 	}
 	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[7])
+
+	// 9. The customer cancels the invoice's session four times in the grace
+	// period (three reopened, the fourth not); the past_due step starts the
+	// budget again: its session, cancelled, is replaced, and paid.
+	step := policy
+	step.GracePeriod, step.FixedPeriod = 4*time.Second, time.Hour
+	base = len(rec.sessions.all())
+	id = rec.start("sub_replay_reopened_past_due", step, 0)
+	cancelSession := func(s *subFakeSession) {
+		rec.sessions.mu.Lock()
+		s.Status = models.StatusCancelled
+		rec.sessions.mu.Unlock()
+		if err := c.SignalWorkflow(ctx, id.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: s.ID, Status: models.StatusCancelled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 4; i++ {
+		cancelSession(rec.waitSessions(base + i)[base+i-1])
+	}
+	cancelSession(rec.waitSessions(base + 5)[base+4]) // the past_due step's session
+	rec.pay(id, rec.waitSessions(base + 6)[base+5])
+	save(id.id, rec.waitContinued(id), subscriptionHistoryFiles[8])
 }
 
 // subSeqStore keeps one fake store per subscription (each has its own

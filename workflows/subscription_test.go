@@ -809,6 +809,40 @@ func TestSubscriptionCancelAtPeriodEnd(t *testing.T) {
 	}
 }
 
+// TestSubscriptionReopenBudgetPerStep: the sessions an invoice opens again
+// after a customer's cancel are bounded per step of its schedule: three
+// cancelled in the grace period, the past_due session cancelled too is
+// replaced at once, and the customer pays it. Before, the budget was spent
+// for the invoice, and the customer had no session from then to the next
+// reminder, a day later.
+func TestSubscriptionReopenBudgetPerStep(t *testing.T) {
+	h := newSubHarness(t, subStart, 7, billing.Month)
+	n := 0
+	h.plan = func(s *subFakeSession) subPayment {
+		n++
+		if n <= 5 {
+			h.at(s.OpenedAt.Add(time.Hour), func() {
+				h.sessions.mu.Lock()
+				s.Status = models.StatusCancelled
+				h.sessions.mu.Unlock()
+				h.signal(s)
+			})
+			return subPayment{}
+		}
+		return payAfter(2 * time.Hour)
+	}
+	h.runUntil(3, func() bool { return len(h.carried) == 1 })
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	renewed := h.store.ofType("subscription.renewed")
+	if len(renewed) == 0 || !renewed[0].At.Equal(trialEnd.Add(75*time.Hour)) {
+		var at []string
+		for _, s := range h.sessions.all() {
+			at = append(at, fmt.Sprintf("%v %s", s.OpenedAt.Sub(trialEnd), s.Status))
+		}
+		t.Fatalf("renewed %v; sessions (opened after the trial, status) %v; want renewed 75 h after the trial", renewed, at)
+	}
+}
+
 // TestSubscriptionPauseKeepsMonthEnd: a subscription anchored on a month's
 // last day, paused and resumed in February (a minute), keeps billing on the
 // last day of later months, a minute later; it was billed on the 28th of
