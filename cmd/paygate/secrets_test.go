@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestSecretsRotateCommand(t *testing.T) {
 	secrets := map[string]string{}
 	for i := 0; i < 3; i++ {
 		secret, _ := webhook.NewSecret()
-		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/h",
+		ep := &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: fmt.Sprintf("https://hooks.example.com/h%d", i),
 			Events: models.StringList{"checkout.completed"}, Secret: secret}
 		if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {
 			t.Fatal(err)
