@@ -280,14 +280,10 @@ func testRefundWatchedUntilUpgrade(t *testing.T, st *Store) {
 	}
 }
 
-// TestDeliveryScheduledAttemptsMigration: deliveries from before
-// 20261127_0015 count every recorded attempt as a schedule slot, as a
-// resumed run did then.
-func TestDeliveryScheduledAttemptsMigration(t *testing.T) {
-	onFreshStores(t, testDeliveryScheduledAttemptsUpgrade)
-}
-
-func testDeliveryScheduledAttemptsUpgrade(t *testing.T, st *Store) {
+// keyedMerchant gives a fresh store a keyring for webhook secrets,
+// migrates it and signs up a merchant of email.
+func keyedMerchant(t *testing.T, st *Store, email string) *Merchant {
+	t.Helper()
 	ring, err := keyring.New(keyring.PurposeWebhookSecret, "migration-test-server-secret-migration-test")
 	if err != nil {
 		t.Fatal(err)
@@ -296,11 +292,23 @@ func testDeliveryScheduledAttemptsUpgrade(t *testing.T, st *Store) {
 	if err := st.Migrate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	m := &Merchant{Email: "slots@example.com", PasswordHash: "x", BusinessName: "Slots"}
-	if _, err := st.CreateMerchant(ctx, m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
+	m := &Merchant{Email: email, PasswordHash: "x", BusinessName: "Shop"}
+	if _, err := st.CreateMerchant(context.Background(), m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// TestDeliveryScheduledAttemptsMigration: deliveries from before
+// 20261127_0015 count every recorded attempt as a schedule slot, as a
+// resumed run did then.
+func TestDeliveryScheduledAttemptsMigration(t *testing.T) {
+	onFreshStores(t, testDeliveryScheduledAttemptsUpgrade)
+}
+
+func testDeliveryScheduledAttemptsUpgrade(t *testing.T, st *Store) {
+	m := keyedMerchant(t, st, "slots@example.com")
+	ctx := context.Background()
 	if err := st.CreateWebhookEndpoint(ctx, &WebhookEndpoint{MerchantID: m.ID, Mode: ModeTest, URL: "https://example.com/hook",
 		Events: StringList{"checkout.completed"}, Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}); err != nil {
 		t.Fatal(err)
@@ -339,19 +347,8 @@ func TestWebhookPreviousSecretMigration(t *testing.T) {
 }
 
 func testWebhookPreviousSecretUpgrade(t *testing.T, st *Store) {
-	ring, err := keyring.New(keyring.PurposeWebhookSecret, "migration-test-server-secret-migration-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.secrets = ring
-	if err := st.Migrate(); err != nil {
-		t.Fatal(err)
-	}
+	m := keyedMerchant(t, st, "kept@example.com")
 	ctx := context.Background()
-	m := &Merchant{Email: "kept@example.com", PasswordHash: "x", BusinessName: "Kept"}
-	if _, err := st.CreateMerchant(ctx, m, &DashboardSession{TokenHash: "s"}, NewKey{Hash: "k", Type: ModeTest}); err != nil {
-		t.Fatal(err)
-	}
 	const first, second = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2Vjb25kLXNlY3JldC1zZWNvbmQtc2VjcmV0"
 	ep := &WebhookEndpoint{MerchantID: m.ID, Mode: ModeTest, URL: "https://example.com/hook", Events: StringList{"checkout.completed"}, Secret: first}
 	if err := st.CreateWebhookEndpoint(ctx, ep); err != nil {

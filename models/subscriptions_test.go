@@ -265,17 +265,8 @@ func TestInvoiceSessionWatchedWhileOpen(t *testing.T) {
 		st.SetClock(func() time.Time { return now })
 		m := newMerchant(t, st, "watched@example.com")
 		sub := newSubscription(t, st, m, "watched@example.com")
-		l, err := st.SubscriptionLink(ctx, sub.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
 		ref := "0xcd00000000000000000000000000000000000000000000000000000000000009"
-		cs := &models.CheckoutSession{ID: models.NewID(), SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: m.ID,
-			Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia", WalletType: "evm", ExpectedAmount: sub.Amount,
-			Subtotal: sub.Amount, MerchantWalletAddress: subWallet, TokenAddress: subWallet, ExpiresAt: t0.Add(72 * time.Hour), InvoiceNumber: 1}
-		if _, _, err := st.CreateInvoiceSession(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		newInvoiceSession(t, st, sub, ref, t0.Add(72*time.Hour))
 		const grace = 24 * time.Hour
 		for _, c := range []struct {
 			at      time.Duration
@@ -307,17 +298,7 @@ func TestExceptionNotResolvedIntoAnInvoiceSession(t *testing.T) {
 		m := newMerchant(t, st, "invoice-exc@example.com")
 		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
 		sub := newSubscription(t, st, m, "invoice-exc@example.com")
-		l, err := st.SubscriptionLink(ctx, sub.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := "0xcd0000000000000000000000000000000000000000000000000000000000000a"
-		cs := &models.CheckoutSession{ID: models.NewID(), SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: m.ID,
-			Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia", WalletType: "evm", ExpectedAmount: sub.Amount,
-			Subtotal: sub.Amount, MerchantWalletAddress: subWallet, TokenAddress: subWallet, ExpiresAt: time.Now().Add(time.Hour), InvoiceNumber: 1}
-		if _, _, err := st.CreateInvoiceSession(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		cs := newInvoiceSession(t, st, sub, "0xcd0000000000000000000000000000000000000000000000000000000000000a", time.Now().Add(time.Hour))
 		if err := st.ExecRaw("UPDATE checkout_sessions SET status = ? WHERE id = ?", models.StatusFailed, cs.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +308,7 @@ func TestExceptionNotResolvedIntoAnInvoiceSession(t *testing.T) {
 		if _, err := st.OpenException(ctx, exc); err != nil {
 			t.Fatal(err)
 		}
-		_, _, _, err = st.ResolveException(ctx, sc, exc.ID, models.Resolution{SessionID: cs.ID})
+		_, _, _, err := st.ResolveException(ctx, sc, exc.ID, models.Resolution{SessionID: cs.ID})
 		var v *apperr.ValidationError
 		if !errors.As(err, &v) || !v.Has("sessionId") {
 			t.Fatalf("resolved into an invoice session: %v, want a 400 naming sessionId", err)
@@ -336,4 +317,21 @@ func TestExceptionNotResolvedIntoAnInvoiceSession(t *testing.T) {
 			t.Fatalf("resolved to the customer: %+v %v", txn, err)
 		}
 	})
+}
+
+// newInvoiceSession opens the first invoice's session of sub, with the
+// payment reference ref, until expires.
+func newInvoiceSession(t *testing.T, st *models.Store, sub *models.Subscription, ref string, expires time.Time) *models.CheckoutSession {
+	t.Helper()
+	l, err := st.SubscriptionLink(context.Background(), sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &models.CheckoutSession{ID: models.NewID(), SubscriptionID: &sub.ID, PaymentReference: &ref, MerchantID: sub.MerchantID,
+		Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia", WalletType: "evm", ExpectedAmount: sub.Amount,
+		Subtotal: sub.Amount, MerchantWalletAddress: subWallet, TokenAddress: subWallet, ExpiresAt: expires, InvoiceNumber: 1}
+	if _, _, err := st.CreateInvoiceSession(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }

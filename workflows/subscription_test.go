@@ -390,6 +390,25 @@ func (h *subHarness) opened(s *subFakeSession) {
 	})
 }
 
+// cancelThenPay plays a customer who cancels the first n sessions opened
+// an hour after each opens, and pays the next two hours after it opens.
+func (h *subHarness) cancelThenPay(n int) {
+	opened := 0
+	h.plan = func(s *subFakeSession) subPayment {
+		opened++
+		if opened > n {
+			return payAfter(2 * time.Hour)
+		}
+		h.at(s.OpenedAt.Add(time.Hour), func() {
+			h.sessions.mu.Lock()
+			s.Status = models.StatusCancelled
+			h.sessions.mu.Unlock()
+			h.signal(s)
+		})
+		return subPayment{}
+	}
+}
+
 // action sends an action update at time t.
 func (h *subHarness) action(t time.Time, action string) *subUpdate {
 	h.updates++
@@ -817,20 +836,7 @@ func TestSubscriptionCancelAtPeriodEnd(t *testing.T) {
 // reminder, a day later.
 func TestSubscriptionReopenBudgetPerStep(t *testing.T) {
 	h := newSubHarness(t, subStart, 7, billing.Month)
-	n := 0
-	h.plan = func(s *subFakeSession) subPayment {
-		n++
-		if n <= 5 {
-			h.at(s.OpenedAt.Add(time.Hour), func() {
-				h.sessions.mu.Lock()
-				s.Status = models.StatusCancelled
-				h.sessions.mu.Unlock()
-				h.signal(s)
-			})
-			return subPayment{}
-		}
-		return payAfter(2 * time.Hour)
-	}
+	h.cancelThenPay(5)
 	h.runUntil(3, func() bool { return len(h.carried) == 1 })
 	trialEnd := subStart.Add(7 * 24 * time.Hour)
 	renewed := h.store.ofType("subscription.renewed")
@@ -1071,20 +1077,7 @@ func TestSubscriptionPaidAsDunningEnds(t *testing.T) {
 func TestSubscriptionCancelledInvoiceSessionReopens(t *testing.T) {
 	h := newSubHarness(t, subStart, 7, billing.Month)
 	trialEnd := subStart.Add(7 * 24 * time.Hour)
-	n := 0
-	h.plan = func(s *subFakeSession) subPayment {
-		n++
-		if n == 1 {
-			h.at(s.OpenedAt.Add(time.Hour), func() {
-				h.sessions.mu.Lock()
-				s.Status = models.StatusCancelled
-				h.sessions.mu.Unlock()
-				h.signal(s)
-			})
-			return subPayment{}
-		}
-		return payAfter(2 * time.Hour)
-	}
+	h.cancelThenPay(1)
 	h.runUntil(3, func() bool { return len(h.carried) == 1 })
 	if got := h.store.types(); !slices.Equal(got, []string{"subscription.created", "subscription.renewal_due", "subscription.renewal_due",
 		"subscription.renewed"}) {

@@ -830,6 +830,19 @@ func TestWebhookDeliveryRecordHistories(t *testing.T) {
 	}
 }
 
+// startWebhookRecorder runs a worker of the delivery workflow and acts on
+// queue; the answer stops it.
+func startWebhookRecorder(t *testing.T, c client.Client, queue string, acts *activities.WebhookActivities) (stop func()) {
+	t.Helper()
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(WebhookDeliveryWorkflow)
+	w.RegisterActivity(acts)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w.Stop
+}
+
 // recordWebhookFailedHistory records a one-attempt manual run against a
 // receiver that always fails, into file unless it exists (each of the
 // files is recorded by the code of its time).
@@ -840,13 +853,7 @@ func recordWebhookFailedHistory(t *testing.T, c client.Client, file string) {
 	}
 	_, _, acts := newWebhookRealSetup(t, 1<<30)
 	queue := "webhook-record-failed-" + time.Now().UTC().Format("150405.000")
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(WebhookDeliveryWorkflow)
-	w.RegisterActivity(acts)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	defer startWebhookRecorder(t, c, queue, acts)()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := WebhookDeliveryWorkflowID("dlv_real") + "-" + queue
@@ -872,13 +879,7 @@ func recordWebhookContinueHistory(t *testing.T, c client.Client) {
 	}
 	_, store, acts := newWebhookRealSetup(t, 1<<30)
 	queue := "webhook-record-continue-" + time.Now().UTC().Format("150405.000")
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(WebhookDeliveryWorkflow)
-	w.RegisterActivity(acts)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	defer startWebhookRecorder(t, c, queue, acts)()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	id := WebhookDeliveryWorkflowID("dlv_real") + "-" + queue
