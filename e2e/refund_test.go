@@ -180,7 +180,9 @@ func TestDevChainRefunds(t *testing.T) {
 	key, session := s.merchant()
 	goRecv := newReceiver(t, nil)
 	s.webhookEndpoint(session, goRecv, "payment.refunded")
-	ep := s.call("POST", "/api/webhooks", session, map[string]any{"url": goRecv.url(), "events": []string{"payment.refunded"}, "mode": "test"}, 201)
+	// Registered at a URL of its own (one endpoint per URL), then pointed
+	// at the npm receiver, which needs the secret to start.
+	ep := s.call("POST", "/api/webhooks", session, map[string]any{"url": goRecv.url() + "?for=npm", "events": []string{"payment.refunded"}, "mode": "test"}, 201)
 	npmRecv := startNodeReceiver(t, ep["secret"].(string))
 	s.call("PATCH", "/api/webhooks/"+ep["id"].(string), session, map[string]any{"url": npmRecv.url + "/hooks"}, 200)
 
