@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -108,6 +109,7 @@ func (s *Server) idempotent(c *gin.Context) {
 	// (409), however long it takes, and only takes the key over once this
 	// process stopped renewing it (it died mid-way).
 	stop := s.renewIdempotent(ctx, rec)
+	defer stop() // a handler that panics stops renewing too: a retry takes over
 	w := &captureWriter{ResponseWriter: c.Writer}
 	c.Writer = w
 	c.Next()
@@ -125,7 +127,8 @@ func (s *Server) idempotent(c *gin.Context) {
 }
 
 // renewIdempotent renews rec's claim every IdempotencyRenew until the
-// returned stop is called (and has waited for the renewing goroutine).
+// returned stop is called (and has waited for the renewing goroutine);
+// stop may be called more than once.
 func (s *Server) renewIdempotent(ctx context.Context, rec *models.IdempotencyKey) (stop func()) {
 	every := s.IdempotencyRenew
 	if every <= 0 {
@@ -150,8 +153,11 @@ func (s *Server) renewIdempotent(ctx context.Context, rec *models.IdempotencyKey
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		close(done)
-		<-exited
+		once.Do(func() {
+			close(done)
+			<-exited
+		})
 	}
 }

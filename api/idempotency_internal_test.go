@@ -85,3 +85,40 @@ func TestIdempotentRequestKeepsItsKeyWhileRunning(t *testing.T) {
 		t.Fatalf("the handler ran %d times for one key", n)
 	}
 }
+
+// TestIdempotentRequestThatPanicsStopsRenewing: a handler that panics (the
+// recovery outside answers 500) leaves no claim renewed for ever: a minute
+// later a retry takes the key over and runs.
+func TestIdempotentRequestThatPanicsStopsRenewing(t *testing.T) {
+	st := storetest.Open(t, "sqlite")
+	var offset atomic.Int64
+	st.SetClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	s := &Server{Deps: Deps{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IdempotencyRenew: 5 * time.Millisecond}}
+	var runs atomic.Int32
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
+	e.POST("/boom", func(c *gin.Context) {
+		c.Set(principalKey, Principal{MerchantID: "m1", Mode: models.ModeTest})
+	}, s.idempotent, func(c *gin.Context) {
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		c.JSON(http.StatusCreated, gin.H{"status": "success"})
+	})
+	post := func() int {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/boom", strings.NewReader(`{}`))
+		r.Header.Set(HeaderIdempotencyKey, "boom-1")
+		e.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := post(); code != http.StatusInternalServerError {
+		t.Fatalf("the panicking request: %d", code)
+	}
+	offset.Store(int64(2 * time.Minute))
+	time.Sleep(100 * time.Millisecond) // twenty renewal periods: none may land
+	if code := post(); code != http.StatusCreated || runs.Load() != 2 {
+		t.Fatalf("retry a minute after a panic: %d after %d runs, want it run (201)", code, runs.Load())
+	}
+}
