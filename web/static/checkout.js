@@ -207,10 +207,12 @@
     }
   }
 
+  // Wallets only ever join the list: the buttons shown stay (a customer's
+  // click on one is never lost to a re-render when discovery settles).
+  let shown = 0;
   discover((list, settled) => {
     const box = $('wallets');
-    box.textContent = '';
-    list.forEach((w) => {
+    list.slice(shown).forEach((w) => {
       const b = document.createElement('button');
       b.type = 'button';
       if (w.info.icon && w.info.icon.startsWith('data:image/')) {
@@ -223,6 +225,7 @@
       b.addEventListener('click', () => pay(w.provider));
       box.appendChild(b);
     });
+    shown = list.length;
     $('no-wallet').hidden = list.length > 0 || !settled;
   });
 })();
