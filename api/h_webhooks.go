@@ -91,7 +91,7 @@ func toWebhookEndpointJSON(ep *models.WebhookEndpoint, withSecret bool) webhookE
 		events = []string{}
 	}
 	out := webhookEndpointJSON{ID: ep.ID, URL: ep.URL, Events: events, Active: ep.Active, Mode: string(ep.Mode), CreatedAt: ts(ep.CreatedAt)}
-	if ep.PreviousSecretSealed != "" && ep.PreviousSecretUntil != nil && time.Now().Before(*ep.PreviousSecretUntil) {
+	if ep.PreviousSecretSigns(time.Now()) {
 		out.PreviousSecretExpiresAt = tsPtr(ep.PreviousSecretUntil)
 	}
 	if withSecret {

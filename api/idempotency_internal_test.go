@@ -18,23 +18,29 @@ import (
 	"github.com/paygate/paygate/models/storetest"
 )
 
+// newIdempotentServer is a server on a SQLite store whose clock runs
+// offset ahead, renewing idempotency claims every 5 ms.
+func newIdempotentServer(t *testing.T) (*Server, *atomic.Int64) {
+	st := storetest.Open(t, "sqlite")
+	offset := new(atomic.Int64)
+	st.SetClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	gin.SetMode(gin.TestMode)
+	return &Server{Deps: Deps{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IdempotencyRenew: 5 * time.Millisecond}}, offset
+}
+
 // TestIdempotentRequestKeepsItsKeyWhileRunning: a request under an
 // Idempotency-Key that runs past the takeover time renews its claim, so a
 // retry meanwhile is a 409 and the handler runs once (a settlement or a
 // refund retried after a minute was run twice before); the retry after it
 // replays its answer.
 func TestIdempotentRequestKeepsItsKeyWhileRunning(t *testing.T) {
-	st := storetest.Open(t, "sqlite")
-	var offset atomic.Int64
-	st.SetClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	s, offset := newIdempotentServer(t)
 	m := &models.Merchant{Email: "slow@example.com", PasswordHash: "x", BusinessName: "Slow"}
-	if _, err := st.CreateMerchant(context.Background(), m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Type: models.ModeTest}); err != nil {
+	if _, err := s.Store.CreateMerchant(context.Background(), m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Type: models.ModeTest}); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Deps: Deps{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IdempotencyRenew: 5 * time.Millisecond}}
 	var runs atomic.Int32
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	e.POST("/slow", func(c *gin.Context) {
 		c.Set(principalKey, Principal{MerchantID: m.ID, Mode: models.ModeTest})
@@ -90,12 +96,8 @@ func TestIdempotentRequestKeepsItsKeyWhileRunning(t *testing.T) {
 // recovery outside answers 500) leaves no claim renewed for ever: a minute
 // later a retry takes the key over and runs.
 func TestIdempotentRequestThatPanicsStopsRenewing(t *testing.T) {
-	st := storetest.Open(t, "sqlite")
-	var offset atomic.Int64
-	st.SetClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
-	s := &Server{Deps: Deps{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IdempotencyRenew: 5 * time.Millisecond}}
+	s, offset := newIdempotentServer(t)
 	var runs atomic.Int32
-	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	e.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
 	e.POST("/boom", func(c *gin.Context) {

@@ -520,6 +520,12 @@ type WebhookEndpoint struct {
 	DeletedAt            gorm.DeletedAt `gorm:"index"`
 }
 
+// PreviousSecretSigns says the secret a rotation replaced still signs at
+// now (its overlap has not ended).
+func (ep *WebhookEndpoint) PreviousSecretSigns(now time.Time) bool {
+	return ep.PreviousSecretSealed != "" && ep.PreviousSecretUntil != nil && now.Before(*ep.PreviousSecretUntil)
+}
+
 // Event is one occurrence the service tells merchants about. Its Key makes
 // emission idempotent (e.g. "checkout.completed:<sessionId>").
 type Event struct {

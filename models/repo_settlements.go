@@ -9,7 +9,6 @@ import (
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/money"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // Balance is what a merchant can still pay out on one network and token:
@@ -107,13 +106,8 @@ func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
 // (SQLite) so two payouts cannot both spend the same balance.
 func (s *Store) CreateSettlement(ctx context.Context, st *Settlement) error {
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		lock := tx
-		if s.Dialect() == "postgres" {
-			lock = tx.Clauses(clause.Locking{Strength: "UPDATE"})
-		}
-		var m Merchant
-		if err := lock.Where("id = ?", st.MerchantID).Take(&m).Error; err != nil {
-			return notFound(err)
+		if err := s.lockMerchant(tx, st.MerchantID); err != nil {
+			return err
 		}
 		bals, err := s.balances(tx, st.MerchantID)
 		if err != nil {

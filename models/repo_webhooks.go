@@ -63,7 +63,7 @@ func (s *Store) DeliveryTarget(ctx context.Context, deliveryID string) (Delivery
 // rotated twice within the overlap) is left out: the attempt still carries
 // the current secret's signature.
 func (s *Store) previousSecret(ep *WebhookEndpoint) string {
-	if ep.PreviousSecretSealed == "" || ep.PreviousSecretUntil == nil || !s.Now().Before(*ep.PreviousSecretUntil) || s.secrets == nil {
+	if !ep.PreviousSecretSigns(s.Now()) || s.secrets == nil {
 		return ""
 	}
 	secret, _, err := s.secrets.Open(ep.PreviousSecretSealed, previousSecretAAD(ep.ID))
@@ -221,7 +221,7 @@ func (s *Store) resealPrevious(ctx context.Context, ep *WebhookEndpoint) (bool, 
 		return false, nil
 	}
 	unchanged := s.ctx(ctx).Unscoped().Model(&WebhookEndpoint{}).Where("id = ? AND previous_secret_sealed = ?", ep.ID, ep.PreviousSecretSealed)
-	if ep.PreviousSecretUntil == nil || !s.Now().Before(*ep.PreviousSecretUntil) {
+	if !ep.PreviousSecretSigns(s.Now()) {
 		return false, unchanged.Updates(map[string]any{"previous_secret_sealed": "", "previous_secret_until": nil}).Error
 	}
 	if id, err := keyring.KeyID(ep.PreviousSecretSealed); err == nil && id == s.secrets.CurrentKeyID() {
@@ -336,7 +336,7 @@ func (s *Store) RegisterWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint
 	}
 	ep.SecretSealed, ep.LegacySecret = sealed, ""
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := s.lockMerchantEndpoints(tx, ep.MerchantID); err != nil {
+		if err := s.lockMerchant(tx, ep.MerchantID); err != nil {
 			return err
 		}
 		if max > 0 {
@@ -355,9 +355,10 @@ func (s *Store) RegisterWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint
 	})
 }
 
-// lockMerchantEndpoints serialises changes to a merchant's endpoint list
-// (PostgreSQL: the merchant's row, FOR UPDATE; SQLite has one writer).
-func (s *Store) lockMerchantEndpoints(tx *gorm.DB, merchantID string) error {
+// lockMerchant serialises a merchant's checked writes (its endpoint list,
+// its payouts): PostgreSQL locks the merchant's row, FOR UPDATE; SQLite
+// has one writer.
+func (s *Store) lockMerchant(tx *gorm.DB, merchantID string) error {
 	var m Merchant
 	return notFound(s.forUpdate(tx).Select("id").Where("id = ?", merchantID).Take(&m).Error)
 }
@@ -461,7 +462,7 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, merchantID, id string
 	if u.URL != nil {
 		var out *WebhookEndpoint
 		err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := s.lockMerchantEndpoints(tx, merchantID); err != nil {
+			if err := s.lockMerchant(tx, merchantID); err != nil {
 				return err
 			}
 			var ep WebhookEndpoint

@@ -21,7 +21,7 @@ import (
 // refunds and that of refunds in progress let a settlement pay its amount
 // out again: 29.75 settled with 19.75 available, the balance at -10.00).
 func TestSettlementBalanceIsOneSnapshot(t *testing.T) {
-	if !slicesContains(storetest.Dialects(), "postgres") {
+	if !contains(storetest.Dialects(), "postgres") {
 		t.Skip("PostgreSQL only: SQLite's one writer runs the refund's write after the settlement")
 	}
 	st := storetest.Open(t, "postgres")
@@ -59,13 +59,4 @@ func TestSettlementBalanceIsOneSnapshot(t *testing.T) {
 	if err != nil || len(bals) != 1 || bals[0].Available != money.FromCents(1975) || bals[0].Refunded != money.FromCents(1000) {
 		t.Fatalf("balances after the refund: %+v %v", bals, err)
 	}
-}
-
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

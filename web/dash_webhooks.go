@@ -123,10 +123,11 @@ var rotateOverlaps = []option{{"0", "stops now (the secret leaked)"}, {"3600", "
 // webhookRotateForm rotates; a form without a choice (a page from before
 // the choice) stops the old secret at once, as the API does without one.
 func (p *Pages) webhookRotateForm(c *gin.Context) {
-	overlap, err := 0, error(nil)
-	if v := c.PostForm("overlap"); v != "" {
-		overlap, err = strconv.Atoi(v)
+	v := c.PostForm("overlap")
+	if v == "" {
+		v = "0"
 	}
+	overlap, err := strconv.Atoi(v)
 	if err != nil {
 		p.renderWebhooks(c, http.StatusBadRequest, webhookView{actionErr: &apiError{Status: http.StatusBadRequest,
 			Message: "Choose how long the old secret keeps signing."}})
