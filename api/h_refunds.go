@@ -55,8 +55,11 @@ type refundJSON struct {
 	FailureMessage    *string      `json:"failureMessage"`
 	// WatchedUntil, on a failed refund, is the end of the watch of a
 	// transfer sent for it that may still land (and make it succeeded).
-	WatchedUntil *Time  `json:"watchedUntil"`
-	Mode         string `json:"mode"`
+	WatchedUntil *Time `json:"watchedUntil"`
+	// AmountHeld: the failed refund keeps its amount reserved while that
+	// transfer is watched (models.Refund.AmountHeld).
+	AmountHeld bool   `json:"amountHeld"`
+	Mode       string `json:"mode"`
 	// TokenAddress and AmountUnits tell the merchant's wallet what to send.
 	TokenAddress string `json:"tokenAddress"`
 	AmountUnits  string `json:"amountUnits"`
@@ -82,7 +85,8 @@ func (s *Server) refundOut(r *models.Refund) refundJSON {
 		Reason: nullable(r.Reason), InitiatedBy: r.InitiatedBy, FailureReason: nullable(r.FailureReason),
 		FailureMessage: nullable(r.FailureMessage), Mode: string(r.Mode), AmountUnits: fmtUnits(r.Amount),
 		ExpiresAt: ts(r.ExpiresAt), SubmittedAt: tsPtr(r.SubmittedAt), SucceededAt: tsPtr(r.SucceededAt),
-		FailedAt: tsPtr(r.FailedAt), CreatedAt: ts(r.CreatedAt), UpdatedAt: ts(r.UpdatedAt), WatchedUntil: tsPtr(r.WatchedUntil)}
+		FailedAt: tsPtr(r.FailedAt), CreatedAt: ts(r.CreatedAt), UpdatedAt: ts(r.UpdatedAt), WatchedUntil: tsPtr(r.WatchedUntil),
+		AmountHeld: r.AmountHeld}
 	if n, ok := s.Networks.Lookup(r.Network); ok {
 		out.TokenAddress = n.USDC
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/contracts"
 	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/workflows"
 )
 
 // heldSender is a node client whose SendTransaction keeps the signed
@@ -32,10 +34,11 @@ func (h *heldSender) SendTransaction(_ context.Context, tx *gethtypes.Transactio
 // TestRefundTransferLandsLate: on a dev chain, a refund's transfer is
 // signed and its hash submitted, but the transaction reaches no node: the
 // refund fails TX_NOT_FOUND when the not-found window (2 s here) passes, and
-// its amount is refundable again. The same transaction is then broadcast
-// and mined: the refund's late watch verifies it, the refund becomes
-// succeeded, the transaction shows it refunded (nothing refundable), and
-// payment.refunded reaches the merchant's receiver.
+// holds its amount while the transfer is watched (a second refund of it is
+// refused: it would pay the customer twice). The same transaction is then
+// broadcast and mined: the refund's late watch verifies it, the refund
+// becomes succeeded, the transaction shows it refunded (nothing
+// refundable), and payment.refunded reaches the merchant's receiver.
 func TestRefundTransferLandsLate(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
@@ -64,19 +67,22 @@ func TestRefundTransferLandsLate(t *testing.T) {
 	s.call("POST", "/api/refunds/"+rf["id"].(string)+"/submit", key, map[string]any{"txHash": tx.Hash().Hex()}, 200)
 
 	failed := s.waitRefund(key, rf["id"].(string), "failed", 30*time.Second)
-	if failed["failureReason"] != chain.ReasonTxNotFound || !strings.Contains(failed["failureMessage"].(string), "still watched until") {
+	if failed["failureReason"] != chain.ReasonTxNotFound || !strings.Contains(failed["failureMessage"].(string), "still watched until") ||
+		failed["amountHeld"] != true {
 		t.Fatalf("refund of a transaction that reached no node: %v", failed)
 	}
-	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != total {
-		t.Fatalf("the failed refund's amount is not refundable again: %v", got)
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != 0 {
+		t.Fatalf("the failed refund's amount is refundable while its transfer is watched: %v", got)
 	}
+	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 400)
 
 	// The wallet rebroadcasts it; it is mined.
 	if err := eth.SendTransaction(ctx, hold.held); err != nil {
 		t.Fatal(err)
 	}
 	done := s.waitRefund(key, rf["id"].(string), "succeeded", 60*time.Second)
-	if done["failureReason"] != nil || done["succeededAt"] == nil || done["failedAt"] == nil || done["txHash"] != strings.ToLower(tx.Hash().Hex()) {
+	if done["failureReason"] != nil || done["succeededAt"] == nil || done["failedAt"] == nil || done["txHash"] != strings.ToLower(tx.Hash().Hex()) ||
+		done["amountHeld"] != false {
 		t.Fatalf("refund after its transfer landed: %v", done)
 	}
 	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundedAmount"]) != total || units(got["refundableAmount"]) != 0 {
@@ -149,11 +155,11 @@ func TestRefundTransferReplaced(t *testing.T) {
 // TestRefundResendRevertsFirstLandsLater: on a dev chain the merchant's
 // wallet signs a refund transfer (its hash submitted) that reaches no node,
 // then a re-send of it under the nonce before, which is submitted as its
-// replacement and reverts. The refund fails TX_REVERTED, its amount
-// refundable again, but the first transfer is still watched (watchedUntil):
-// rebroadcast and mined, it makes the refund succeeded with its hash, and
-// nothing is refundable any more (no second refund can pay the customer
-// twice).
+// replacement and reverts. The refund fails TX_REVERTED, but the first
+// transfer is still watched (watchedUntil) and the refund holds its amount
+// meanwhile (nothing refundable: no second refund can pay the customer
+// twice): rebroadcast and mined, it makes the refund succeeded with its
+// hash.
 func TestRefundResendRevertsFirstLandsLater(t *testing.T) {
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
@@ -192,13 +198,14 @@ func TestRefundResendRevertsFirstLandsLater(t *testing.T) {
 	}
 
 	failed := s.waitRefund(key, id, "failed", 30*time.Second)
-	if failed["failureReason"] != chain.ReasonTxReverted || failed["watchedUntil"] == nil ||
+	if failed["failureReason"] != chain.ReasonTxReverted || failed["watchedUntil"] == nil || failed["amountHeld"] != true ||
 		!strings.Contains(failed["failureMessage"].(string), strings.ToLower(first.Hash().Hex())) {
 		t.Fatalf("refund after its re-send reverted: %v", failed)
 	}
-	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != total {
-		t.Fatalf("the failed refund's amount is not refundable again: %v", got)
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != 0 {
+		t.Fatalf("the failed refund's amount is refundable while the first transfer is watched: %v", got)
 	}
+	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 400)
 
 	// The first transfer is rebroadcast and mined.
 	if err := eth.SendTransaction(ctx, first); err != nil {
@@ -212,4 +219,48 @@ func TestRefundResendRevertsFirstLandsLater(t *testing.T) {
 		t.Fatalf("transaction after the late refund: %v", got)
 	}
 	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 400)
+}
+
+// TestRefundHoldReleasedWhenItsWorkflowIsGone: a refund failed TX_NOT_FOUND
+// holds its amount while its workflow watches the transfer. An operator
+// terminates that workflow: nothing would end the watch, and the amount
+// would stay unrefundable for good. Once the watch's end has passed, the
+// refund service's pass gives it back (never while the workflow runs, nor
+// before the end), and the refund says why.
+func TestRefundHoldReleasedWhenItsWorkflowIsGone(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundNotFound: 2 * time.Second})
+	key, session := s.merchant()
+	paid := s.paidOnDevChain(dc, key, session, "5.00")
+	txID, total := paid.TxID(), paid.Total()
+	rf := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
+	id := rf["id"].(string)
+	s.call("POST", "/api/refunds/"+id+"/submit", key, map[string]any{"txHash": "0x" + strings.Repeat("ab", 32)}, 200) // reaches no node
+	if failed := s.waitRefund(key, id, "failed", 30*time.Second); failed["amountHeld"] != true {
+		t.Fatalf("refund not found on chain: %v", failed)
+	}
+	release := func(want int) {
+		t.Helper()
+		if n, err := s.refunds.ReleaseLapsedHolds(ctx, time.Hour); err != nil || n != want {
+			t.Fatalf("released %d holds, want %d: %v", n, want, err)
+		}
+	}
+	release(0) // watched for a week
+	// The watch's end passed while the workflow still runs: kept.
+	storetest.Exec(t, s.store, "UPDATE refunds SET watched_until = ? WHERE id = ?", time.Now().Add(-2*time.Hour).UTC(), id)
+	release(0)
+	if err := s.temporal.TerminateWorkflow(ctx, workflows.RefundWorkflowID(id), "", "operator"); err != nil {
+		t.Fatal(err)
+	}
+	release(1)
+	got := s.call("GET", "/api/refunds/"+id, key, nil, 200)
+	if got["status"] != "failed" || got["amountHeld"] != false || got["watchedUntil"] != nil ||
+		!strings.Contains(got["failureMessage"].(string), "its workflow terminated before ending the watch") {
+		t.Fatalf("refund after its hold was released: %v", got)
+	}
+	if txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(txn["refundableAmount"]) != total {
+		t.Fatalf("the released amount is not refundable: %v", txn)
+	}
+	release(0)
+	s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
 }

@@ -364,6 +364,18 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// A failed refund whose transfer is watched keeps its amount
+			// reserved (Refund.AmountHeld): refunds failed before gave it
+			// back at once, and hold nothing.
+			ID: "20261128_0019_refund_amount_held",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasColumn(&Refund{}, "AmountHeld") {
+					return m.AddColumn(&Refund{}, "AmountHeld")
+				}
+				return nil
+			},
+		},
 	}
 }
 

@@ -389,6 +389,14 @@ type Refund struct {
 	// succeeded. Cleared when the watch ends, or the refund is submitted
 	// again or succeeds.
 	WatchedUntil *time.Time
+	// AmountHeld is set on a failed refund that keeps its amount reserved
+	// on its transaction while a transfer sent for it is watched
+	// (WatchedUntil): the transfer may still land, and a second refund of
+	// that amount would then pay the customer twice. The watch's end gives
+	// the amount back; a landing or a replacement takes it up again. A
+	// refund failed before migration 20261128_0019 gave its amount back at
+	// once, and holds nothing.
+	AmountHeld bool `gorm:"not null;default:false"`
 	// WorkflowStarted is false until the refund's workflow runs, so a crash
 	// in between is found and repaired.
 	WorkflowStarted bool `gorm:"not null;default:false;index"`

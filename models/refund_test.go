@@ -195,6 +195,18 @@ func (f *refundFixture) lost(t *testing.T, amount money.Amount, by string) (*mod
 	return r, h
 }
 
+// givenBack fails a submitted refund TX_NOT_FOUND as a worker from before
+// the watch's end was stored did (its message says it is watched, and it
+// is): the amount is given back at once, nothing held.
+func (f *refundFixture) givenBack(t *testing.T, id, hash string) {
+	t.Helper()
+	if _, err := f.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: id, Status: models.RefundFailed, TxHash: hash,
+		Reason: models.ReasonTxNotFound, At: time.Now(),
+		Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // succeed submits a hash for the refund and finishes it succeeded.
 func (f *refundFixture) succeed(t *testing.T, r *models.Refund) models.RefundFinish {
 	t.Helper()
@@ -458,19 +470,31 @@ func TestBalanceCountsRefunds(t *testing.T) {
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: failed.ID, Status: models.RefundFailed, Reason: "TX_REVERTED"}); err != nil {
 			t.Fatal(err)
 		}
-		bals, err := st.Balances(ctx, f.m.ID)
-		if err != nil || len(bals) != 1 {
-			t.Fatalf("%+v %v", bals, err)
+		// Failed TX_NOT_FOUND and watched: it holds its 2.00 as one in
+		// progress does, until the watch ends.
+		watched, wh := f.submitted(t, money.FromCents(200))
+		f.notFound(t, watched.ID, wh, "not found; still watched")
+		balance := func(refunded, pending money.Amount) {
+			t.Helper()
+			bals, err := st.Balances(ctx, f.m.ID)
+			if err != nil || len(bals) != 1 {
+				t.Fatalf("%+v %v", bals, err)
+			}
+			b := bals[0]
+			if b.Collected != money.FromCents(2975) || b.Refunded != refunded || b.RefundsPending != pending ||
+				b.Available != b.Collected-refunded-pending {
+				t.Fatalf("balance %+v, want refunded %s and held %s", b, refunded, pending)
+			}
 		}
-		b := bals[0]
-		if b.Collected != money.FromCents(2975) || b.Refunded != money.FromCents(500) || b.RefundsPending != held.Amount ||
-			b.Available != money.FromCents(2975-500-300) {
-			t.Fatalf("balance %+v", b)
-		}
-		if err := st.CreateSettlement(ctx, &models.Settlement{MerchantID: f.m.ID, Amount: money.FromCents(2176), Token: "USDC",
+		balance(money.FromCents(500), held.Amount+watched.Amount)
+		if err := st.CreateSettlement(ctx, &models.Settlement{MerchantID: f.m.ID, Amount: money.FromCents(1976), Token: "USDC",
 			Network: "base", DestinationWallet: "0xdest", TxHash: "0xpayout"}); !errors.Is(err, apperr.ErrBadRequest) {
 			t.Fatalf("a payout of refunded money: %v", err)
 		}
+		if err := st.EndRefundWatch(ctx, watched.ID, wh, "watch over"); err != nil {
+			t.Fatal(err)
+		}
+		balance(money.FromCents(500), held.Amount)
 	})
 }
 
@@ -497,12 +521,15 @@ func TestRefundsFlag(t *testing.T) {
 	})
 }
 
-// TestRefundLandsLate: a refund failed TX_NOT_FOUND (its amount given
-// back) whose transfer lands later becomes succeeded: its amount reserved
-// and refunded again and payment.refunded emitted, once. A refund made in
-// between that took the same amount leaves the transaction over-refunded
-// (the chain's truth) and no further refund possible. Only a TX_NOT_FOUND
-// failure is reopened so, and only with its own hash.
+// TestRefundLandsLate: a refund failed TX_NOT_FOUND holds its amount while
+// its transfer is watched (no second refund can pay it twice); when the
+// transfer lands later the refund becomes succeeded, its amount refunded
+// and payment.refunded emitted, once. The watch's end gives the amount
+// back, once. A refund failed by an older worker gave it back at once: a
+// refund made in between that took the same amount leaves the transaction
+// over-refunded when it lands (the chain's truth) and no further refund
+// possible. Only a watched failure is reopened so, and only with its own
+// hash.
 func TestRefundLandsLate(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
@@ -512,13 +539,20 @@ func TestRefundLandsLate(t *testing.T) {
 			t.Fatal(err)
 		}
 		lost, h := f.lost(t, money.FromCents(2000), models.InitiatedByMerchant)
-		if got := f.reload(t); got.RefundReserved != 0 {
-			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
+		if got := f.reload(t); got.RefundReserved != money.FromCents(2000) {
+			t.Fatalf("reserved after the failure: %s, want the 20.00 held while watched", got.RefundReserved)
 		}
-		// The merchant refunds again meanwhile: the same 20.00.
-		again, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant)
-		if err != nil {
-			t.Fatal(err)
+		if r := mustRefund(t, st, lost.ID); !r.AmountHeld || r.WatchedUntil == nil {
+			t.Fatalf("a watched failure: %+v", r)
+		}
+		// The merchant cannot refund the same 20.00 again meanwhile: only
+		// what is left.
+		if _, err := f.refund(money.FromCents(2000), models.InitiatedByMerchant); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("a second refund of the held amount: %v", err)
+		}
+		rest, err := f.refund(0, models.InitiatedByMerchant)
+		if err != nil || rest.Amount != money.FromCents(975) {
+			t.Fatalf("the remainder: %+v %v", rest, err)
 		}
 		if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: lost.ID, Status: models.RefundSucceeded, TxHash: f.hash()}); !errors.Is(err, models.ErrRefundHashMismatch) {
 			t.Fatalf("late outcome for another hash: %v", err)
@@ -528,10 +562,10 @@ func TestRefundLandsLate(t *testing.T) {
 			t.Fatalf("late landing %+v %v", fin, err)
 		}
 		r := mustRefund(t, st, lost.ID)
-		if r.Status != models.RefundSucceeded || r.FailureReason != "" || r.FailureMessage != "" || r.SucceededAt == nil || r.FailedAt == nil {
+		if r.Status != models.RefundSucceeded || r.FailureReason != "" || r.FailureMessage != "" || r.SucceededAt == nil || r.FailedAt == nil || r.AmountHeld {
 			t.Fatalf("stored %+v", r)
 		}
-		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != money.FromCents(4000) {
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != got.Amount {
 			t.Fatalf("after the late landing: refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
 		}
 		// Retried after its commit: the same answer, counted once.
@@ -539,20 +573,11 @@ func TestRefundLandsLate(t *testing.T) {
 			rep.Status != models.RefundSucceeded || fmt.Sprint(rep.Deliveries) != fmt.Sprint(fin.Deliveries) {
 			t.Fatalf("repeated %+v %v", rep, err)
 		}
-		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) {
-			t.Fatalf("counted twice: %s", got.RefundedAmount)
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != got.Amount {
+			t.Fatalf("counted twice: refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
 		}
-		// Nothing more can be refunded; the pending one still can be paid
-		// (the merchant's to decide), and then the record shows 40.00
-		// refunded of 29.75, as the chain does.
-		if _, err := f.refund(0, models.InitiatedByAPI); !errors.Is(err, apperr.ErrBadRequest) {
-			t.Fatalf("refund past an over-refund: %v", err)
-		}
-		if fin := f.succeed(t, again); !fin.FullyRefunded {
-			t.Fatalf("second refund %+v", fin)
-		}
-		if got := f.reload(t); got.RefundedAmount != money.FromCents(4000) {
-			t.Fatalf("refunded %s", got.RefundedAmount)
+		if fin := f.succeed(t, rest); !fin.FullyRefunded {
+			t.Fatalf("the remainder's refund %+v", fin)
 		}
 		// A refund failed otherwise is answered as stored.
 		other, h2 := newRefundFixture(t, st, models.ModeTest).submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
@@ -567,23 +592,34 @@ func TestRefundLandsLate(t *testing.T) {
 		if err := st.EndRefundWatch(ctx, other.ID, h2, "watch over"); err != nil || mustRefund(t, st, other.ID).FailureMessage == "watch over" {
 			t.Fatalf("end of a watch on a reverted refund: %v", err)
 		}
-		third, h3 := newRefundFixture(t, st, models.ModeTest).submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
-		f.notFound(t, third.ID, h3, "not found; it is still watched")
-		if r := mustRefund(t, st, third.ID); r.WatchedUntil == nil {
+		tf := newRefundFixture(t, st, models.ModeTest)
+		third, h3 := tf.submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
+		tf.notFound(t, third.ID, h3, "not found; it is still watched")
+		if r := mustRefund(t, st, third.ID); r.WatchedUntil == nil || !r.AmountHeld {
 			t.Fatalf("a watched failure: %+v", r)
 		}
 		// A note while the watch goes on: the message only.
 		if err := st.NoteRefundWatch(ctx, third.ID, h3, "landed reverted; the one it replaced is watched"); err != nil {
 			t.Fatal(err)
 		}
-		if r := mustRefund(t, st, third.ID); r.FailureMessage != "landed reverted; the one it replaced is watched" || r.WatchedUntil == nil {
+		if r := mustRefund(t, st, third.ID); r.FailureMessage != "landed reverted; the one it replaced is watched" || r.WatchedUntil == nil || !r.AmountHeld {
 			t.Fatalf("after a note %+v", r)
 		}
-		if err := st.EndRefundWatch(ctx, third.ID, h3, "not found, nor after"); err != nil {
-			t.Fatal(err)
+		if got := tf.reload(t); got.RefundReserved != money.FromCents(100) {
+			t.Fatalf("reserved during the watch: %s", got.RefundReserved)
 		}
-		if r := mustRefund(t, st, third.ID); r.FailureMessage != "not found, nor after" || r.Status != models.RefundFailed || r.WatchedUntil != nil {
+		// The watch's end gives the amount back, once however often it is
+		// recorded.
+		for range 2 {
+			if err := st.EndRefundWatch(ctx, third.ID, h3, "not found, nor after"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := mustRefund(t, st, third.ID); r.FailureMessage != "not found, nor after" || r.Status != models.RefundFailed || r.WatchedUntil != nil || r.AmountHeld {
 			t.Fatalf("after the end of its watch %+v", r)
+		}
+		if got := tf.reload(t); got.RefundReserved != 0 {
+			t.Fatalf("reserved after the watch's end: %s", got.RefundReserved)
 		}
 		// No longer watched: a late outcome is answered as stored.
 		if got, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: third.ID, Status: models.RefundSucceeded, TxHash: h3}); err != nil ||
@@ -591,16 +627,98 @@ func TestRefundLandsLate(t *testing.T) {
 			t.Fatalf("late outcome after the watch's end: %+v %v", got, err)
 		}
 		// Failed by a worker from before the watch's end was stored (a
-		// rolling deploy): its message says it is watched, and it is.
-		fourth, h4 := newRefundFixture(t, st, models.ModeTest).submittedBy(t, money.FromCents(100), models.InitiatedByAPI)
-		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundFailed, TxHash: h4, Reason: models.ReasonTxNotFound,
-			Message: "refund transaction not found on base_sepolia within 1h0m0s; it is still watched until 2026-12-03T09:00:00Z: if it lands by then, the refund succeeds",
-			At:      time.Now()}); err != nil {
+		// rolling deploy): its message says it is watched, and it is, but
+		// its amount was given back, and the merchant refunded it again.
+		// Landing, it is reserved and refunded again: the record shows more
+		// refunded than received, as the chain does, and nothing more can
+		// be refunded.
+		of := newRefundFixture(t, st, models.ModeTest)
+		fourth, h4 := of.submittedBy(t, money.FromCents(2000), models.InitiatedByAPI)
+		of.givenBack(t, fourth.ID, h4)
+		if got := of.reload(t); got.RefundReserved != 0 {
+			t.Fatalf("reserved after an older worker's failure: %s", got.RefundReserved)
+		}
+		again, err := of.refund(money.FromCents(2000), models.InitiatedByMerchant)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: fourth.ID, Status: models.RefundSucceeded, TxHash: h4, At: time.Now()}); err != nil ||
-			got.Status != models.RefundSucceeded {
+			got.Status != models.RefundSucceeded || got.FullyRefunded {
 			t.Fatalf("late outcome of a refund failed by an older worker: %+v %v", got, err)
+		}
+		if got := of.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != money.FromCents(4000) {
+			t.Fatalf("after the late landing: refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
+		}
+		if _, err := of.refund(0, models.InitiatedByAPI); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("refund past an over-refund: %v", err)
+		}
+		// The pending one still can be paid (the merchant's to decide), and
+		// then the record shows 40.00 refunded of 29.75.
+		if fin := of.succeed(t, again); !fin.FullyRefunded {
+			t.Fatalf("second refund %+v", fin)
+		}
+		if got := of.reload(t); got.RefundedAmount != money.FromCents(4000) {
+			t.Fatalf("refunded %s", got.RefundedAmount)
+		}
+	})
+}
+
+// TestRefundAmountHeldMigration: a refund failed TX_NOT_FOUND and watched
+// before 20261128_0019 gave its amount back: after the upgrade it holds
+// nothing (the amount stays refundable, as it was), its late landing
+// reserves the amount again, and its watch's end gives nothing back twice;
+// a failure after the upgrade holds its amount.
+func TestRefundAmountHeldMigration(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		landed, h1 := f.submitted(t, money.FromCents(1000))
+		ended, h2 := f.submitted(t, money.FromCents(500))
+		f.notFound(t, landed.ID, h1, "not found; it is still watched until next week")
+		f.notFound(t, ended.ID, h2, "not found; it is still watched until next week")
+		// Back to the schema before 20261128_0019, with the amounts given
+		// back as the store did then.
+		if err := st.DB().Migrator().DropColumn(&models.Refund{}, "AmountHeld"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ExecRaw("UPDATE transactions SET refund_reserved = 0 WHERE id = ?", f.txn.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", "20261128_0019_refund_amount_held"); err != nil {
+			t.Fatal(err)
+		}
+		if st.Dialect() == "postgres" {
+			// The upgraded binary's own connections: the old ones cached
+			// plans of the refunds table before its columns changed.
+			up, err := models.Open(models.Options{DatabaseURL: storetest.URL(t, st), Secrets: storetest.Keyring()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = up.Close() })
+			st, f.st = up, up
+		}
+		if err := st.Migrate(); err != nil {
+			t.Fatalf("upgrade: %v", err)
+		}
+		if r := mustRefund(t, st, landed.ID); r.AmountHeld || r.WatchedUntil == nil {
+			t.Fatalf("after the upgrade %+v", r)
+		}
+		if err := st.EndRefundWatch(ctx, ended.ID, h2, "watch over"); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.reload(t); got.RefundReserved != 0 {
+			t.Fatalf("reserved after an older watch's end: %s", got.RefundReserved)
+		}
+		if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: landed.ID, Status: models.RefundSucceeded, TxHash: h1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.reload(t); got.RefundReserved != money.FromCents(1000) || got.RefundedAmount != money.FromCents(1000) {
+			t.Fatalf("after the late landing: reserved %s refunded %s", got.RefundReserved, got.RefundedAmount)
+		}
+		third, h3 := f.submitted(t, money.FromCents(700))
+		f.notFound(t, third.ID, h3, "not found; it is still watched until next week")
+		if got := f.reload(t); got.RefundReserved != money.FromCents(1700) || !mustRefund(t, st, third.ID).AmountHeld {
+			t.Fatalf("a failure after the upgrade: reserved %s", got.RefundReserved)
 		}
 	})
 }
@@ -667,9 +785,10 @@ func lateTaxSplit(t *testing.T, st *models.Store, name string, before, amount, w
 
 // TestReplaceRefundTx: a submitted refund takes the hash that replaced its
 // transfer (the same again is accepted; another refund's hash is not); a
-// refund failed TX_NOT_FOUND becomes submitted again with its amount
-// reserved again, unless a refund made since holds that amount; a
-// succeeded refund takes no other hash.
+// refund failed TX_NOT_FOUND becomes submitted again with the amount it
+// held; one failed by an older worker (its amount given back) is reserved
+// again, unless a refund made since holds that amount; a succeeded refund
+// takes no other hash.
 func TestReplaceRefundTx(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
@@ -696,24 +815,29 @@ func TestReplaceRefundTx(t *testing.T) {
 		if err := st.ReplaceRefundTx(ctx, r.ID, taken, time.Now()); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("another refund's hash: %v", err)
 		}
-		// Failed TX_NOT_FOUND: submitted again, reserved again.
+		// Failed TX_NOT_FOUND: its amount held, then submitted again with
+		// it, even after the rest was refunded.
 		f.notFound(t, r.ID, second, "not found; still watched")
-		if got := f.reload(t); got.RefundReserved != money.FromCents(500) {
+		if got := f.reload(t); got.RefundReserved != money.FromCents(2500) {
 			t.Fatalf("reserved after the failure: %s", got.RefundReserved)
+		}
+		if _, err := f.refund(0, models.InitiatedByAPI); err != nil { // the 4.75 left
+			t.Fatal(err)
 		}
 		third := f.hash()
 		if err := st.ReplaceRefundTx(ctx, r.ID, third, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		got := mustRefund(t, st, r.ID)
-		if got.Status != models.RefundSubmitted || *got.TxHash != third || got.FailureReason != "" || got.FailedAt != nil {
+		if got.Status != models.RefundSubmitted || *got.TxHash != third || got.FailureReason != "" || got.FailedAt != nil || got.AmountHeld || got.WatchedUntil != nil {
 			t.Fatalf("a watched failure replaced: %+v", got)
 		}
-		if got := f.reload(t); got.RefundReserved != money.FromCents(2500) {
+		if got := f.reload(t); got.RefundReserved != got.Amount {
 			t.Fatalf("reserved after the replacement: %s", got.RefundReserved)
 		}
-		// Failed again, and the amount refunded since: the replacement is refused.
-		f.notFound(t, r.ID, third, "not found")
+		// Failed again by an older worker (the amount given back), and the
+		// amount refunded since: the replacement is refused.
+		f.givenBack(t, r.ID, third)
 		if _, err := f.refund(0, models.InitiatedByAPI); err != nil {
 			t.Fatal(err)
 		}
@@ -722,6 +846,16 @@ func TestReplaceRefundTx(t *testing.T) {
 		}
 		if got := f.reload(t); got.RefundReserved != got.Amount {
 			t.Fatalf("reserved %s of %s", got.RefundReserved, got.Amount)
+		}
+		// Given back, and not refunded since: reserved again.
+		g := newRefundFixture(t, st, models.ModeTest)
+		gr, gh := g.submitted(t, money.FromCents(1000))
+		g.givenBack(t, gr.ID, gh)
+		if err := st.ReplaceRefundTx(ctx, gr.ID, g.hash(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if got := g.reload(t); got.RefundReserved != money.FromCents(1000) {
+			t.Fatalf("reserved after replacing a given-back failure: %s", got.RefundReserved)
 		}
 		// A succeeded refund takes no other hash.
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: other.ID, Status: models.RefundSucceeded, TxHash: taken, At: time.Now()}); err != nil {
@@ -735,8 +869,9 @@ func TestReplaceRefundTx(t *testing.T) {
 
 // TestAdoptRefundTx: a hash the refund's replaced landed after all: the
 // refund takes it back and succeeds, refunded once (a submitted refund's
-// reservation stands; a failed TX_NOT_FOUND one's is taken again, even past
-// a refund made since); a hash another refund holds is a conflict.
+// reservation stands, so does a failed TX_NOT_FOUND one's held amount; one
+// an older worker gave back is taken again, even past a refund made since);
+// a hash another refund holds is a conflict.
 func TestAdoptRefundTx(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
@@ -747,17 +882,36 @@ func TestAdoptRefundTx(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.notFound(t, r.ID, second, "not found; still watched")
-		if _, err := f.refund(0, models.InitiatedByAPI); err != nil { // takes all that is left
+		if _, err := f.refund(0, models.InitiatedByAPI); err != nil { // takes all that is left: 9.75
 			t.Fatal(err)
 		}
 		fin, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: first, At: time.Now()})
 		if err != nil || fin.Status != models.RefundSucceeded {
 			t.Fatalf("adopted %+v %v", fin, err)
 		}
-		if got := mustRefund(t, st, r.ID); got.Status != models.RefundSucceeded || *got.TxHash != first {
+		if got := mustRefund(t, st, r.ID); got.Status != models.RefundSucceeded || *got.TxHash != first || got.AmountHeld {
 			t.Fatalf("stored %+v", got)
 		}
-		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != got.Amount+money.FromCents(2000) {
+		if got := f.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != got.Amount {
+			t.Fatalf("refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
+		}
+		// Given back by an older worker and refunded since: adopted, the
+		// record follows the chain past the transaction's amount.
+		o := newRefundFixture(t, st, models.ModeTest)
+		or, oh1 := o.submitted(t, money.FromCents(2000))
+		oh2 := o.hash()
+		if err := st.ReplaceRefundTx(ctx, or.ID, oh2, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		o.givenBack(t, or.ID, oh2)
+		if _, err := o.refund(0, models.InitiatedByAPI); err != nil { // all of it
+			t.Fatal(err)
+		}
+		if fin, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: or.ID, Status: models.RefundSucceeded, TxHash: oh1, At: time.Now()}); err != nil ||
+			fin.Status != models.RefundSucceeded {
+			t.Fatalf("adopted after a give-back %+v %v", fin, err)
+		}
+		if got := o.reload(t); got.RefundedAmount != money.FromCents(2000) || got.RefundReserved != got.Amount+money.FromCents(2000) {
 			t.Fatalf("refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
 		}
 		if again, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: first, At: time.Now()}); err != nil ||

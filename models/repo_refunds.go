@@ -277,10 +277,11 @@ func (s *Store) SubmitRefundTx(ctx context.Context, refundID, txHash string, at 
 // submitted one (a wallet's speed-up or re-send lands under a new hash; the
 // first then never does): a submitted refund takes the new hash, and a
 // failed refund still watched (WatchedUntil) becomes submitted again with
-// it, its amount reserved again, in one database transaction. The same
-// hash again is accepted (a retried activity). A hash that backs another
-// refund, a refund in any other state, or an amount refunded again since
-// the failure is a conflict. The transfer is verified like a first one.
+// it, its amount reserved again (it still is when the refund held it), in
+// one database transaction. The same hash again is accepted (a retried
+// activity). A hash that backs another refund, a refund in any other
+// state, or an amount refunded again since the failure (of a refund that
+// gave it back) is a conflict. The transfer is verified like a first one.
 func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at time.Time) error {
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var r Refund
@@ -298,16 +299,18 @@ func (s *Store) ReplaceRefundTx(ctx context.Context, refundID, txHash string, at
 		}
 		fields := map[string]any{"tx_hash": txHash, "submitted_at": at.UTC(), "updated_at": s.Now()}
 		if watched {
-			res := tx.Model(&Transaction{}).Where("id = ? AND refund_reserved + ? <= amount", r.TransactionID, int64(r.Amount)).
-				Update("refund_reserved", gorm.Expr("refund_reserved + ?", int64(r.Amount)))
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected != 1 {
-				return apperr.Conflict("the refund's amount has been refunded again since it failed; record this transfer with a new refund")
+			if !r.AmountHeld {
+				res := tx.Model(&Transaction{}).Where("id = ? AND refund_reserved + ? <= amount", r.TransactionID, int64(r.Amount)).
+					Update("refund_reserved", gorm.Expr("refund_reserved + ?", int64(r.Amount)))
+				if res.Error != nil {
+					return res.Error
+				}
+				if res.RowsAffected != 1 {
+					return apperr.Conflict("the refund's amount has been refunded again since it failed; record this transfer with a new refund")
+				}
 			}
 			fields["status"], fields["failure_reason"], fields["failure_message"], fields["failed_at"] = RefundSubmitted, "", "", nil
-			fields["watched_until"] = nil
+			fields["watched_until"], fields["amount_held"] = nil, false
 			// Counted again, after the refunds made while it was failed:
 			// its parts are split again after theirs (as a late landing's).
 			var t Transaction
@@ -353,9 +356,9 @@ func (s *Store) forUpdate(tx *gorm.DB) *gorm.DB {
 // after all and pays it (the replacement never did): in one database
 // transaction the refund takes that hash back and succeeds, its amount
 // refunded on the transaction (and reserved again when the refund had
-// failed and was still watched: the money left the merchant, so the record
-// follows the chain, as FinishLateRefund does), and payment.refunded is
-// emitted.
+// failed, was still watched and gave its amount back: the money left the
+// merchant, so the record follows the chain, as FinishLateRefund does), and
+// payment.refunded is emitted.
 // A hash that backs another refund since is a conflict; a refund that is
 // neither submitted nor a watched failure is answered as stored.
 func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
@@ -381,7 +384,7 @@ func (s *Store) AdoptRefundTx(ctx context.Context, o RefundOutcome) (RefundFinis
 		}
 		at := o.At.UTC()
 		if err := repoint(tx, &r, map[string]any{"tx_hash": o.TxHash, "status": RefundSucceeded, "succeeded_at": at,
-			"failure_reason": "", "failure_message": "", "watched_until": nil, "updated_at": s.Now()}); err != nil {
+			"failure_reason": "", "failure_message": "", "watched_until": nil, "amount_held": false, "updated_at": s.Now()}); err != nil {
 			return err
 		}
 		r.TxHash = &o.TxHash
@@ -425,8 +428,10 @@ var ErrRefundHashMismatch = errors.New("models: refund outcome names another tra
 // submitted): succeeded adds the amount to the transaction's refunded
 // amount and emits payment.refunded (key payment.refunded:<refundId>) with
 // one delivery per subscribed endpoint; failed gives the reserved amount
-// back. A repeated call answers what was stored, with the event's
-// deliveries.
+// back, unless a transfer sent for the refund is still watched
+// (o.WatchedUntil): the refund then holds it (AmountHeld) until the watch
+// ends, since that transfer may still land. A repeated call answers what
+// was stored, with the event's deliveries.
 func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
 	if o.Status != RefundSucceeded && o.Status != RefundFailed {
 		return RefundFinish{}, fmt.Errorf("models: %q is not a refund outcome", o.Status)
@@ -456,7 +461,7 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 		} else {
 			fields["failed_at"], fields["failure_reason"], fields["failure_message"] = at, o.Reason, truncate(o.Message, 500)
 			if o.WatchedUntil != nil {
-				fields["watched_until"] = o.WatchedUntil.UTC()
+				fields["watched_until"], fields["amount_held"] = o.WatchedUntil.UTC(), true
 			}
 		}
 		res := tx.Model(&Refund{}).Where("id = ? AND status IN ?", r.ID, []string{RefundPending, RefundSubmitted}).Updates(fields)
@@ -468,6 +473,9 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 		}
 		if o.Status == RefundFailed {
 			out = RefundFinish{Status: RefundFailed, Reason: o.Reason, Message: o.Message}
+			if o.WatchedUntil != nil {
+				return nil // held while watched
+			}
 			return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
 				Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
 		}
@@ -480,10 +488,11 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 }
 
 // refunded records on its transaction a refund that has just succeeded
-// (its amount refunded; reserved again too, and its parts split again,
-// when the refund had failed and given it back), emits payment.refunded and
-// answers the outcome with the event's deliveries.
-func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time) (RefundFinish, error) {
+// (its amount refunded; when the refund had failed, its parts split again,
+// and its amount reserved again if it gave it back), emits
+// payment.refunded and answers the outcome with the event's deliveries.
+func (s *Store) refunded(tx *gorm.DB, r *Refund, failed bool, at time.Time) (RefundFinish, error) {
+	reserveAgain := failed && !r.AmountHeld
 	fields := map[string]any{"refunded_amount": gorm.Expr("refunded_amount + ?", int64(r.Amount))}
 	if reserveAgain {
 		fields["refund_reserved"] = gorm.Expr("refund_reserved + ?", int64(r.Amount))
@@ -495,7 +504,7 @@ func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time
 	if err := tx.Select("id", "session_id", "amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
 		return RefundFinish{}, err
 	}
-	if reserveAgain {
+	if failed {
 		// Landing late, it counts again after the refunds made while it
 		// was failed (their tax parts were split without it): its own
 		// parts are split again after theirs, so the refunds' tax parts
@@ -524,13 +533,13 @@ func (s *Store) refunded(tx *gorm.DB, r *Refund, reserveAgain bool, at time.Time
 
 // FinishLateRefund records the late landing of a refund's transfer: a
 // refund failed and still watched (its transfer unseen for the not-found
-// window, its amount given back) whose transfer then verified becomes
-// succeeded, in
-// one database transaction: the amount is reserved and refunded on the
-// transaction again and payment.refunded is emitted, as a success on time
-// would have. The money left the merchant's wallet, so the record follows
-// the chain even when a refund made since has reserved the same amount
-// (the transaction then shows more refunded than it received, and no
+// window, its amount held) whose transfer then verified becomes succeeded,
+// in one database transaction: the amount is refunded on the transaction
+// and payment.refunded is emitted, as a success on time would have. A
+// refund that gave its amount back (failed before migration 20261128_0019)
+// reserves it again: the money left the merchant's wallet, so the record
+// follows the chain even when a refund made since has reserved the same
+// amount (the transaction then shows more refunded than it received, and no
 // further refund can be created). A refund that is not a watched failure
 // is answered as stored; o.TxHash must be the refund's.
 func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
@@ -559,7 +568,7 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 		at := o.At.UTC()
 		res := tx.Model(&Refund{}).Scopes(watchedFailed).Where("id = ?", r.ID).
 			Updates(map[string]any{"status": RefundSucceeded, "succeeded_at": at, "failure_reason": "", "failure_message": "",
-				"watched_until": nil, "updated_at": s.Now()})
+				"watched_until": nil, "amount_held": false, "updated_at": s.Now()})
 		if res.Error != nil {
 			return res.Error
 		}
@@ -575,11 +584,37 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 
 // EndRefundWatch records that the watch of a failed refund with txHash
 // ended without a transfer paying it: message replaces its failure
-// message, and it is no longer watched. A refund in any other state is
-// left as it is (the watch's end changes nothing else).
+// message, it is no longer watched, and the amount it held is given back
+// on its transaction, in one database transaction (once: a retry finds it
+// no longer watched). A refund in any other state is left as it is.
 func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
-	return s.ctx(ctx).Model(&Refund{}).Scopes(watchedFailed).Where("id = ? AND tx_hash = ?", refundID, txHash).
-		Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "updated_at": s.Now()}).Error
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := s.forUpdate(tx).Scopes(watchedFailed).Where("id = ? AND tx_hash = ?", refundID, txHash).Take(&r).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return nil
+			}
+			return err
+		}
+		res := tx.Model(&Refund{}).Scopes(watchedFailed).Where("id = ? AND amount_held = ?", r.ID, r.AmountHeld).
+			Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "amount_held": false, "updated_at": s.Now()})
+		if res.Error != nil || res.RowsAffected != 1 || !r.AmountHeld {
+			return res.Error
+		}
+		return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
+			Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
+	})
+}
+
+// LapsedRefundHolds lists failed refunds that still hold their amount
+// though their watch ended before `before` (WatchedUntil): the workflow
+// that would have ended it is gone (terminated by an operator, say), oldest
+// watch first.
+func (s *Store) LapsedRefundHolds(ctx context.Context, before time.Time, limit int) ([]Refund, error) {
+	var rows []Refund
+	err := s.ctx(ctx).Where("status = ? AND amount_held = ? AND watched_until < ? AND tx_hash IS NOT NULL", RefundFailed, true, before.UTC()).
+		Order("watched_until asc").Limit(limit).Find(&rows).Error
+	return rows, err
 }
 
 // NoteRefundWatch replaces the failure message of a failed refund with

@@ -13,7 +13,8 @@ import (
 
 // Balance is what a merchant can still pay out on one network and token:
 // completed live transactions less settlements, less succeeded refunds and
-// the amounts that refunds in progress (pending, submitted) hold.
+// the amounts that refunds in progress (pending, submitted) hold, or that
+// failed refunds whose transfer is still watched hold (Refund.AmountHeld).
 type Balance struct {
 	Network   string
 	Token     string
@@ -21,8 +22,9 @@ type Balance struct {
 	Settled   money.Amount
 	// Refunded is what succeeded refunds returned.
 	Refunded money.Amount
-	// RefundsPending is what refunds in progress hold: a failed refund
-	// gives it back, a succeeded one moves it to Refunded.
+	// RefundsPending is what refunds in progress hold, and failed refunds
+	// whose transfer is still watched: a failed refund gives it back (at
+	// its watch's end), a succeeded one moves it to Refunded.
 	RefundsPending money.Amount
 	Available      money.Amount
 }
@@ -55,12 +57,12 @@ func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
 				WHERE merchant_id = ? AND mode = ? AND status = ? AND verification = ?
 			UNION ALL SELECT 'out', network, token, amount FROM settlements WHERE merchant_id = ? AND mode = ?
 			UNION ALL SELECT 'refunded', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND status = ?
-			UNION ALL SELECT 'held', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND status IN ?
+			UNION ALL SELECT 'held', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND (status IN ? OR amount_held = ?)
 		) parts GROUP BY kind, network, token`,
 		merchantID, ModeLive, "completed", VerificationVerified,
 		merchantID, ModeLive,
 		merchantID, ModeLive, RefundSucceeded,
-		merchantID, ModeLive, []string{RefundPending, RefundSubmitted}).Scan(&rows).Error; err != nil {
+		merchantID, ModeLive, []string{RefundPending, RefundSubmitted}, true).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
 	// Balances with money collected first, then by network and token.

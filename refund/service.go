@@ -10,8 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/paygate/paygate/periodic"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -24,6 +24,7 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/periodic"
 	"github.com/paygate/paygate/workflows"
 )
 
@@ -296,11 +297,58 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 		func(r *models.Refund) string { return r.ID }, s.StartWorkflow), nil
 }
 
-// RunRepairer repairs every interval until ctx ends.
+// ReleaseLapsedHolds gives back the amounts that failed refunds still hold
+// more than grace after their watch's end, when their workflow no longer
+// runs (an operator terminated it, or it failed): the workflow would have
+// ended the watch, and the amount would stay unrefundable for good. A
+// workflow still running (awaiting the verdict of a transfer seen at the
+// watch's end) keeps its hold. It returns how many it released.
+func (s *Service) ReleaseLapsedHolds(ctx context.Context, grace time.Duration) (int, error) {
+	if s.Temporal == nil {
+		return 0, ErrNoTemporal
+	}
+	rows, err := s.Store.LapsedRefundHolds(ctx, s.now().Add(-grace), 50)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range rows {
+		r := &rows[i]
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.RefundWorkflowID(r.ID), "")
+		var nf *serviceerror.NotFound
+		status := "gone"
+		switch {
+		case errors.As(err, &nf):
+		case err != nil:
+			s.log().Warn("refund hold: workflow not described", "refundId", r.ID, "err", err)
+			continue
+		case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			continue
+		default:
+			status = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+		}
+		msg := fmt.Sprintf("%s: its transfer was not seen paying the refund by the watch's end (its workflow %s before ending the watch); the amount is refundable again",
+			r.FailureReason, status)
+		if err := s.Store.EndRefundWatch(ctx, r.ID, *r.TxHash, msg); err != nil {
+			s.log().Warn("refund hold: not released", "refundId", r.ID, "err", err)
+			continue
+		}
+		s.log().Warn("refund hold: released the amount of a failed refund whose workflow ended without ending its watch",
+			"refundId", r.ID, "workflowStatus", status)
+		n++
+	}
+	return n, nil
+}
+
+// RunRepairer repairs every interval until ctx ends, and gives back the
+// amounts of lapsed watches (an hour past their end).
 func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
 	periodic.Run(ctx, interval, func(ctx context.Context) {
 		if _, err := s.RepairOnce(ctx, grace); err != nil && ctx.Err() == nil {
 			s.log().Warn("refund repair pass failed", "err", err)
+		}
+		if _, err := s.ReleaseLapsedHolds(ctx, time.Hour); err != nil && ctx.Err() == nil {
+			s.log().Warn("refund hold pass failed", "err", err)
 		}
 	})
 }

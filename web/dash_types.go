@@ -144,15 +144,17 @@ type dRefund struct {
 	ExpiresAt         time.Time   `json:"expiresAt"`
 	FailedAt          *time.Time  `json:"failedAt"`
 	WatchedUntil      *time.Time  `json:"watchedUntil"`
+	AmountHeld        bool        `json:"amountHeld"`
 	CreatedAt         time.Time   `json:"createdAt"`
 }
 
 // Watched says the refund failed while a transfer sent for it is still
 // watched (not found in time, or replaced by a re-send that failed):
-// landing, it makes the refund succeeded, so a new refund of the same
-// amount would pay twice.
+// landing, it makes the refund succeeded. Its amount is held meanwhile
+// (AmountHeld), or, on a refund failed before amounts were held, free, and
+// a new refund of it would pay twice.
 func (r dRefund) Watched() bool {
-	return r.Status == "failed" && r.WatchedUntil != nil && time.Now().Before(*r.WatchedUntil)
+	return r.Status == "failed" && r.WatchedUntil != nil && (r.AmountHeld || time.Now().Before(*r.WatchedUntil))
 }
 
 type dPaymentDetail struct {

@@ -503,8 +503,8 @@ func TestDashboardPayments(t *testing.T) {
 		t.Fatalf("refused create: %d %q", r.status, r.text("#refunds"))
 	}
 	// A refund failed TX_NOT_FOUND whose transfer is still watched: shown
-	// with its reason, and the form warns that refunding again may pay
-	// twice.
+	// with its reason and a notice that its amount stays reserved until the
+	// watch ends (nothing else is refundable: no form).
 	if _, err := d.st.SetRefundsEnabled(context.Background(), a.id, true); err != nil {
 		t.Fatal(err)
 	}
@@ -527,9 +527,11 @@ func TestDashboardPayments(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := a.get("/dashboard/test/payments/" + paid.ID)
-	if !strings.Contains(w.text("#refunds .refund"), "TX_NOT_FOUND: refund transaction not found") || !strings.Contains(w.text("#refund-watched"), "may pay the customer twice") ||
+	if !strings.Contains(w.text("#refunds .refund"), "TX_NOT_FOUND: refund transaction not found") ||
+		!strings.Contains(w.text("#refund-watched"), "Its 25.50 USDC stay reserved until then, so they cannot be refunded twice") ||
 		!strings.Contains(w.text("#refund-watched"), "still watched until "+watchedUntil.UTC().Format("2006-01-02 15:04 UTC")+" (it was not found on chain in time)") ||
-		!strings.Contains(w.text("#refund-balance"), "refundable 25.50 USDC") {
+		!strings.Contains(w.text("#refund-balance"), "refundable 0.00 USDC") || w.doc.Find("#refund-form").Length() != 0 ||
+		!strings.Contains(w.text("#refunds-none"), "still watched") {
 		t.Fatalf("watched refund: %q", w.text("#refunds"))
 	}
 	// Its hash can be replaced (the wallet sped the transfer up).

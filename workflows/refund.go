@@ -166,7 +166,8 @@ type refund struct {
 // (canonical token, from the merchant wallet that received the payment, to
 // the destination, at least the amount, confirmations, reorg-safe) and only
 // then marks the refund succeeded and emits payment.refunded. A wrong
-// transfer, or none, fails the refund and frees its amount. Activities
+// transfer, or none, fails the refund and frees its amount (once the late
+// watch of a transfer that may still land is over). Activities
 // write the read model before the workflow moves on.
 func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) {
 	if in.RefundID == "" || in.Units <= 0 || in.SourceWallet == "" || in.DestinationWallet == "" {
@@ -541,8 +542,9 @@ func (r *refund) replacedWatch() time.Duration {
 const watchGraceVersion = "refund-watch-grace"
 
 // failWatched fails the refund with its transfer's verdict (the amount is
-// free again), then watches the hashes that transfer replaced: one landing
-// and paying the refund makes it succeeded (the money left the merchant).
+// held while the watch lasts), then watches the hashes that transfer
+// replaced: one landing and paying the refund makes it succeeded (the money
+// left the merchant).
 func (r *refund) failWatched(ctx workflow.Context, res chain.VerifyResult, checks int) (RefundResult, error) {
 	until := workflow.Now(ctx).Add(r.replacedWatch())
 	msg := res.Message
@@ -693,11 +695,11 @@ func (r *refund) watchLate(ctx workflow.Context, t chain.RefundTransfer, until t
 // watchDetails tells the Web UI what the late watch checks.
 func (r *refund) watchDetails(ctx workflow.Context, t chain.RefundTransfer, until time.Time) {
 	if r.currentFailure != "" {
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed %s, still watched**: transfer `%s` failed on chain (%s); the transfer it replaced (`%s`) on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed %s, still watched**: transfer `%s` failed on chain (%s); the transfer it replaced (`%s`) on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount stays reserved meanwhile, and is refundable again when the watch ends without it).",
 			r.state.Reason, t.TxHash, r.currentFailure, strings.Join(r.state.Replaced, "`, `"), r.in.Network, until.UTC().Format(time.RFC3339)))
 		return
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed TX_NOT_FOUND, still watched**: transfer `%s` on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount is refundable again meanwhile).",
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Failed TX_NOT_FOUND, still watched**: transfer `%s` on %s is checked until %s; if it lands and pays the refund, the refund becomes succeeded (its amount stays reserved meanwhile, and is refundable again when the watch ends without it).",
 		t.TxHash, r.in.Network, until.UTC().Format(time.RFC3339)))
 }
 
