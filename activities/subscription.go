@@ -100,10 +100,46 @@ type InvoiceSessions interface {
 	VoidInvoiceSession(ctx context.Context, sessionID string) (string, error)
 }
 
+// ErrTypeExceptionRefused: the payment exception cannot pay the invoice
+// (closed meanwhile, another network, no such subscription). The API
+// answers 409.
+const ErrTypeExceptionRefused = "ExceptionRefused"
+
+// InvoiceExceptionRequest asks to record a payment exception's transfer
+// as the payment of a subscription's open invoice.
+type InvoiceExceptionRequest struct {
+	ExceptionID    string
+	SubscriptionID string
+	MerchantID     string
+	Mode           string
+	Note           string
+}
+
+// InvoiceExceptionPayment is the transaction recorded for it.
+type InvoiceExceptionPayment struct {
+	ExceptionID   string
+	TransactionID string
+	TxHash        string
+	Amount        string
+	Network       string
+}
+
+// InvoiceExceptions records payment exceptions as invoices' payments (the
+// store).
+type InvoiceExceptions interface {
+	// ResolveExceptionForInvoice records the transaction (once: asked again
+	// for the same subscription it answers the first) and answers the
+	// deliveries of its payment.completed event.
+	ResolveExceptionForInvoice(ctx context.Context, r InvoiceExceptionRequest) (InvoiceExceptionPayment, []string, error)
+}
+
 // SubscriptionActivities are the side effects of SubscriptionWorkflow.
 type SubscriptionActivities struct {
-	Store      SubscriptionStore
-	Sessions   InvoiceSessions
+	Store    SubscriptionStore
+	Sessions InvoiceSessions
+	// Exceptions records a payment exception as an invoice's payment (the
+	// settle-exception update).
+	Exceptions InvoiceExceptions
 	Dispatcher DeliveryDispatcher
 	// PublicBaseURL is where customers reach the hosted pages.
 	PublicBaseURL string
@@ -163,4 +199,27 @@ func (a *SubscriptionActivities) VoidInvoiceSession(ctx context.Context, session
 			ErrTypePaymentInFlight, err)
 	}
 	return status, err
+}
+
+// ResolveInvoiceException records a payment exception's transfer as the
+// open invoice's payment, then starts the deliveries of its
+// payment.completed. A refusal (the exception closed meanwhile, another
+// network) is not retried (ErrTypeExceptionRefused).
+func (a *SubscriptionActivities) ResolveInvoiceException(ctx context.Context, r InvoiceExceptionRequest) (InvoiceExceptionPayment, error) {
+	if a.Exceptions == nil || r.ExceptionID == "" || r.SubscriptionID == "" || r.MerchantID == "" {
+		return InvoiceExceptionPayment{}, temporal.NewNonRetryableApplicationError("exception, subscription and merchant are required", ErrTypeInvalidInput, nil)
+	}
+	p, ids, err := a.Exceptions.ResolveExceptionForInvoice(ctx, r)
+	if err != nil {
+		if errors.Is(err, apperr.ErrConflict) || errors.Is(err, apperr.ErrBadRequest) || errors.Is(err, apperr.ErrNotFound) {
+			return InvoiceExceptionPayment{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeExceptionRefused, err)
+		}
+		return InvoiceExceptionPayment{}, err
+	}
+	if len(ids) > 0 && a.Dispatcher != nil {
+		if err := a.Dispatcher.Dispatch(ctx, ids); err != nil {
+			return InvoiceExceptionPayment{}, err
+		}
+	}
+	return p, nil
 }

@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
 )
@@ -37,17 +40,19 @@ type exceptionJSON struct {
 	MerchantWalletAddress string       `json:"merchantWalletAddress"`
 	SessionIDs            []string     `json:"sessionIds"`
 	TransactionID         *string      `json:"transactionId"`
-	Message               string       `json:"message"`
-	Note                  string       `json:"note"`
-	ResolvedAt            *Time        `json:"resolvedAt"`
-	CreatedAt             Time         `json:"createdAt"`
-	UpdatedAt             Time         `json:"updatedAt"`
+	// SubscriptionID: the subscription whose open invoice it paid.
+	SubscriptionID *string `json:"subscriptionId"`
+	Message        string  `json:"message"`
+	Note           string  `json:"note"`
+	ResolvedAt     *Time   `json:"resolvedAt"`
+	CreatedAt      Time    `json:"createdAt"`
+	UpdatedAt      Time    `json:"updatedAt"`
 }
 
 func toExceptionJSON(e *models.PaymentException) exceptionJSON {
 	out := exceptionJSON{ID: e.ID, Kind: e.Kind, Status: e.Status, Network: e.Network, TxHash: e.TxHash, Amount: e.Amount,
 		ExpectedAmount: e.ExpectedAmount, PayerAddress: e.PayerAddress, MerchantWalletAddress: e.MerchantWalletAddress,
-		SessionIDs: append([]string{}, e.SessionIDs...), TransactionID: e.TransactionID, Message: e.Message, Note: e.Note,
+		SessionIDs: append([]string{}, e.SessionIDs...), TransactionID: e.TransactionID, SubscriptionID: e.SubscriptionID, Message: e.Message, Note: e.Note,
 		CreatedAt: ts(e.CreatedAt), UpdatedAt: ts(e.UpdatedAt)}
 	if e.ResolvedAt != nil {
 		t := ts(*e.ResolvedAt)
@@ -106,15 +111,18 @@ func (s *Server) getException(c *gin.Context) {
 }
 
 type resolveExceptionRequest struct {
-	SessionID     string `json:"sessionId"`
-	CustomerEmail string `json:"customerEmail"`
-	CustomerName  string `json:"customerName"`
-	Note          string `json:"note"`
+	SessionID      string `json:"sessionId"`
+	SubscriptionID string `json:"subscriptionId"`
+	CustomerEmail  string `json:"customerEmail"`
+	CustomerName   string `json:"customerName"`
+	Note           string `json:"note"`
 }
 
 // resolveException records the exception's transfer as a transaction of
 // the merchant, attached to a session (which must not have one) or to a
-// customer, and emits payment.completed for it.
+// customer, and emits payment.completed for it; or, given a
+// subscriptionId, pays that subscription's open invoice with it (its
+// workflow voids the invoice's session and renews the period).
 func (s *Server) resolveException(c *gin.Context) {
 	id, err := pathID(c.Param("id"))
 	if err != nil {
@@ -128,13 +136,21 @@ func (s *Server) resolveException(c *gin.Context) {
 	}
 	var v checker
 	r := models.Resolution{
-		SessionID:     v.uuidField("sessionId", req.SessionID, false),
-		CustomerEmail: v.email("customerEmail", req.CustomerEmail, false),
-		CustomerName:  v.text("customerName", req.CustomerName, false, 200),
-		Note:          v.text("note", req.Note, false, 500),
+		SessionID:      v.uuidField("sessionId", req.SessionID, false),
+		SubscriptionID: v.uuidField("subscriptionId", req.SubscriptionID, false),
+		CustomerEmail:  v.email("customerEmail", req.CustomerEmail, false),
+		CustomerName:   v.text("customerName", req.CustomerName, false, 200),
+		Note:           v.text("note", req.Note, false, 500),
+	}
+	if r.SubscriptionID != "" && (r.SessionID != "" || r.CustomerEmail != "" || r.CustomerName != "") {
+		v.Add("subscriptionId", "pays the subscription's open invoice for its customer: give it without sessionId, customerEmail or customerName")
 	}
 	if err := v.err(); err != nil {
 		fail(c, err)
+		return
+	}
+	if r.SubscriptionID != "" {
+		s.resolveIntoInvoice(c, id, r)
 		return
 	}
 	e, t, ids, err := s.Store.ResolveException(c.Request.Context(), principal(c).Scope(), id, r)
@@ -144,6 +160,62 @@ func (s *Server) resolveException(c *gin.Context) {
 	}
 	s.dispatch(c, ids)
 	respond(c, http.StatusOK, gin.H{"exception": toExceptionJSON(e), "transaction": toTransactionJSON(t)})
+}
+
+// resolveIntoInvoice pays a subscription's open invoice with the
+// exception's transfer. The read model answers what is plainly refused
+// (the exception closed, no such subscription, another network) before the
+// workflow is asked.
+func (s *Server) resolveIntoInvoice(c *gin.Context, id string, r models.Resolution) {
+	ctx, sc := c.Request.Context(), principal(c).Scope()
+	e, err := s.Store.PaymentExceptionOf(ctx, sc, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	sub, err := s.Store.Subscription(ctx, sc, r.SubscriptionID)
+	switch {
+	case errors.Is(err, apperr.ErrNotFound):
+		fail(c, apperr.Invalid("subscriptionId", "no such subscription"))
+		return
+	case err != nil:
+		fail(c, err)
+		return
+	case e.Status != models.ExceptionOpen:
+		fail(c, apperr.Conflict("the payment exception is already "+e.Status))
+		return
+	case e.Amount <= 0:
+		fail(c, apperr.Invalid("id", "the payment exception has no amount to record"))
+		return
+	case sub.Network != e.Network:
+		fail(c, apperr.Invalid("subscriptionId", "the subscription bills on "+sub.Network+", the transfer was on "+e.Network))
+		return
+	case s.Subscriptions == nil:
+		fail(c, errors.New("api: subscriptions are not configured"))
+		return
+	}
+	if _, err := s.Subscriptions.SettleFromException(ctx, sc, sub.ID, e.ID, r.Note); err != nil {
+		fail(c, err)
+		return
+	}
+	// The workflow wrote the read model before it answered.
+	if e, err = s.Store.PaymentExceptionOf(ctx, sc, id); err != nil {
+		fail(c, err)
+		return
+	}
+	if e.TransactionID == nil {
+		fail(c, fmt.Errorf("api: exception %s paid subscription %s without a transaction", e.ID, sub.ID))
+		return
+	}
+	t, err := s.Store.Transaction(ctx, sc, *e.TransactionID)
+	if err == nil {
+		sub, err = s.Store.Subscription(ctx, sc, sub.ID)
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, gin.H{"exception": toExceptionJSON(e), "transaction": toTransactionJSON(t), "subscription": toSubscriptionJSON(sub)})
 }
 
 type dismissExceptionRequest struct {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"slices"
 	"sort"
 	"testing"
@@ -168,6 +169,106 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	var res workflows.SubscriptionResult
 	if err := run.Get(ctx, &res); err != nil || res.Status != "canceled" || res.PaidPeriods != 3 {
 		t.Fatalf("workflow result %+v %v", res, err)
+	}
+}
+
+// TestSubscriptionRenewedFromAcceptedShortPayment: on the dev server and
+// the dev EVM chain the customer pays a subscription's invoice 0.30 short;
+// the session fails and the transfer becomes an underpaid payment
+// exception. The merchant accepts it for the subscription (resolve with
+// subscriptionId): the subscription's workflow voids the invoice's
+// session, the transfer is recorded as the customer's transaction, and the
+// period is renewed; subscription.renewed names the exception and the
+// transaction, payment.completed names the subscription. Another
+// merchant cannot touch the exception, nor can a second resolve.
+func TestSubscriptionRenewedFromAcceptedShortPayment(t *testing.T) {
+	ctx := context.Background()
+	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	reg := chain.DefaultRegistry()
+	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
+	key, session := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "subscription.renewed", "payment.completed")
+
+	sub := s.call("POST", "/api/subscriptions", key, map[string]any{"customerEmail": "ann@example.com",
+		"customerWalletAddress": dc.Customer().Hex(), "productName": "Coffee club", "amount": "4.20",
+		"billingInterval": "month", "network": "base_sepolia"}, 201)
+	id := sub["id"].(string)
+	var sessionID string
+	for deadline := time.Now().Add(20 * time.Second); sessionID == ""; time.Sleep(50 * time.Millisecond) {
+		if cur := s.call("GET", "/api/subscriptions/"+id, key, nil, 200); cur["latestCheckoutSessionId"] != nil {
+			sessionID = cur["latestCheckoutSessionId"].(string)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no invoice session: %v", cur)
+		}
+	}
+	if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: sessionID, Units: big.NewInt(3_900_000)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(sessionID, "failed", 30*time.Second)
+	var exc map[string]any
+	for deadline := time.Now().Add(20 * time.Second); exc == nil; time.Sleep(50 * time.Millisecond) {
+		if list := s.callList("GET", "/api/payment-exceptions?kind=underpaid", key); len(list) == 1 {
+			exc = list[0]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("exceptions %v", list)
+		}
+	}
+	excID := exc["id"].(string)
+	path := "/api/payment-exceptions/" + excID + "/resolve"
+
+	// Refused before anything is written.
+	s.call("POST", path, key, map[string]any{"subscriptionId": id, "customerEmail": "ann@example.com"}, 400)
+	s.call("POST", path, key, map[string]any{"subscriptionId": models.NewID()}, 400)
+	otherKey, _ := s.merchant()
+	s.call("POST", path, otherKey, map[string]any{"subscriptionId": id}, 404)
+
+	res := s.call("POST", path, key, map[string]any{"subscriptionId": id, "note": "accepted 0.30 short"}, 200)
+	e, txn, cur := res["exception"].(map[string]any), res["transaction"].(map[string]any), res["subscription"].(map[string]any)
+	if e["status"] != "resolved" || e["subscriptionId"] != id || e["transactionId"] != txn["id"] {
+		t.Fatalf("exception %v", e)
+	}
+	if units(txn["amount"]) != 3_900_000 || txn["customerEmail"] != "ann@example.com" || txn["txHash"] != exc["txHash"] {
+		t.Fatalf("transaction %v", txn)
+	}
+	if cur["status"] != "active" || cur["currentPeriodEnd"] == nil {
+		t.Fatalf("subscription %v", cur)
+	}
+	s.call("POST", path, key, map[string]any{"subscriptionId": id}, 409)
+
+	// The invoice's latest session (the one reopened after the short
+	// payment failed, or that one) cannot pay it a second time.
+	latest := cur["latestCheckoutSessionId"].(string)
+	if st := s.call("GET", "/api/checkout/session/"+latest, "", nil, 200)["session"].(map[string]any)["status"]; st != "cancelled" && st != "failed" {
+		t.Fatalf("the paid invoice's session %s is %v", latest, st)
+	}
+	got := rc.waitFor("renewed and completed", 20*time.Second, func(g []received) bool {
+		return slices.Contains(types(g), "subscription.renewed") && slices.Contains(types(g), "payment.completed")
+	})
+	for _, r := range got {
+		if r.VerifyErr != nil {
+			t.Fatalf("%s: %v", r.Event, r.VerifyErr)
+		}
+		data := r.Payload["data"].(map[string]any)
+		switch r.Event {
+		case "subscription.renewed":
+			validateSubscriptionEvent(t, r.Event, data)
+			inv := data["invoice"].(map[string]any)
+			if inv["exceptionId"] != excID || inv["transactionId"] != txn["id"] || inv["sessionId"] != nil || inv["amount"] != "3.90" {
+				t.Fatalf("renewed %v", inv)
+			}
+		case "payment.completed":
+			if data["subscriptionId"] != id || data["exceptionId"] != excID || data["transactionId"] != txn["id"] {
+				t.Fatalf("payment.completed %v", data)
+			}
+		}
 	}
 }
 

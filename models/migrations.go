@@ -376,6 +376,17 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// An exception resolved into a subscription's open invoice
+			// names it (PaymentException.SubscriptionID).
+			ID: "20261128_0020_exception_subscription",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasColumn(&PaymentException{}, "SubscriptionID") {
+					return m.AddColumn(&PaymentException{}, "SubscriptionID")
+				}
+				return nil
+			},
+		},
 	}
 }
 

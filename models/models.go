@@ -257,11 +257,14 @@ type PaymentException struct {
 	MerchantWalletAddress string       `gorm:"size:128"`
 	SessionIDs            StringList   `gorm:"type:text;not null"`
 	TransactionID         *string      `gorm:"size:36"`
-	Message               string       `gorm:"size:500"`
-	Note                  string       `gorm:"size:500"`
-	ResolvedAt            *time.Time
-	CreatedAt             time.Time
-	UpdatedAt             time.Time
+	// SubscriptionID is the subscription whose open invoice the exception
+	// was resolved into (its transfer accepted as that renewal's payment).
+	SubscriptionID *string `gorm:"size:36"`
+	Message        string  `gorm:"size:500"`
+	Note           string  `gorm:"size:500"`
+	ResolvedAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Customer is a payer known to a merchant in one mode; e-mail is unique per

@@ -132,10 +132,13 @@ func (s *Store) PaymentExceptionOf(ctx context.Context, sc Scope, id string) (*P
 type Resolution struct {
 	// SessionID is the session the money paid (one of the scope's; it must
 	// not have a transaction yet).
-	SessionID     string
-	CustomerEmail string
-	CustomerName  string
-	Note          string
+	SessionID string
+	// SubscriptionID is the subscription whose open invoice the money pays
+	// (ResolveExceptionForInvoice): the transaction goes to its customer.
+	SubscriptionID string
+	CustomerEmail  string
+	CustomerName   string
+	Note           string
 }
 
 // ResolveException turns an open exception into a transaction of the
@@ -161,6 +164,21 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 			TxHash: exc.TxHash, Status: "completed", Verification: VerificationVerified, WalletAddress: exc.PayerAddress,
 			MerchantWalletAddress: exc.MerchantWalletAddress, CustomerEmail: r.CustomerEmail, CustomerName: r.CustomerName,
 			Source: SourceException, CreatedAt: now}
+		if r.SubscriptionID != "" {
+			var sub Subscription
+			if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", r.SubscriptionID, sc.MerchantID, sc.Mode).Take(&sub).Error; err != nil {
+				if errors.Is(err, gorm.ErrRecordNotFound) {
+					return apperr.Invalid("subscriptionId", "no such subscription")
+				}
+				return err
+			}
+			if sub.Network != exc.Network {
+				return apperr.Invalid("subscriptionId", "the subscription bills on "+sub.Network+", the transfer was on "+exc.Network)
+			}
+			if t.CustomerEmail == "" {
+				t.CustomerEmail = sub.CustomerEmail
+			}
+		}
 		if r.SessionID != "" {
 			var cs CheckoutSession
 			if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", r.SessionID, sc.MerchantID, sc.Mode).Take(&cs).Error; err != nil {
@@ -204,8 +222,12 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 		// Conditional: a dismiss (or another resolve) that committed since
 		// the read above wins, and this one rolls back (PostgreSQL reads
 		// committed rows; SQLite serialises writers anyway).
-		res := tx.Model(&PaymentException{}).Where("id = ? AND status = ?", exc.ID, ExceptionOpen).Updates(map[string]any{
-			"status": ExceptionResolved, "transaction_id": t.ID, "note": truncate(r.Note, 500), "resolved_at": now, "updated_at": now})
+		fields := map[string]any{"status": ExceptionResolved, "transaction_id": t.ID, "note": truncate(r.Note, 500), "resolved_at": now, "updated_at": now}
+		if r.SubscriptionID != "" {
+			fields["subscription_id"] = r.SubscriptionID
+			exc.SubscriptionID = &r.SubscriptionID
+		}
+		res := tx.Model(&PaymentException{}).Where("id = ? AND status = ?", exc.ID, ExceptionOpen).Updates(fields)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -214,7 +236,8 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 		}
 		exc.Status, exc.TransactionID, exc.Note, exc.ResolvedAt = ExceptionResolved, &t.ID, r.Note, &now
 		data := map[string]any{"transactionId": t.ID, "exceptionId": exc.ID, "sessionId": t.SessionID, "paymentLinkId": t.PaymentLinkID,
-			"customerId": t.CustomerID, "customerEmail": t.CustomerEmail, "txHash": t.TxHash, "walletAddress": t.WalletAddress,
+			"subscriptionId": exc.SubscriptionID,
+			"customerId":     t.CustomerID, "customerEmail": t.CustomerEmail, "txHash": t.TxHash, "walletAddress": t.WalletAddress,
 			"merchantWalletAddress": t.MerchantWalletAddress, "amount": t.Amount.String(), "token": t.Token, "network": t.Network,
 			"livemode": sc.Mode == ModeLive}
 		var err error
@@ -223,6 +246,24 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 		return err
 	})
 	return &exc, txn, ids, err
+}
+
+// ResolveExceptionForInvoice records an open exception's transfer as the
+// payment of a subscription's open invoice (the subscription's workflow
+// asks, having voided the invoice's session): a transaction of the
+// subscription's customer, payment.completed naming the subscription, as
+// ResolveException does. Asked again for the same subscription (a retried
+// activity), it answers what was recorded, with no new deliveries.
+func (s *Store) ResolveExceptionForInvoice(ctx context.Context, sc Scope, id, subscriptionID, note string) (*PaymentException, *Transaction, []string, error) {
+	exc, err := s.PaymentExceptionOf(ctx, sc, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if exc.Status == ExceptionResolved && exc.SubscriptionID != nil && *exc.SubscriptionID == subscriptionID && exc.TransactionID != nil {
+		t, err := s.Transaction(ctx, sc, *exc.TransactionID)
+		return exc, t, nil, err
+	}
+	return s.ResolveException(ctx, sc, id, Resolution{SubscriptionID: subscriptionID, Note: note})
 }
 
 // DismissException closes an open exception without a transaction (the

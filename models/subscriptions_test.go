@@ -319,6 +319,71 @@ func TestExceptionNotResolvedIntoAnInvoiceSession(t *testing.T) {
 	})
 }
 
+// TestExceptionResolvedForAnInvoice: the subscription workflow's record of
+// an exception accepted for the open invoice: a transaction of the
+// subscription's customer, the exception naming the subscription, and
+// payment.completed naming both; asked again for the same subscription it
+// answers the first record and emits nothing; another network, another
+// merchant's subscription or another subscription afterwards is refused.
+func TestExceptionResolvedForAnInvoice(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "accepted@example.com")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		sub := newSubscription(t, st, m, "ann@example.com")
+		other := newSubscription(t, st, newMerchant(t, st, "other-accepted@example.com"), "bob@example.com")
+		if err := st.CreateWebhookEndpoint(ctx, &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/p",
+			Events: models.StringList{"payment.completed"}, Secret: "whsec_dGVzdA=="}); err != nil {
+			t.Fatal(err)
+		}
+		open := func(network, hash string) *models.PaymentException {
+			exc := &models.PaymentException{MerchantID: m.ID, Mode: models.ModeTest, Network: network, TxHash: hash, Kind: models.ExceptionUnderpaid,
+				Amount: sub.Amount - 300_000, ExpectedAmount: sub.Amount, PayerAddress: "0x2222222222222222222222222222222222222222",
+				MerchantWalletAddress: subWallet}
+			if _, err := st.OpenException(ctx, exc); err != nil {
+				t.Fatal(err)
+			}
+			return exc
+		}
+		exc := open("base_sepolia", "0x"+strings.Repeat("ab", 32))
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, other.ID, ""); !errors.Is(err, apperr.ErrBadRequest) {
+			t.Fatalf("another merchant's subscription: %v", err)
+		}
+		e, txn, ids, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, "accepted short")
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("resolve: %v, %d deliveries", err, len(ids))
+		}
+		if e.Status != models.ExceptionResolved || e.SubscriptionID == nil || *e.SubscriptionID != sub.ID || e.Note != "accepted short" ||
+			txn.CustomerEmail != "ann@example.com" || txn.CustomerID == nil || txn.Amount != exc.Amount || txn.SessionID != nil {
+			t.Fatalf("exception %+v, transaction %+v", e, txn)
+		}
+		d, err := st.WebhookDelivery(ctx, ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var payload map[string]any
+		if err := json.Unmarshal([]byte(d.Payload), &payload); err != nil {
+			t.Fatal(err)
+		}
+		if data := payload["data"].(map[string]any); data["subscriptionId"] != sub.ID || data["exceptionId"] != exc.ID || data["transactionId"] != txn.ID {
+			t.Fatalf("payment.completed %v", data)
+		}
+		again, txn2, ids2, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, "accepted short")
+		if err != nil || len(ids2) != 0 || txn2.ID != txn.ID || again.Status != models.ExceptionResolved {
+			t.Fatalf("asked again: %+v %+v %v %v", again, txn2, ids2, err)
+		}
+		sub2 := newSubscription(t, st, m, "cy@example.com")
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub2.ID, ""); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("resolved for another subscription: %v", err)
+		}
+		polygon := open("polygon_amoy", "0x"+strings.Repeat("cd", 32))
+		var v *apperr.ValidationError
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, polygon.ID, sub.ID, ""); !errors.As(err, &v) || !v.Has("subscriptionId") {
+			t.Fatalf("another network: %v", err)
+		}
+	})
+}
+
 // newInvoiceSession opens the first invoice's session of sub, with the
 // payment reference ref, until expires.
 func newInvoiceSession(t *testing.T, st *models.Store, sub *models.Subscription, ref string, expires time.Time) *models.CheckoutSession {

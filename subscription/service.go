@@ -264,11 +264,20 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 			return workflows.SubscriptionState{}, err
 		}
 	}
+	st, err := s.update(ctx, id, workflows.SubscriptionActionUpdate, workflows.ActionRequest{Action: action})
+	if err != nil {
+		return st, s.mapError(ctx, sc, id, err)
+	}
+	return st, nil
+}
+
+// update runs one of the workflow's updates and answers the state it
+// leaves; unanswered in time, a 503 with Retry-After.
+func (s *Service) update(ctx context.Context, id, name string, arg any) (workflows.SubscriptionState, error) {
 	uctx, cancel := context.WithTimeout(ctx, workflows.UpdateTimeout(s.UpdateTimeout))
 	defer cancel()
 	h, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.SubscriptionWorkflowID(id), UpdateName: workflows.SubscriptionActionUpdate,
-		Args: []any{workflows.ActionRequest{Action: action}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: workflows.SubscriptionWorkflowID(id), UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var st workflows.SubscriptionState
 	if err == nil {
@@ -277,10 +286,39 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 	if workflows.UpdateUnanswered(ctx, uctx, err) {
 		return st, apperr.Unavailable("the subscription service is temporarily unavailable; retry shortly", workflows.UnavailableRetryAfter)
 	}
+	return st, err
+}
+
+// SettleFromException pays the subscription's open invoice with a payment
+// exception's transfer the merchant accepts (short, late, from another
+// wallet): the workflow voids the invoice's session, records the exception
+// as the customer's transaction and renews the period. A subscription with
+// nothing due, a transfer to the invoice's session being confirmed, a
+// session found paid, or an exception closed meanwhile is a conflict.
+func (s *Service) SettleFromException(ctx context.Context, sc models.Scope, id, exceptionID, note string) (workflows.SubscriptionState, error) {
+	sub, err := s.Store.Subscription(ctx, sc, id)
 	if err != nil {
-		return st, s.mapError(ctx, sc, id, err)
+		return workflows.SubscriptionState{}, err
 	}
-	return st, nil
+	if sub.Status != models.SubRenewalPending && sub.Status != models.SubPastDue {
+		return workflows.SubscriptionState{}, apperr.Conflict("the subscription has no open invoice (it is " + sub.Status + "): only a renewal_pending or past_due one can be paid")
+	}
+	st, err := s.update(ctx, id, workflows.SubscriptionSettleUpdate, workflows.SettleRequest{ExceptionID: exceptionID, Note: note})
+	if err == nil {
+		return st, nil
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case workflows.ErrTypeNoOpenInvoice, workflows.ErrTypeInvoicePaid, activities.ErrTypePaymentInFlight, activities.ErrTypeExceptionRefused:
+			return st, apperr.Conflict(appErr.Message())
+		}
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return st, apperr.Conflict("the subscription has no open invoice (its workflow has ended)")
+	}
+	return st, err
 }
 
 // mapError turns a workflow's refusal into the domain error the API maps.

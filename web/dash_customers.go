@@ -96,7 +96,7 @@ func (p *Pages) exceptionResolveForm(c *gin.Context) {
 		return
 	}
 	body := map[string]string{}
-	for _, f := range []string{"sessionId", "customerEmail", "customerName", "note"} {
+	for _, f := range []string{"sessionId", "subscriptionId", "customerEmail", "customerName", "note"} {
 		if v := strings.TrimSpace(c.PostForm(f)); v != "" {
 			body[f] = v
 		}

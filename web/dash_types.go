@@ -271,6 +271,7 @@ type dException struct {
 	MerchantWalletAddress string      `json:"merchantWalletAddress"`
 	SessionIDs            []string    `json:"sessionIds"`
 	TransactionID         *string     `json:"transactionId"`
+	SubscriptionID        *string     `json:"subscriptionId"`
 	Message               string      `json:"message"`
 	Note                  string      `json:"note"`
 	CreatedAt             time.Time   `json:"createdAt"`

@@ -870,6 +870,12 @@ func TestDashboardCustomersAndExceptions(t *testing.T) {
 		!strings.Contains(bad.text("#exception-"+e1+" .error"), "customerEmail:") {
 		t.Fatalf("bad resolve %d %q", bad.status, bad.text("#exception-"+e1))
 	}
+	// The subscription it renews goes to the API (alone: here with an
+	// e-mail, refused, the form's error at the exception).
+	if bad := a.post("/dashboard/test/exceptions/"+e1+"/resolve", url.Values{"subscriptionId": {models.NewID()}, "customerEmail": {"ann@example.com"}}); bad.status != 400 ||
+		!strings.Contains(bad.text("#exception-"+e1+" .error"), "subscriptionId:") || bad.doc.Find("#sub-"+e1).Length() != 1 {
+		t.Fatalf("resolve into a subscription with an e-mail %d %q", bad.status, bad.text("#exception-"+e1))
+	}
 	b := d.signup("Other")
 	if r := b.post("/dashboard/test/exceptions/"+e1+"/dismiss", nil); r.status != 404 {
 		t.Fatalf("B dismissed A's exception: %d", r.status)

@@ -99,3 +99,16 @@ func (a subscriptionStore) RecordSubscription(ctx context.Context, r activities.
 	}
 	return a.s.RecordSubscription(ctx, rec)
 }
+
+// invoiceExceptions adapts the store to activities.InvoiceExceptions.
+type invoiceExceptions struct{ s *models.Store }
+
+func (a invoiceExceptions) ResolveExceptionForInvoice(ctx context.Context, r activities.InvoiceExceptionRequest) (activities.InvoiceExceptionPayment, []string, error) {
+	sc := models.Scope{MerchantID: r.MerchantID, Mode: models.Mode(r.Mode)}
+	exc, t, ids, err := a.s.ResolveExceptionForInvoice(ctx, sc, r.ExceptionID, r.SubscriptionID, r.Note)
+	if err != nil {
+		return activities.InvoiceExceptionPayment{}, nil, err
+	}
+	return activities.InvoiceExceptionPayment{ExceptionID: exc.ID, TransactionID: t.ID, TxHash: t.TxHash, Amount: t.Amount.String(),
+		Network: t.Network}, ids, nil
+}

@@ -157,6 +157,7 @@ func New(c client.Client, cfg Config) ([]sdkworker.Worker, error) {
 	if cfg.Sessions != nil {
 		cw.RegisterWorkflow(workflows.SubscriptionWorkflow)
 		cw.RegisterActivity(&activities.SubscriptionActivities{Store: subscriptionStore{cfg.Store}, Sessions: cfg.Sessions,
+			Exceptions: invoiceExceptions{cfg.Store},
 			Dispatcher: dispatcher, PublicBaseURL: cfg.PublicBaseURL})
 	}
 	ww := sdkworker.New(c, cfg.WebhookQueue, opts)

@@ -24,6 +24,28 @@ const (
 	SubscriptionSessionSignal = "session_finished"
 	// SubscriptionStatusQuery answers the workflow's state.
 	SubscriptionStatusQuery = "status"
+	// SubscriptionSettleUpdate takes a payment exception's transfer as the
+	// open invoice's payment (POST /api/payment-exceptions/{id}/resolve
+	// with subscriptionId): a SettleRequest, answered with the state.
+	SubscriptionSettleUpdate = "settle_exception"
+)
+
+// SettleRequest is the settle update's argument: the exception whose
+// transfer the merchant accepts for the open invoice (short, late, from
+// another wallet), and the merchant's note on it.
+type SettleRequest struct {
+	ExceptionID string
+	Note        string
+}
+
+// Refusals of the settle update (409).
+const (
+	// ErrTypeNoOpenInvoice: nothing is due (trialing, active, paused,
+	// canceled).
+	ErrTypeNoOpenInvoice = "NoOpenInvoice"
+	// ErrTypeInvoicePaid: the invoice's own session turned out paid when
+	// it was voided; the exception stays open.
+	ErrTypeInvoicePaid = "InvoicePaid"
 )
 
 // Actions of PATCH /api/subscriptions.
@@ -284,8 +306,12 @@ func (s *subscriptionRun) registerHandlers(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, SubscriptionActionUpdate, s.act,
-		workflow.UpdateHandlerOptions{Validator: s.validateAction})
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SubscriptionActionUpdate, s.act,
+		workflow.UpdateHandlerOptions{Validator: s.validateAction}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, SubscriptionSettleUpdate, s.settleException,
+		workflow.UpdateHandlerOptions{Validator: s.validateSettle})
 }
 
 // periodEnd is the end of the n-th period after the anchor.
@@ -537,9 +563,15 @@ func (s *subscriptionRun) newStep(ctx workflow.Context) {
 // settle takes the open invoice as paid by sessionID: its period becomes
 // the current one (anchored: a late payment does not move the calendar).
 func (s *subscriptionRun) settle(ctx workflow.Context, sessionID string) error {
-	inv := s.st.Invoice
-	data := s.invoiceData(inv.Reminders)
+	data := s.invoiceData(s.st.Invoice.Reminders)
 	data["invoice"].(map[string]any)["sessionId"] = sessionID
+	return s.renew(ctx, sessionID, data)
+}
+
+// renew records the open invoice as paid (subscription.renewed with data)
+// and makes its period the current one.
+func (s *subscriptionRun) renew(ctx workflow.Context, sessionID string, data map[string]any) error {
+	inv := s.st.Invoice
 	s.st.CurrentPeriodStart, s.st.CurrentPeriodEnd = inv.PeriodStart, inv.PeriodEnd
 	s.st.NextPeriod++
 	s.st.PaidPeriods++
@@ -760,6 +792,76 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 	}
 	s.version++
 	if err != nil {
+		return SubscriptionState{}, err
+	}
+	return s.st, nil
+}
+
+// noOpenInvoice says why nothing can be settled now (nil: an invoice is
+// open).
+func (s *subscriptionRun) noOpenInvoice() error {
+	if s.st.Invoice == nil || s.st.Status == models.SubCanceled {
+		return temporal.NewApplicationError("the subscription has no open invoice (it is "+s.st.Status+"): only a renewal_pending or past_due one can be paid",
+			ErrTypeNoOpenInvoice)
+	}
+	return nil
+}
+
+func (s *subscriptionRun) validateSettle(ctx workflow.Context, req SettleRequest) error {
+	if req.ExceptionID == "" {
+		return temporal.NewApplicationError("an exception id is required", ErrTypeBadUpdate)
+	}
+	return s.noOpenInvoice()
+}
+
+// settleException pays the open invoice with a payment exception's
+// transfer, which the merchant accepts (short, late, from another wallet):
+// the invoice's session is voided first (refused while a transfer to it is
+// being confirmed: that one decides; one found paid settles the invoice,
+// and the exception stays open), then the exception is recorded as the
+// customer's transaction, and the invoice's period renewed with it
+// (subscription.renewed names the exception and the transaction). If the
+// exception cannot be recorded (closed meanwhile), the invoice gets a
+// session to pay with again.
+func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleRequest) (SubscriptionState, error) {
+	if err := s.mu.Lock(ctx); err != nil {
+		return SubscriptionState{}, err
+	}
+	defer s.mu.Unlock()
+	defer func() { s.version++ }()
+	if err := s.noOpenInvoice(); err != nil {
+		return SubscriptionState{}, err
+	}
+	inv := s.st.Invoice
+	var status string
+	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, inv.SessionID).Get(ctx, &status); err != nil {
+		return SubscriptionState{}, err
+	}
+	if status == models.StatusComplete {
+		if err := s.settle(ctx, inv.SessionID); err != nil {
+			return SubscriptionState{}, err
+		}
+		return SubscriptionState{}, temporal.NewApplicationError("the invoice was paid by its own checkout session meanwhile; the exception stays open",
+			ErrTypeInvoicePaid)
+	}
+	r := activities.InvoiceExceptionRequest{ExceptionID: req.ExceptionID, SubscriptionID: s.st.SubscriptionID, MerchantID: s.st.MerchantID,
+		Mode: s.st.Mode, Note: req.Note}
+	var paid activities.InvoiceExceptionPayment
+	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.ResolveInvoiceException, r).Get(ctx, &paid); err != nil {
+		if utcNow(ctx).Before(inv.SessionExpiresAt) {
+			if oerr := s.openSession(ctx, inv.SessionExpiresAt); oerr != nil {
+				return SubscriptionState{}, oerr
+			}
+			if rerr := s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(inv.Reminders))); rerr != nil {
+				return SubscriptionState{}, rerr
+			}
+		}
+		return SubscriptionState{}, err
+	}
+	data := s.invoiceData(inv.Reminders)
+	d := data["invoice"].(map[string]any)
+	d["sessionId"], d["exceptionId"], d["transactionId"], d["txHash"], d["amount"] = nil, paid.ExceptionID, paid.TransactionID, paid.TxHash, paid.Amount
+	if err := s.renew(ctx, s.st.LatestSessionID, data); err != nil {
 		return SubscriptionState{}, err
 	}
 	return s.st, nil

@@ -33,6 +33,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_cancel_in_flight.json",  // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
 	"testdata/subscription_resumed.json",           // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
 	"testdata/subscription_reopened_past_due.json", // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
+	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed; cancel_now
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -96,8 +97,10 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	rec.sessions.now = time.Now
 	w := worker.New(c, rec.queue, worker.Options{})
 	w.RegisterWorkflow(SubscriptionWorkflow)
+	exceptions := newSubFakeExceptions()
+	exceptions.refuse["exc_replay_gone"] = true
 	w.RegisterActivity(&activities.SubscriptionActivities{Store: &subSeqStore{stores: map[string]*subFakeStore{}}, Sessions: rec.sessions,
-		Dispatcher: &checkoutFakeDispatcher{}, PublicBaseURL: "https://pay.example"})
+		Exceptions: exceptions, Dispatcher: &checkoutFakeDispatcher{}, PublicBaseURL: "https://pay.example"})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +230,36 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	cancelSession(rec.waitSessions(base + 5)[base+4]) // the past_due step's session
 	rec.pay(id, rec.waitSessions(base + 6)[base+5])
 	save(id.id, rec.waitContinued(id), subscriptionHistoryFiles[8])
+
+	// 10. The merchant resolves payment exceptions into the open invoice:
+	// one closed meanwhile (refused: its session voided, a new one
+	// opened), then another (its session voided, renewed); cancel_now.
+	base = len(rec.sessions.all())
+	id = rec.start("sub_replay_settled_exception", long, 0)
+	rec.waitSessions(base + 1)
+	if _, err := rec.settle(id, "exc_replay_gone"); !checkoutIsType(err, activities.ErrTypeExceptionRefused) {
+		t.Fatalf("settle with a closed exception: %v", err)
+	}
+	rec.waitSessions(base + 2)
+	if st, err := rec.settle(id, "exc_replay"); err != nil || st.Status != models.SubActive {
+		t.Fatalf("settle: %+v %v", st, err)
+	}
+	if st, err := rec.action(id, ActionCancelNow); err != nil || st.Status != models.SubCanceled {
+		t.Fatalf("cancel_now: %+v %v", st, err)
+	}
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[9])
+}
+
+// settle sends the settle update for exception excID.
+func (r *subRecorder) settle(run subRun, excID string) (SubscriptionState, error) {
+	h, err := r.c.UpdateWorkflow(r.ctx, client.UpdateWorkflowOptions{
+		UpdateID: fmt.Sprintf("settle-%d", r.updates.Add(1)), WorkflowID: run.id,
+		UpdateName: SubscriptionSettleUpdate, Args: []any{SettleRequest{ExceptionID: excID}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var st SubscriptionState
+	if err == nil {
+		err = h.Get(r.ctx, &st)
+	}
+	return st, err
 }
 
 // subSeqStore keeps one fake store per subscription (each has its own

@@ -119,6 +119,40 @@ func (s *subFakeStore) latest() activities.SubscriptionRecord {
 	return s.last
 }
 
+// subFakeExceptions is the store's side of the settle update: it records an
+// exception once (asked again for the same subscription it answers the
+// first), refuses the ids in refuse (closed meanwhile), and keeps the
+// requests.
+type subFakeExceptions struct {
+	mu       sync.Mutex
+	refuse   map[string]bool
+	resolved map[string]activities.InvoiceExceptionRequest
+	requests []activities.InvoiceExceptionRequest
+}
+
+func newSubFakeExceptions() *subFakeExceptions {
+	return &subFakeExceptions{refuse: map[string]bool{}, resolved: map[string]activities.InvoiceExceptionRequest{}}
+}
+
+func (f *subFakeExceptions) ResolveExceptionForInvoice(_ context.Context, r activities.InvoiceExceptionRequest) (activities.InvoiceExceptionPayment, []string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, r)
+	paid := activities.InvoiceExceptionPayment{ExceptionID: r.ExceptionID, TransactionID: "txn-" + r.ExceptionID, TxHash: "0xfeed" + r.ExceptionID,
+		Amount: "3.90", Network: checkoutNetwork}
+	if prev, ok := f.resolved[r.ExceptionID]; ok {
+		if prev.SubscriptionID != r.SubscriptionID {
+			return activities.InvoiceExceptionPayment{}, nil, apperr.Conflict("the payment exception is already resolved")
+		}
+		return paid, nil, nil
+	}
+	if f.refuse[r.ExceptionID] {
+		return activities.InvoiceExceptionPayment{}, nil, apperr.Conflict("the payment exception was closed meanwhile")
+	}
+	f.resolved[r.ExceptionID] = r
+	return paid, []string{"dlv:" + r.ExceptionID}, nil
+}
+
 // subFakeSession is one invoice session of the fake checkout side.
 type subFakeSession struct {
 	ID       string
@@ -273,12 +307,13 @@ func (u *subUpdate) errType() string {
 // after every paid period) on one test clock, with one fake store and one
 // fake checkout side.
 type subHarness struct {
-	t        *testing.T
-	store    *subFakeStore
-	sessions *subFakeSessions
-	st       SubscriptionState // the next run's input
-	now      time.Time         // the next run's start
-	env      *testsuite.TestWorkflowEnvironment
+	t          *testing.T
+	store      *subFakeStore
+	sessions   *subFakeSessions
+	exceptions *subFakeExceptions
+	st         SubscriptionState // the next run's input
+	now        time.Time         // the next run's start
+	env        *testsuite.TestWorkflowEnvironment
 	// plan decides what the customer does with each new session.
 	plan func(s *subFakeSession) subPayment
 	// dropSignals loses every session signal (the workflow must look).
@@ -293,7 +328,7 @@ type subHarness struct {
 // newSubHarness starts a subscription at subStart: a trial of trialDays
 // (none: the first invoice is due at once), monthly, default policy.
 func newSubHarness(t *testing.T, start time.Time, trialDays int, interval billing.Interval) *subHarness {
-	h := &subHarness{t: t, store: newSubFakeStore(), sessions: newSubFakeSessions(), now: start,
+	h := &subHarness{t: t, store: newSubFakeStore(), sessions: newSubFakeSessions(), exceptions: newSubFakeExceptions(), now: start,
 		plan: func(*subFakeSession) subPayment { return payAfter(2 * time.Hour) }}
 	h.sessions.now = func() time.Time {
 		if h.env != nil {
@@ -430,6 +465,27 @@ func (h *subHarness) action(t time.Time, action string) *subUpdate {
 	return u
 }
 
+// settle sends the settle update for exception excID at time t.
+func (h *subHarness) settle(t time.Time, excID string) *subUpdate {
+	h.updates++
+	u := &subUpdate{action: "settle " + excID}
+	id := fmt.Sprintf("settle-%d", h.updates)
+	h.at(t, func() {
+		env := h.env
+		env.UpdateWorkflow(SubscriptionSettleUpdate, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() { u.accepted = true },
+			OnReject: func(err error) { u.rejected, u.done, u.at = err, true, env.Now() },
+			OnComplete: func(v any, err error) {
+				u.err, u.done, u.at = err, true, env.Now()
+				if st, ok := v.(SubscriptionState); ok {
+					u.state = st
+				}
+			},
+		}, SettleRequest{ExceptionID: excID, Note: "accepted short"})
+	})
+	return u
+}
+
 // runOnce runs one workflow run from h.st at h.now. It reports whether the
 // workflow continued as new (h.st is then the next run's input).
 func (h *subHarness) runOnce() bool {
@@ -440,7 +496,7 @@ func (h *subHarness) runOnce() bool {
 	env.SetStartTime(h.now)
 	h.env = env
 	env.RegisterWorkflow(SubscriptionWorkflow)
-	env.RegisterActivity(&activities.SubscriptionActivities{Store: h.store, Sessions: h.sessions,
+	env.RegisterActivity(&activities.SubscriptionActivities{Store: h.store, Sessions: h.sessions, Exceptions: h.exceptions,
 		Dispatcher: &checkoutFakeDispatcher{}, PublicBaseURL: "https://pay.example"})
 	env.SetOnActivityCompletedListener(func(info *activity.Info, result converter.EncodedValue, err error) {
 		if info.ActivityType.Name != "OpenInvoiceSession" || err != nil {
@@ -1220,4 +1276,131 @@ func TestSubscriptionIntervals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A renewal paid short, accepted by the merchant: during past_due the
+// merchant resolves the customer's payment exception into the
+// subscription. The invoice's session is voided, the exception recorded
+// (once) for the subscription, and the invoice's period renewed on its
+// anchored dates with subscription.renewed naming the exception and the
+// transaction; the next invoice follows on the calendar.
+func TestSubscriptionSettledFromException(t *testing.T) {
+	h := newSubHarness(t, subStart, 0, billing.Month)
+	n := 0
+	h.plan = func(*subFakeSession) subPayment {
+		n++
+		if n == 2 || n == 3 {
+			return subPayment{} // the renewal and its past_due session: paid short, outside them
+		}
+		return payAfter(time.Hour)
+	}
+	feb28 := billing.PeriodEnd(subStart, billing.Month, 1, 1)
+	mar31 := billing.PeriodEnd(subStart, billing.Month, 1, 2)
+	pastDue := feb28.Add(72 * time.Hour)
+	u := h.settle(pastDue.Add(10*time.Hour), "exc_1")
+	h.runUntil(6, func() bool { return len(h.carried) == 2 })
+	if !u.accepted || u.err != nil || u.state.Status != models.SubActive || !u.state.CurrentPeriodStart.Equal(feb28) ||
+		!u.state.CurrentPeriodEnd.Equal(mar31) || u.state.Invoice != nil {
+		t.Fatalf("settle %+v (%s)", u, u.errType())
+	}
+	want := []string{"subscription.created", "subscription.renewal_due", "subscription.renewed", "subscription.renewal_due",
+		"subscription.past_due", "subscription.renewed", "subscription.renewal_due", "subscription.renewed"}
+	if got := h.store.types(); !slices.Equal(got, want) {
+		t.Fatalf("events %v", got)
+	}
+	sessions := h.sessions.all()
+	if len(h.sessions.voided) != 1 || h.sessions.voided[0] != sessions[2].ID {
+		t.Fatalf("voided %v, want the past_due session %s", h.sessions.voided, sessions[2].ID)
+	}
+	if len(h.exceptions.requests) != 1 || h.exceptions.requests[0] != (activities.InvoiceExceptionRequest{ExceptionID: "exc_1",
+		SubscriptionID: subID, MerchantID: "mer_1", Mode: "test", Note: "accepted short"}) {
+		t.Fatalf("exception requests %+v", h.exceptions.requests)
+	}
+	paid := h.store.ofType("subscription.renewed")[1]
+	inv := invoiceOf(t, paid)
+	if !paid.At.Equal(pastDue.Add(10*time.Hour)) || paid.Record.Status != models.SubActive || !paid.Record.CurrentPeriodStart.Equal(feb28) ||
+		inv["exceptionId"] != "exc_1" || inv["transactionId"] != "txn-exc_1" || inv["sessionId"] != nil || num(inv["number"]) != 2 {
+		t.Fatalf("renewed by the exception %+v at %s", inv, paid.At)
+	}
+	if next := h.store.ofType("subscription.renewal_due")[2]; !next.At.Equal(mar31) {
+		t.Fatalf("next invoice at %s, want %s", next.At, mar31)
+	}
+}
+
+// The settle update's refusals: nothing due; a transfer to the invoice's
+// session being confirmed (its verdict decides); the exception closed
+// meanwhile (the invoice gets a session again); the session found paid as
+// it is voided (it renews; the exception stays open).
+func TestSubscriptionSettleRefusals(t *testing.T) {
+	t.Run("nothing due", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		u := h.settle(subStart.Add(24*time.Hour), "exc_1")
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		if u.rejected == nil || u.errType() != ErrTypeNoOpenInvoice || len(h.exceptions.requests) != 0 {
+			t.Fatalf("settle while trialing: %+v (%s)", u, u.errType())
+		}
+	})
+	t.Run("payment in flight", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		h.plan = func(*subFakeSession) subPayment {
+			return subPayment{pay: true, after: time.Hour, inFlight: 2 * time.Hour}
+		}
+		u := h.settle(subStart.Add(90*time.Minute), "exc_1")
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		if !u.accepted || u.errType() != activities.ErrTypePaymentInFlight || len(h.exceptions.requests) != 0 {
+			t.Fatalf("settle during confirmation: %+v (%s)", u, u.errType())
+		}
+		if r := h.store.ofType("subscription.renewed"); len(r) != 1 || invoiceOf(t, r[0])["sessionId"] != h.sessions.all()[0].ID {
+			t.Fatalf("renewed %+v", r)
+		}
+	})
+	t.Run("exception closed meanwhile", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		n := 0
+		h.plan = func(*subFakeSession) subPayment {
+			n++
+			if n == 1 {
+				return subPayment{}
+			}
+			return payAfter(time.Hour)
+		}
+		h.exceptions.refuse["exc_gone"] = true
+		u := h.settle(subStart.Add(2*time.Hour), "exc_gone")
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		if !u.accepted || u.errType() != activities.ErrTypeExceptionRefused {
+			t.Fatalf("settle with a closed exception: %+v (%s)", u, u.errType())
+		}
+		want := []string{"subscription.created", "subscription.renewal_due", "subscription.renewal_due", "subscription.renewed"}
+		if got := h.store.types(); !slices.Equal(got, want) {
+			t.Fatalf("events %v", got)
+		}
+		s := h.sessions.all()
+		if len(s) != 2 || len(h.sessions.voided) != 1 || h.sessions.voided[0] != s[0].ID || !s[1].Req.ExpiresAt.Equal(s[0].Req.ExpiresAt) {
+			t.Fatalf("sessions %d, voided %v", len(s), h.sessions.voided)
+		}
+		if due := invoiceOf(t, h.store.ofType("subscription.renewal_due")[1]); due["sessionId"] != s[1].ID {
+			t.Fatalf("the new session is not announced: %+v", due)
+		}
+	})
+	t.Run("session paid as it is voided", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		n := 0
+		h.plan = func(*subFakeSession) subPayment {
+			n++
+			if n == 1 {
+				return subPayment{}
+			}
+			return payAfter(time.Hour)
+		}
+		h.sessions.beforeVoid = func(s *subFakeSession) { s.Status = models.StatusComplete }
+		u := h.settle(subStart.Add(2*time.Hour), "exc_1")
+		h.runUntil(3, func() bool { return len(h.carried) == 1 })
+		if !u.accepted || u.errType() != ErrTypeInvoicePaid || len(h.exceptions.requests) != 0 {
+			t.Fatalf("settle as the session was paid: %+v (%s)", u, u.errType())
+		}
+		r := h.store.ofType("subscription.renewed")
+		if len(r) < 1 || invoiceOf(t, r[0])["sessionId"] != h.sessions.all()[0].ID || !r[0].At.Equal(subStart.Add(2*time.Hour)) {
+			t.Fatalf("renewed %v", h.store.types())
+		}
+	})
 }
