@@ -89,7 +89,8 @@ type RefundStore interface {
 	FinishLateRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
 	// EndRefundWatch records that the watch of a failed refund ended
 	// without a transfer paying it: the message replaces the failure
-	// message, and the refund is no longer watched (nothing else changes).
+	// message, the refund is no longer watched, and the amount it held is
+	// refundable again.
 	EndRefundWatch(ctx context.Context, refundID, txHash, message string) error
 	// NoteRefundWatch replaces the failure message of a refund still
 	// watched (the watch goes on; nothing else changes).

@@ -110,9 +110,11 @@ const ErrTypeExceptionRefused = "ExceptionRefused"
 type InvoiceExceptionRequest struct {
 	ExceptionID    string
 	SubscriptionID string
-	MerchantID     string
-	Mode           string
-	Note           string
+	// Invoice is the open invoice's number: one exception pays one invoice.
+	Invoice    int
+	MerchantID string
+	Mode       string
+	Note       string
 }
 
 // InvoiceExceptionPayment is the transaction recorded for it.

@@ -165,7 +165,8 @@ func (s *Server) resolveException(c *gin.Context) {
 // resolveIntoInvoice pays a subscription's open invoice with the
 // exception's transfer. The read model answers what is plainly refused
 // (the exception closed, no such subscription, another network) before the
-// workflow is asked.
+// workflow is asked, and an exception already resolved into this
+// subscription as it stands (a client retrying after a timeout).
 func (s *Server) resolveIntoInvoice(c *gin.Context, id string, r models.Resolution) {
 	ctx, sc := c.Request.Context(), principal(c).Scope()
 	e, err := s.Store.PaymentExceptionOf(ctx, sc, id)
@@ -180,6 +181,9 @@ func (s *Server) resolveIntoInvoice(c *gin.Context, id string, r models.Resoluti
 		return
 	case err != nil:
 		fail(c, err)
+		return
+	case e.Status == models.ExceptionResolved && e.SubscriptionID != nil && *e.SubscriptionID == sub.ID:
+		s.answerResolvedInvoice(c, e, sub)
 		return
 	case e.Status != models.ExceptionOpen:
 		fail(c, apperr.Conflict("the payment exception is already "+e.Status))
@@ -203,6 +207,13 @@ func (s *Server) resolveIntoInvoice(c *gin.Context, id string, r models.Resoluti
 		fail(c, err)
 		return
 	}
+	s.answerResolvedInvoice(c, e, sub)
+}
+
+// answerResolvedInvoice answers an exception resolved into sub's invoice:
+// the exception, its transaction and the subscription as they stand.
+func (s *Server) answerResolvedInvoice(c *gin.Context, e *models.PaymentException, sub *models.Subscription) {
+	ctx, sc := c.Request.Context(), principal(c).Scope()
 	if e.TransactionID == nil {
 		fail(c, fmt.Errorf("api: exception %s paid subscription %s without a transaction", e.ID, sub.ID))
 		return

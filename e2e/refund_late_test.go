@@ -255,7 +255,7 @@ func TestRefundHoldReleasedWhenItsWorkflowIsGone(t *testing.T) {
 	release(1)
 	got := s.call("GET", "/api/refunds/"+id, key, nil, 200)
 	if got["status"] != "failed" || got["amountHeld"] != false || got["watchedUntil"] != nil ||
-		!strings.Contains(got["failureMessage"].(string), "its workflow terminated before ending the watch") {
+		!strings.Contains(got["failureMessage"].(string), "its workflow terminated without ending it") {
 		t.Fatalf("refund after its hold was released: %v", got)
 	}
 	if txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(txn["refundableAmount"]) != total {

@@ -180,7 +180,8 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 // session, the transfer is recorded as the customer's transaction, and the
 // period is renewed; subscription.renewed names the exception and the
 // transaction, payment.completed names the subscription. Another
-// merchant cannot touch the exception, nor can a second resolve.
+// merchant cannot touch the exception; a second resolve answers the first,
+// and one into another subscription is refused.
 func TestSubscriptionRenewedFromAcceptedShortPayment(t *testing.T) {
 	ctx := context.Background()
 	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
@@ -241,7 +242,14 @@ func TestSubscriptionRenewedFromAcceptedShortPayment(t *testing.T) {
 	if cur["status"] != "active" || cur["currentPeriodEnd"] == nil {
 		t.Fatalf("subscription %v", cur)
 	}
-	s.call("POST", path, key, map[string]any{"subscriptionId": id}, 409)
+	// Asked again (a client retrying): the same answer; into another
+	// subscription: refused.
+	if again := s.call("POST", path, key, map[string]any{"subscriptionId": id}, 200); again["transaction"].(map[string]any)["id"] != txn["id"] {
+		t.Fatalf("asked again: %v", again)
+	}
+	other := s.call("POST", "/api/subscriptions", key, map[string]any{"customerEmail": "bob@example.com", "customerWalletAddress": dc.Customer().Hex(), "productName": "Tea club",
+		"amount": "3.90", "billingInterval": "month", "network": "base_sepolia"}, 201)
+	s.call("POST", path, key, map[string]any{"subscriptionId": other["id"]}, 409)
 
 	// The invoice's latest session (the one reopened after the short
 	// payment failed, or that one) cannot pay it a second time.
@@ -261,8 +269,9 @@ func TestSubscriptionRenewedFromAcceptedShortPayment(t *testing.T) {
 		case "subscription.renewed":
 			validateSubscriptionEvent(t, r.Event, data)
 			inv := data["invoice"].(map[string]any)
-			if inv["exceptionId"] != excID || inv["transactionId"] != txn["id"] || inv["sessionId"] != nil || inv["amount"] != "3.90" {
-				t.Fatalf("renewed %v", inv)
+			if inv["exceptionId"] != excID || inv["transactionId"] != txn["id"] || inv["sessionId"] != nil || inv["amount"] != "3.90" ||
+				data["transactionId"] != txn["id"] || data["txHash"] != exc["txHash"] {
+				t.Fatalf("renewed %v", data)
 			}
 		case "payment.completed":
 			if data["subscriptionId"] != id || data["exceptionId"] != excID || data["transactionId"] != txn["id"] {

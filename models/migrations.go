@@ -378,11 +378,16 @@ func migrations() []*gormigrate.Migration {
 		},
 		{
 			// An exception resolved into a subscription's open invoice
-			// names it (PaymentException.SubscriptionID).
+			// names it (PaymentException.SubscriptionID, SubscriptionInvoice).
 			ID: "20261128_0020_exception_subscription",
 			Migrate: func(tx *gorm.DB) error {
-				if m := tx.Migrator(); !m.HasColumn(&PaymentException{}, "SubscriptionID") {
-					return m.AddColumn(&PaymentException{}, "SubscriptionID")
+				m := tx.Migrator()
+				for _, col := range []string{"SubscriptionID", "SubscriptionInvoice"} {
+					if !m.HasColumn(&PaymentException{}, col) {
+						if err := m.AddColumn(&PaymentException{}, col); err != nil {
+							return err
+						}
+					}
 				}
 				return nil
 			},

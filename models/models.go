@@ -204,9 +204,11 @@ type Transaction struct {
 	Source                string `gorm:"size:16;not null"` // checkout or api
 	// RefundedAmount is what succeeded refunds returned to the payer.
 	RefundedAmount money.Amount `gorm:"not null;default:0"`
-	// RefundReserved is what pending, submitted and succeeded refunds hold:
+	// RefundReserved is what pending, submitted and succeeded refunds hold,
+	// and failed ones whose transfer is still watched (Refund.AmountHeld):
 	// a refund reserves its amount when it is created (a conditional update
-	// that never lets it pass Amount) and a failed one gives it back.
+	// that never lets it pass Amount) and a failed one gives it back (at
+	// the end of its watch).
 	RefundReserved money.Amount `gorm:"not null;default:0"`
 	CreatedAt      time.Time
 }
@@ -258,13 +260,15 @@ type PaymentException struct {
 	SessionIDs            StringList   `gorm:"type:text;not null"`
 	TransactionID         *string      `gorm:"size:36"`
 	// SubscriptionID is the subscription whose open invoice the exception
-	// was resolved into (its transfer accepted as that renewal's payment).
-	SubscriptionID *string `gorm:"size:36"`
-	Message        string  `gorm:"size:500"`
-	Note           string  `gorm:"size:500"`
-	ResolvedAt     *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// was resolved into (its transfer accepted as that renewal's payment),
+	// and SubscriptionInvoice that invoice's number.
+	SubscriptionID      *string `gorm:"size:36"`
+	SubscriptionInvoice int     `gorm:"not null;default:0"`
+	Message             string  `gorm:"size:500"`
+	Note                string  `gorm:"size:500"`
+	ResolvedAt          *time.Time
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
 }
 
 // Customer is a payer known to a merchant in one mode; e-mail is unique per

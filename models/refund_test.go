@@ -723,6 +723,65 @@ func TestRefundAmountHeldMigration(t *testing.T) {
 	})
 }
 
+// TestLapsedRefundHolds: the holds a repair pass looks at are those of
+// failed refunds whose watch ended before the given instant, or that have
+// no watch left (a worker from before the hold ended the watch without
+// giving the amount back); ReleaseRefundHold gives each back once, and
+// nothing that no longer holds.
+func TestLapsedRefundHolds(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		watched, h1 := f.submitted(t, money.FromCents(1000))
+		f.notFound(t, watched.ID, h1, "not found; still watched")
+		orphan, h2 := f.submitted(t, money.FromCents(500))
+		f.notFound(t, orphan.ID, h2, "not found; still watched")
+		// An older worker's EndRefundWatch: the watch cleared, the amount not given back.
+		if err := st.ExecRaw("UPDATE refunds SET watched_until = NULL WHERE id = ?", orphan.ID); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(before time.Time) []string {
+			t.Helper()
+			var out []string
+			after := ""
+			for {
+				rows, err := st.LapsedRefundHolds(ctx, before, after, 1) // one a page: the cursor pages
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rows) == 0 {
+					return out
+				}
+				out = append(out, rows[0].ID)
+				after = rows[0].ID
+			}
+		}
+		if got := ids(time.Now()); len(got) != 1 || got[0] != orphan.ID {
+			t.Fatalf("lapsed now %v, want only the orphan %s", got, orphan.ID)
+		}
+		if got := ids(time.Now().Add(8 * 24 * time.Hour)); len(got) != 2 {
+			t.Fatalf("lapsed after the week %v", got)
+		}
+		for _, id := range []string{orphan.ID, watched.ID} {
+			if ok, err := st.ReleaseRefundHold(ctx, id, "released"); err != nil || !ok {
+				t.Fatalf("release %s: %v %v", id, ok, err)
+			}
+			if ok, err := st.ReleaseRefundHold(ctx, id, "released again"); err != nil || ok {
+				t.Fatalf("released %s twice: %v %v", id, ok, err)
+			}
+		}
+		if got := f.reload(t); got.RefundReserved != 0 {
+			t.Fatalf("reserved after the releases: %s", got.RefundReserved)
+		}
+		if r := mustRefund(t, st, watched.ID); r.AmountHeld || r.WatchedUntil != nil || r.FailureMessage != "released" || r.Status != models.RefundFailed {
+			t.Fatalf("released %+v", r)
+		}
+		if got := ids(time.Now().Add(8 * 24 * time.Hour)); len(got) != 0 {
+			t.Fatalf("lapsed after the releases %v", got)
+		}
+	})
+}
+
 // TestLateRefundTaxSplit: a refund that lands late, after a refund made
 // while it was failed, is split again after that one, so the refunds' tax
 // parts add up to the cumulative share of what they refund (tax 4.75 of

@@ -133,12 +133,14 @@ type Resolution struct {
 	// SessionID is the session the money paid (one of the scope's; it must
 	// not have a transaction yet).
 	SessionID string
-	// SubscriptionID is the subscription whose open invoice the money pays
-	// (ResolveExceptionForInvoice): the transaction goes to its customer.
-	SubscriptionID string
-	CustomerEmail  string
-	CustomerName   string
-	Note           string
+	// SubscriptionID is the subscription whose open invoice (number
+	// SubscriptionInvoice) the money pays (ResolveExceptionForInvoice): the
+	// transaction goes to its customer.
+	SubscriptionID      string
+	SubscriptionInvoice int
+	CustomerEmail       string
+	CustomerName        string
+	Note                string
 }
 
 // ResolveException turns an open exception into a transaction of the
@@ -224,8 +226,8 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 		// committed rows; SQLite serialises writers anyway).
 		fields := map[string]any{"status": ExceptionResolved, "transaction_id": t.ID, "note": truncate(r.Note, 500), "resolved_at": now, "updated_at": now}
 		if r.SubscriptionID != "" {
-			fields["subscription_id"] = r.SubscriptionID
-			exc.SubscriptionID = &r.SubscriptionID
+			fields["subscription_id"], fields["subscription_invoice"] = r.SubscriptionID, r.SubscriptionInvoice
+			exc.SubscriptionID, exc.SubscriptionInvoice = &r.SubscriptionID, r.SubscriptionInvoice
 		}
 		res := tx.Model(&PaymentException{}).Where("id = ? AND status = ?", exc.ID, ExceptionOpen).Updates(fields)
 		if res.Error != nil {
@@ -249,21 +251,24 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 }
 
 // ResolveExceptionForInvoice records an open exception's transfer as the
-// payment of a subscription's open invoice (the subscription's workflow
-// asks, having voided the invoice's session): a transaction of the
+// payment of invoice number `invoice` of a subscription (the subscription's
+// workflow asks, having voided the invoice's sessions): a transaction of the
 // subscription's customer, payment.completed naming the subscription, as
-// ResolveException does. Asked again for the same subscription (a retried
-// activity), it answers what was recorded, with no new deliveries.
-func (s *Store) ResolveExceptionForInvoice(ctx context.Context, sc Scope, id, subscriptionID, note string) (*PaymentException, *Transaction, []string, error) {
+// ResolveException does. Asked again for the same invoice (a retried
+// activity), it answers what was recorded, with no new deliveries; for
+// another invoice, even of the same subscription, it is a conflict (one
+// transfer never pays two periods).
+func (s *Store) ResolveExceptionForInvoice(ctx context.Context, sc Scope, id, subscriptionID string, invoice int, note string) (*PaymentException, *Transaction, []string, error) {
 	exc, err := s.PaymentExceptionOf(ctx, sc, id)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if exc.Status == ExceptionResolved && exc.SubscriptionID != nil && *exc.SubscriptionID == subscriptionID && exc.TransactionID != nil {
+	if exc.Status == ExceptionResolved && exc.SubscriptionID != nil && *exc.SubscriptionID == subscriptionID &&
+		exc.SubscriptionInvoice == invoice && exc.TransactionID != nil {
 		t, err := s.Transaction(ctx, sc, *exc.TransactionID)
 		return exc, t, nil, err
 	}
-	return s.ResolveException(ctx, sc, id, Resolution{SubscriptionID: subscriptionID, Note: note})
+	return s.ResolveException(ctx, sc, id, Resolution{SubscriptionID: subscriptionID, SubscriptionInvoice: invoice, Note: note})
 }
 
 // DismissException closes an open exception without a transaction (the

@@ -32,7 +32,8 @@ type RefundRequest struct {
 }
 
 // errNoRemainder says why a refund of the remainder finds nothing to refund.
-const errNoRemainder = "nothing left to refund: the transaction is fully refunded, or what remains is held by refunds in progress"
+const errNoRemainder = "nothing left to refund: the transaction is fully refunded, or what remains is held by refunds in progress " +
+	"or by failed refunds whose transfer is still watched"
 
 // CreateRefund stores a pending refund and reserves its amount on the
 // transaction in one database transaction. The reservation is a
@@ -455,7 +456,7 @@ func (s *Store) FinishRefund(ctx context.Context, o RefundOutcome) (RefundFinish
 		if o.Status == RefundSucceeded && (r.TxHash == nil || *r.TxHash != o.TxHash) {
 			return fmt.Errorf("%w: refund %s, outcome for %q", ErrRefundHashMismatch, r.ID, o.TxHash)
 		}
-		fields := map[string]any{"status": o.Status, "updated_at": s.Now()}
+		fields := map[string]any{"status": o.Status, "amount_held": false, "updated_at": s.Now()}
 		if o.Status == RefundSucceeded {
 			fields["succeeded_at"] = at
 		} else {
@@ -607,14 +608,43 @@ func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message st
 }
 
 // LapsedRefundHolds lists failed refunds that still hold their amount
-// though their watch ended before `before` (WatchedUntil): the workflow
-// that would have ended it is gone (terminated by an operator, say), oldest
-// watch first.
-func (s *Store) LapsedRefundHolds(ctx context.Context, before time.Time, limit int) ([]Refund, error) {
+// though their watch ended before `before` (WatchedUntil), or that hold it
+// with no watch at all (a worker from before migration 20261128_0019 ended
+// the watch without giving it back): the workflow that would have given it
+// back is gone (terminated by an operator, say). By id, after the id
+// `after` (a pass pages through them all).
+func (s *Store) LapsedRefundHolds(ctx context.Context, before time.Time, after string, limit int) ([]Refund, error) {
 	var rows []Refund
-	err := s.ctx(ctx).Where("status = ? AND amount_held = ? AND watched_until < ? AND tx_hash IS NOT NULL", RefundFailed, true, before.UTC()).
-		Order("watched_until asc").Limit(limit).Find(&rows).Error
+	err := s.ctx(ctx).Where("status = ? AND amount_held = ? AND (watched_until IS NULL OR watched_until < ?) AND id > ?",
+		RefundFailed, true, before.UTC(), after).Order("id asc").Limit(limit).Find(&rows).Error
 	return rows, err
+}
+
+// ReleaseRefundHold gives back the amount a failed refund holds (its watch
+// over without the workflow that would have ended it): message replaces its
+// failure message, and it is no longer watched, in one database
+// transaction. It reports whether it gave anything back (false: the refund
+// no longer holds it; its workflow ended the watch, say).
+func (s *Store) ReleaseRefundHold(ctx context.Context, refundID, message string) (bool, error) {
+	released := false
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := s.forUpdate(tx).Where("id = ? AND status = ? AND amount_held = ?", refundID, RefundFailed, true).Take(&r).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return nil
+			}
+			return err
+		}
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND amount_held = ?", r.ID, RefundFailed, true).
+			Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "amount_held": false, "updated_at": s.Now()})
+		if res.Error != nil || res.RowsAffected != 1 {
+			return res.Error
+		}
+		released = true
+		return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
+			Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
+	})
+	return released && err == nil, err
 }
 
 // NoteRefundWatch replaces the failure message of a failed refund with

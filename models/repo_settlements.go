@@ -57,12 +57,13 @@ func (s *Store) balances(tx *gorm.DB, merchantID string) ([]Balance, error) {
 				WHERE merchant_id = ? AND mode = ? AND status = ? AND verification = ?
 			UNION ALL SELECT 'out', network, token, amount FROM settlements WHERE merchant_id = ? AND mode = ?
 			UNION ALL SELECT 'refunded', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND status = ?
-			UNION ALL SELECT 'held', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ? AND (status IN ? OR amount_held = ?)
+			UNION ALL SELECT 'held', network, token, amount FROM refunds WHERE merchant_id = ? AND mode = ?
+				AND (status IN ? OR (status = ? AND amount_held = ?))
 		) parts GROUP BY kind, network, token`,
 		merchantID, ModeLive, "completed", VerificationVerified,
 		merchantID, ModeLive,
 		merchantID, ModeLive, RefundSucceeded,
-		merchantID, ModeLive, []string{RefundPending, RefundSubmitted}, true).Scan(&rows).Error; err != nil {
+		merchantID, ModeLive, []string{RefundPending, RefundSubmitted}, RefundFailed, true).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
 	// Balances with money collected first, then by network and token.

@@ -169,7 +169,7 @@ func (s *Store) RecordSubscription(ctx context.Context, r SubscriptionRecord) ([
 			if i > 0 {
 				key += ":" + strconv.Itoa(i)
 			}
-			if ev.Type == "subscription.renewed" && r.LatestSessionID != "" {
+			if _, paid := ev.Extra["transactionId"]; ev.Type == "subscription.renewed" && r.LatestSessionID != "" && !paid {
 				if err := s.addPayment(tx, data, r.LatestSessionID); err != nil {
 					return err
 				}

@@ -322,9 +322,10 @@ func TestExceptionNotResolvedIntoAnInvoiceSession(t *testing.T) {
 // TestExceptionResolvedForAnInvoice: the subscription workflow's record of
 // an exception accepted for the open invoice: a transaction of the
 // subscription's customer, the exception naming the subscription, and
-// payment.completed naming both; asked again for the same subscription it
+// payment.completed naming both; asked again for the same invoice it
 // answers the first record and emits nothing; another network, another
-// merchant's subscription or another subscription afterwards is refused.
+// merchant's subscription, or another invoice or subscription afterwards
+// (one transfer never pays two periods) is refused.
 func TestExceptionResolvedForAnInvoice(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
@@ -346,14 +347,14 @@ func TestExceptionResolvedForAnInvoice(t *testing.T) {
 			return exc
 		}
 		exc := open("base_sepolia", "0x"+strings.Repeat("ab", 32))
-		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, other.ID, ""); !errors.Is(err, apperr.ErrBadRequest) {
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, other.ID, 1, ""); !errors.Is(err, apperr.ErrBadRequest) {
 			t.Fatalf("another merchant's subscription: %v", err)
 		}
-		e, txn, ids, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, "accepted short")
+		e, txn, ids, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, 1, "accepted short")
 		if err != nil || len(ids) != 1 {
 			t.Fatalf("resolve: %v, %d deliveries", err, len(ids))
 		}
-		if e.Status != models.ExceptionResolved || e.SubscriptionID == nil || *e.SubscriptionID != sub.ID || e.Note != "accepted short" ||
+		if e.Status != models.ExceptionResolved || e.SubscriptionID == nil || *e.SubscriptionID != sub.ID || e.SubscriptionInvoice != 1 || e.Note != "accepted short" ||
 			txn.CustomerEmail != "ann@example.com" || txn.CustomerID == nil || txn.Amount != exc.Amount || txn.SessionID != nil {
 			t.Fatalf("exception %+v, transaction %+v", e, txn)
 		}
@@ -368,17 +369,20 @@ func TestExceptionResolvedForAnInvoice(t *testing.T) {
 		if data := payload["data"].(map[string]any); data["subscriptionId"] != sub.ID || data["exceptionId"] != exc.ID || data["transactionId"] != txn.ID {
 			t.Fatalf("payment.completed %v", data)
 		}
-		again, txn2, ids2, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, "accepted short")
+		again, txn2, ids2, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, 1, "accepted short")
 		if err != nil || len(ids2) != 0 || txn2.ID != txn.ID || again.Status != models.ExceptionResolved {
 			t.Fatalf("asked again: %+v %+v %v %v", again, txn2, ids2, err)
 		}
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub.ID, 2, ""); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("resolved for the next invoice too: %v", err)
+		}
 		sub2 := newSubscription(t, st, m, "cy@example.com")
-		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub2.ID, ""); !errors.Is(err, apperr.ErrConflict) {
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, exc.ID, sub2.ID, 1, ""); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("resolved for another subscription: %v", err)
 		}
 		polygon := open("polygon_amoy", "0x"+strings.Repeat("cd", 32))
 		var v *apperr.ValidationError
-		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, polygon.ID, sub.ID, ""); !errors.As(err, &v) || !v.Has("subscriptionId") {
+		if _, _, _, err := st.ResolveExceptionForInvoice(ctx, sc, polygon.ID, sub.ID, 1, ""); !errors.As(err, &v) || !v.Has("subscriptionId") {
 			t.Fatalf("another network: %v", err)
 		}
 	})

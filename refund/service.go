@@ -298,57 +298,81 @@ func (s *Service) RepairOnce(ctx context.Context, grace time.Duration) (int, err
 }
 
 // ReleaseLapsedHolds gives back the amounts that failed refunds still hold
-// more than grace after their watch's end, when their workflow no longer
-// runs (an operator terminated it, or it failed): the workflow would have
-// ended the watch, and the amount would stay unrefundable for good. A
-// workflow still running (awaiting the verdict of a transfer seen at the
-// watch's end) keeps its hold. It returns how many it released.
+// more than grace after their watch's end (or with no watch left), when
+// their workflow has closed (an operator terminated it, or it failed): the
+// workflow would have ended the watch, and the amount would stay
+// unrefundable for good. A workflow that has not closed (running: awaiting
+// the verdict of a transfer seen at the watch's end; paused) keeps its
+// hold. It pages through every such refund and returns how many it
+// released.
 func (s *Service) ReleaseLapsedHolds(ctx context.Context, grace time.Duration) (int, error) {
 	if s.Temporal == nil {
 		return 0, ErrNoTemporal
 	}
-	rows, err := s.Store.LapsedRefundHolds(ctx, s.now().Add(-grace), 50)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for i := range rows {
-		r := &rows[i]
-		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.RefundWorkflowID(r.ID), "")
-		var nf *serviceerror.NotFound
-		status := "gone"
-		switch {
-		case errors.As(err, &nf):
-		case err != nil:
-			s.log().Warn("refund hold: workflow not described", "refundId", r.ID, "err", err)
-			continue
-		case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-			continue
-		default:
-			status = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+	n, after := 0, ""
+	for {
+		rows, err := s.Store.LapsedRefundHolds(ctx, s.now().Add(-grace), after, 50)
+		if err != nil {
+			return n, err
 		}
-		msg := fmt.Sprintf("%s: its transfer was not seen paying the refund by the watch's end (its workflow %s before ending the watch); the amount is refundable again",
-			r.FailureReason, status)
-		if err := s.Store.EndRefundWatch(ctx, r.ID, *r.TxHash, msg); err != nil {
-			s.log().Warn("refund hold: not released", "refundId", r.ID, "err", err)
-			continue
+		for i := range rows {
+			r := &rows[i]
+			after = r.ID
+			closed, how := s.workflowClosed(ctx, r.ID)
+			if !closed {
+				continue
+			}
+			msg := fmt.Sprintf("%s: the transfer was not seen paying the refund by the end of its watch (its workflow %s without ending it); the amount is refundable again",
+				r.FailureReason, how)
+			ok, err := s.Store.ReleaseRefundHold(ctx, r.ID, msg)
+			if err != nil {
+				s.log().Warn("refund hold: not released", "refundId", r.ID, "err", err)
+				continue
+			}
+			if ok {
+				s.log().Warn("refund hold: released the amount of a failed refund whose workflow closed without ending its watch",
+					"refundId", r.ID, "workflow", how)
+				n++
+			}
 		}
-		s.log().Warn("refund hold: released the amount of a failed refund whose workflow ended without ending its watch",
-			"refundId", r.ID, "workflowStatus", status)
-		n++
+		if len(rows) < 50 {
+			return n, nil
+		}
 	}
-	return n, nil
 }
 
-// RunRepairer repairs every interval until ctx ends, and gives back the
-// amounts of lapsed watches (an hour past their end).
+// workflowClosed says whether the refund's workflow has closed for good
+// (or is gone), and how.
+func (s *Service) workflowClosed(ctx context.Context, refundID string) (bool, string) {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflows.RefundWorkflowID(refundID), "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return true, "is gone"
+	case err != nil:
+		s.log().Warn("refund hold: workflow not described", "refundId", refundID, "err", err)
+		return false, ""
+	}
+	switch st := desc.GetWorkflowExecutionInfo().GetStatus(); st {
+	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, enums.WORKFLOW_EXECUTION_STATUS_FAILED, enums.WORKFLOW_EXECUTION_STATUS_CANCELED,
+		enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return true, strings.ToLower(strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_"))
+	}
+	return false, "" // running, paused, or a status this code does not know
+}
+
+// RunRepairer repairs every interval until ctx ends, and every ten
+// minutes gives back the amounts of lapsed watches (an hour past their
+// end).
 func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
+	go periodic.Run(ctx, 10*time.Minute, func(ctx context.Context) {
+		if _, err := s.ReleaseLapsedHolds(ctx, time.Hour); err != nil && ctx.Err() == nil {
+			s.log().Warn("refund hold pass failed", "err", err)
+		}
+	})
 	periodic.Run(ctx, interval, func(ctx context.Context) {
 		if _, err := s.RepairOnce(ctx, grace); err != nil && ctx.Err() == nil {
 			s.log().Warn("refund repair pass failed", "err", err)
-		}
-		if _, err := s.ReleaseLapsedHolds(ctx, time.Hour); err != nil && ctx.Err() == nil {
-			s.log().Warn("refund hold pass failed", "err", err)
 		}
 	})
 }

@@ -157,6 +157,13 @@ func (r dRefund) Watched() bool {
 	return r.Status == "failed" && r.WatchedUntil != nil && (r.AmountHeld || time.Now().Before(*r.WatchedUntil))
 }
 
+// WatchEnded says the watch's end has passed while the refund still holds
+// its amount (its workflow ends the watch shortly, or, gone, the repair
+// pass gives the amount back).
+func (r dRefund) WatchEnded() bool {
+	return r.WatchedUntil != nil && !time.Now().Before(*r.WatchedUntil)
+}
+
 type dPaymentDetail struct {
 	Payment       dPayment      `json:"payment"`
 	Session       *dSession     `json:"session"`

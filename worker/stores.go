@@ -105,7 +105,7 @@ type invoiceExceptions struct{ s *models.Store }
 
 func (a invoiceExceptions) ResolveExceptionForInvoice(ctx context.Context, r activities.InvoiceExceptionRequest) (activities.InvoiceExceptionPayment, []string, error) {
 	sc := models.Scope{MerchantID: r.MerchantID, Mode: models.Mode(r.Mode)}
-	exc, t, ids, err := a.s.ResolveExceptionForInvoice(ctx, sc, r.ExceptionID, r.SubscriptionID, r.Note)
+	exc, t, ids, err := a.s.ResolveExceptionForInvoice(ctx, sc, r.ExceptionID, r.SubscriptionID, r.Invoice, r.Note)
 	if err != nil {
 		return activities.InvoiceExceptionPayment{}, nil, err
 	}

@@ -255,6 +255,9 @@ type subscriptionRun struct {
 	// indexed is the SubscriptionStatus the Web UI has (set at the start,
 	// kept by continue-as-new), so only changes are upserted.
 	indexed string
+	// renewed: an update paid the open invoice (settleException); the run
+	// continues as new, as after a paid session.
+	renewed bool
 }
 
 // SubscriptionWorkflow runs one subscription for one billing period and
@@ -381,7 +384,7 @@ func (s *subscriptionRun) run(ctx workflow.Context) (SubscriptionResult, error) 
 		if err != nil {
 			return SubscriptionResult{}, err
 		}
-		if paid || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if paid || s.renewed || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			if s.st.Status != models.SubCanceled {
 				return SubscriptionResult{}, s.continueAsNew(ctx)
 			}
@@ -798,10 +801,16 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 }
 
 // noOpenInvoice says why nothing can be settled now (nil: an invoice is
-// open).
+// open and may be paid so).
 func (s *subscriptionRun) noOpenInvoice() error {
-	if s.st.Invoice == nil || s.st.Status == models.SubCanceled {
+	switch {
+	case s.st.Invoice == nil || s.st.Status == models.SubCanceled:
 		return temporal.NewApplicationError("the subscription has no open invoice (it is "+s.st.Status+"): only a renewal_pending or past_due one can be paid",
+			ErrTypeNoOpenInvoice)
+	case s.st.CancelAtPeriodEnd:
+		// Canceled while a transfer to the invoice was being confirmed
+		// (cancelInFlightVersion): that transfer's verdict ends it.
+		return temporal.NewApplicationError("the subscription is being canceled (cancelAtPeriodEnd): its open invoice is decided by the transfer being confirmed",
 			ErrTypeNoOpenInvoice)
 	}
 	return nil
@@ -815,14 +824,17 @@ func (s *subscriptionRun) validateSettle(ctx workflow.Context, req SettleRequest
 }
 
 // settleException pays the open invoice with a payment exception's
-// transfer, which the merchant accepts (short, late, from another wallet):
-// the invoice's session is voided first (refused while a transfer to it is
-// being confirmed: that one decides; one found paid settles the invoice,
-// and the exception stays open), then the exception is recorded as the
-// customer's transaction, and the invoice's period renewed with it
-// (subscription.renewed names the exception and the transaction). If the
-// exception cannot be recorded (closed meanwhile), the invoice gets a
-// session to pay with again.
+// transfer, which the merchant accepts (short, late, from another wallet).
+// Every session of the invoice is voided first, the older ones before the
+// current one, so none can take a second payment: a transfer to one being
+// confirmed refuses the update (its verdict decides), and one found paid
+// settles the invoice (the exception stays open). Then the exception is
+// recorded as the customer's transaction for this invoice (once: one
+// transfer never pays two), and the invoice's period renewed with it
+// (subscription.renewed names the exception and the transaction); the run
+// then continues as new, as after a paid session. If the exception cannot
+// be recorded (closed meanwhile), the invoice gets a session to pay with
+// again.
 func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleRequest) (SubscriptionState, error) {
 	if err := s.mu.Lock(ctx); err != nil {
 		return SubscriptionState{}, err
@@ -833,19 +845,23 @@ func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleReques
 		return SubscriptionState{}, err
 	}
 	inv := s.st.Invoice
-	var status string
-	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, inv.SessionID).Get(ctx, &status); err != nil {
-		return SubscriptionState{}, err
-	}
-	if status == models.StatusComplete {
-		if err := s.settle(ctx, inv.SessionID); err != nil {
+	sessions := slices.DeleteFunc(slices.Clone(inv.Sessions), func(id string) bool { return id == inv.SessionID })
+	for _, id := range append(sessions, inv.SessionID) {
+		var status string
+		if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, id).Get(ctx, &status); err != nil {
 			return SubscriptionState{}, err
 		}
-		return SubscriptionState{}, temporal.NewApplicationError("the invoice was paid by its own checkout session meanwhile; the exception stays open",
-			ErrTypeInvoicePaid)
+		if status == models.StatusComplete {
+			if err := s.settle(ctx, id); err != nil {
+				return SubscriptionState{}, err
+			}
+			s.renewed = true
+			return SubscriptionState{}, temporal.NewApplicationError("the invoice was paid by one of its checkout sessions meanwhile; the exception stays open",
+				ErrTypeInvoicePaid)
+		}
 	}
-	r := activities.InvoiceExceptionRequest{ExceptionID: req.ExceptionID, SubscriptionID: s.st.SubscriptionID, MerchantID: s.st.MerchantID,
-		Mode: s.st.Mode, Note: req.Note}
+	r := activities.InvoiceExceptionRequest{ExceptionID: req.ExceptionID, SubscriptionID: s.st.SubscriptionID, Invoice: inv.Number,
+		MerchantID: s.st.MerchantID, Mode: s.st.Mode, Note: req.Note}
 	var paid activities.InvoiceExceptionPayment
 	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.ResolveInvoiceException, r).Get(ctx, &paid); err != nil {
 		if utcNow(ctx).Before(inv.SessionExpiresAt) {
@@ -861,9 +877,11 @@ func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleReques
 	data := s.invoiceData(inv.Reminders)
 	d := data["invoice"].(map[string]any)
 	d["sessionId"], d["exceptionId"], d["transactionId"], d["txHash"], d["amount"] = nil, paid.ExceptionID, paid.TransactionID, paid.TxHash, paid.Amount
+	data["transactionId"], data["txHash"] = paid.TransactionID, paid.TxHash
 	if err := s.renew(ctx, s.st.LatestSessionID, data); err != nil {
 		return SubscriptionState{}, err
 	}
+	s.renewed = true
 	return s.st, nil
 }
 

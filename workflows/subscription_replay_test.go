@@ -33,7 +33,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_cancel_in_flight.json",  // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
 	"testdata/subscription_resumed.json",           // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
 	"testdata/subscription_reopened_past_due.json", // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
-	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed; cancel_now
+	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed, continued as new
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -244,10 +244,11 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	if st, err := rec.settle(id, "exc_replay"); err != nil || st.Status != models.SubActive {
 		t.Fatalf("settle: %+v %v", st, err)
 	}
+	save(id.id, rec.waitContinued(id), subscriptionHistoryFiles[9])
 	if st, err := rec.action(id, ActionCancelNow); err != nil || st.Status != models.SubCanceled {
 		t.Fatalf("cancel_now: %+v %v", st, err)
 	}
-	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[9])
+	rec.finish(id, CancelReasonRequested)
 }
 
 // settle sends the settle update for exception excID.

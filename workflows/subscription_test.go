@@ -120,9 +120,9 @@ func (s *subFakeStore) latest() activities.SubscriptionRecord {
 }
 
 // subFakeExceptions is the store's side of the settle update: it records an
-// exception once (asked again for the same subscription it answers the
-// first), refuses the ids in refuse (closed meanwhile), and keeps the
-// requests.
+// exception once (asked again for the same invoice it answers the first;
+// for another, it refuses), refuses the ids in refuse (closed meanwhile),
+// and keeps the requests.
 type subFakeExceptions struct {
 	mu       sync.Mutex
 	refuse   map[string]bool
@@ -141,7 +141,7 @@ func (f *subFakeExceptions) ResolveExceptionForInvoice(_ context.Context, r acti
 	paid := activities.InvoiceExceptionPayment{ExceptionID: r.ExceptionID, TransactionID: "txn-" + r.ExceptionID, TxHash: "0xfeed" + r.ExceptionID,
 		Amount: "3.90", Network: checkoutNetwork}
 	if prev, ok := f.resolved[r.ExceptionID]; ok {
-		if prev.SubscriptionID != r.SubscriptionID {
+		if prev.SubscriptionID != r.SubscriptionID || prev.Invoice != r.Invoice {
 			return activities.InvoiceExceptionPayment{}, nil, apperr.Conflict("the payment exception is already resolved")
 		}
 		return paid, nil, nil
@@ -1298,7 +1298,7 @@ func TestSubscriptionSettledFromException(t *testing.T) {
 	mar31 := billing.PeriodEnd(subStart, billing.Month, 1, 2)
 	pastDue := feb28.Add(72 * time.Hour)
 	u := h.settle(pastDue.Add(10*time.Hour), "exc_1")
-	h.runUntil(6, func() bool { return len(h.carried) == 2 })
+	h.runUntil(6, func() bool { return len(h.carried) == 3 })
 	if !u.accepted || u.err != nil || u.state.Status != models.SubActive || !u.state.CurrentPeriodStart.Equal(feb28) ||
 		!u.state.CurrentPeriodEnd.Equal(mar31) || u.state.Invoice != nil {
 		t.Fatalf("settle %+v (%s)", u, u.errType())
@@ -1313,14 +1313,19 @@ func TestSubscriptionSettledFromException(t *testing.T) {
 		t.Fatalf("voided %v, want the past_due session %s", h.sessions.voided, sessions[2].ID)
 	}
 	if len(h.exceptions.requests) != 1 || h.exceptions.requests[0] != (activities.InvoiceExceptionRequest{ExceptionID: "exc_1",
-		SubscriptionID: subID, MerchantID: "mer_1", Mode: "test", Note: "accepted short"}) {
+		SubscriptionID: subID, Invoice: 2, MerchantID: "mer_1", Mode: "test", Note: "accepted short"}) {
 		t.Fatalf("exception requests %+v", h.exceptions.requests)
 	}
 	paid := h.store.ofType("subscription.renewed")[1]
 	inv := invoiceOf(t, paid)
 	if !paid.At.Equal(pastDue.Add(10*time.Hour)) || paid.Record.Status != models.SubActive || !paid.Record.CurrentPeriodStart.Equal(feb28) ||
-		inv["exceptionId"] != "exc_1" || inv["transactionId"] != "txn-exc_1" || inv["sessionId"] != nil || num(inv["number"]) != 2 {
-		t.Fatalf("renewed by the exception %+v at %s", inv, paid.At)
+		inv["exceptionId"] != "exc_1" || inv["transactionId"] != "txn-exc_1" || inv["sessionId"] != nil || num(inv["number"]) != 2 ||
+		paid.Extra["transactionId"] != "txn-exc_1" || paid.Extra["txHash"] != "0xfeedexc_1" {
+		t.Fatalf("renewed by the exception %+v (%v) at %s", inv, paid.Extra, paid.At)
+	}
+	// The run continued as new with the renewal, as after a paid session.
+	if c := h.carried[1]; c.Invoice != nil || c.Status != models.SubActive || c.PaidPeriods != 2 {
+		t.Fatalf("carried after the renewal %+v", c)
 	}
 	if next := h.store.ofType("subscription.renewal_due")[2]; !next.At.Equal(mar31) {
 		t.Fatalf("next invoice at %s, want %s", next.At, mar31)
@@ -1380,6 +1385,60 @@ func TestSubscriptionSettleRefusals(t *testing.T) {
 		}
 		if due := invoiceOf(t, h.store.ofType("subscription.renewal_due")[1]); due["sessionId"] != s[1].ID {
 			t.Fatalf("the new session is not announced: %+v", due)
+		}
+	})
+	t.Run("an older session's transfer in flight", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		pastDue := subStart.Add(72 * time.Hour)
+		// The grace session took a transfer as it expired (the past_due
+		// step had already opened the next one).
+		h.at(pastDue.Add(time.Hour), func() {
+			grace := h.sessions.all()[0]
+			h.sessions.mu.Lock()
+			grace.Status = models.StatusBroadcast
+			h.sessions.mu.Unlock()
+		})
+		u := h.settle(pastDue.Add(2*time.Hour), "exc_1")
+		voided := -1
+		h.at(pastDue.Add(3*time.Hour), func() {
+			h.sessions.mu.Lock()
+			voided = len(h.sessions.voided)
+			h.sessions.mu.Unlock()
+		})
+		h.runUntil(2, nil) // dunning ends it, unpaid
+		if !u.accepted || u.errType() != activities.ErrTypePaymentInFlight || len(h.exceptions.requests) != 0 || voided != 0 {
+			t.Fatalf("settle while an older session's transfer is confirmed: %+v (%s), %d voided", u, u.errType(), voided)
+		}
+	})
+	t.Run("one exception pays one invoice", func(t *testing.T) {
+		// Weekly, the second invoice accepted late (its period over): the
+		// third is issued at once, and the same exception again is refused.
+		h := newSubHarness(t, subStart, 0, billing.Week)
+		n := 0
+		h.plan = func(*subFakeSession) subPayment {
+			n++
+			if n == 1 || n > 5 {
+				return payAfter(time.Hour)
+			}
+			return subPayment{}
+		}
+		week1 := subStart.Add(7 * 24 * time.Hour)
+		first := h.settle(week1.Add(8*24*time.Hour), "exc_1")
+		again := h.settle(week1.Add(8*24*time.Hour+time.Minute), "exc_1")
+		h.runUntil(6, func() bool { return len(h.carried) == 3 })
+		if first.err != nil || again.errType() != activities.ErrTypeExceptionRefused {
+			t.Fatalf("settles %+v (%s) and %+v (%s)", first, first.errType(), again, again.errType())
+		}
+		renewed := h.store.ofType("subscription.renewed")
+		paidBy := 0
+		for _, r := range renewed {
+			if invoiceOf(t, r)["exceptionId"] == "exc_1" {
+				paidBy++
+			}
+		}
+		if paidBy != 1 {
+			t.Fatalf("exc_1 paid %d invoices: %v", paidBy, h.store.types())
 		}
 	})
 	t.Run("session paid as it is voided", func(t *testing.T) {
