@@ -184,16 +184,7 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 // and one into another subscription is refused.
 func TestSubscriptionRenewedFromAcceptedShortPayment(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{})
 	key, session := s.merchant()
 	rc := newReceiver(t, nil)
 	s.webhookEndpoint(session, rc, "subscription.renewed", "payment.completed")

@@ -446,33 +446,23 @@ func (h *subHarness) cancelThenPay(n int) {
 
 // action sends an action update at time t.
 func (h *subHarness) action(t time.Time, action string) *subUpdate {
-	h.updates++
-	u := &subUpdate{action: action}
-	id := fmt.Sprintf("%s-%d", action, h.updates)
-	h.at(t, func() {
-		env := h.env
-		env.UpdateWorkflow(SubscriptionActionUpdate, id, &testsuite.TestUpdateCallback{
-			OnAccept: func() { u.accepted = true },
-			OnReject: func(err error) { u.rejected, u.done, u.at = err, true, env.Now() },
-			OnComplete: func(v any, err error) {
-				u.err, u.done, u.at = err, true, env.Now()
-				if st, ok := v.(SubscriptionState); ok {
-					u.state = st
-				}
-			},
-		}, ActionRequest{Action: action})
-	})
-	return u
+	return h.update(t, SubscriptionActionUpdate, action, ActionRequest{Action: action})
 }
 
 // settle sends the settle update for exception excID at time t.
 func (h *subHarness) settle(t time.Time, excID string) *subUpdate {
+	return h.update(t, SubscriptionSettleUpdate, "settle "+excID, SettleRequest{ExceptionID: excID, Note: "accepted short"})
+}
+
+// update sends the update name with arg at time t; what names it in the
+// report.
+func (h *subHarness) update(t time.Time, name, what string, arg any) *subUpdate {
 	h.updates++
-	u := &subUpdate{action: "settle " + excID}
-	id := fmt.Sprintf("settle-%d", h.updates)
+	u := &subUpdate{action: what}
+	id := fmt.Sprintf("%s-%d", name, h.updates)
 	h.at(t, func() {
 		env := h.env
-		env.UpdateWorkflow(SubscriptionSettleUpdate, id, &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() { u.accepted = true },
 			OnReject: func(err error) { u.rejected, u.done, u.at = err, true, env.Now() },
 			OnComplete: func(v any, err error) {
@@ -481,7 +471,7 @@ func (h *subHarness) settle(t time.Time, excID string) *subUpdate {
 					u.state = st
 				}
 			},
-		}, SettleRequest{ExceptionID: excID, Note: "accepted short"})
+		}, arg)
 	})
 	return u
 }
