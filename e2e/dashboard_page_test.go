@@ -242,8 +242,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	tab.Navigate(base + "/dashboard/test/developers")
 	tab.Click("#regenerate-test")
 	tab.WaitVisible("#new-key")
-	if k := tab.Text("#new-key"); !strings.HasPrefix(k, "svc_test_sk_") || k == firstKey {
-		t.Fatalf("regenerated key %q", k)
+	key := tab.Text("#new-key")
+	if !strings.HasPrefix(key, "svc_test_sk_") || key == firstKey {
+		t.Fatalf("regenerated key %q", key)
 	}
 	tab.Screenshot("dash-developers")
 
@@ -266,6 +267,27 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := tab.Text("#mode-live"); !strings.Contains(got, "needs approved KYB") {
 		t.Fatalf("live switch %q", got)
 	}
+	// Subscriptions: one on a trial, made by API; paused and resumed from
+	// its page (through the subscription's workflow).
+	sub := ps.call("POST", "/api/subscriptions", key, map[string]any{"customerEmail": "ann@example.com",
+		"customerWalletAddress": ps.dc.Customer().Hex(), "productName": "Coffee club, 1 kg a month", "amount": "24.00",
+		"billingInterval": "month", "trialDays": 14, "network": "base_sepolia"}, 201)
+	tab.Navigate(base + "/dashboard/test/subscriptions")
+	tab.WaitText("#subscriptions", "Coffee club")
+	tab.Screenshot("dash-subscriptions")
+	tab.Click("#subscriptions tbody a")
+	tab.WaitVisible("#subscription")
+	tab.Click("#do-pause")
+	tab.WaitText(".notice", "Subscription paused")
+	tab.WaitText("#subscription", "paused")
+	tab.Click("#do-resume")
+	tab.WaitText(".notice", "Subscription resumed")
+	tab.WaitText("#subscription", "trialing")
+	tab.Screenshot("dash-subscription")
+	if got := ps.call("GET", "/api/subscriptions/"+sub["id"].(string), key, nil, 200); got["status"] != "trialing" || got["pausedAt"] != nil {
+		t.Fatalf("after pause and resume: %v", got)
+	}
+
 	tab.Navigate(base + "/dashboard/test/exceptions")
 	tab.Screenshot("dash-exceptions")
 	tab.AssertNoConsoleErrors()

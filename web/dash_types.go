@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -186,6 +187,56 @@ type dCustomer struct {
 	TransactionCount int64             `json:"transactionCount"`
 	CreatedAt        time.Time         `json:"createdAt"`
 }
+
+type dSubscription struct {
+	ID                    string      `json:"id"`
+	Status                string      `json:"status"`
+	Network               string      `json:"network"`
+	CustomerEmail         string      `json:"customerEmail"`
+	CustomerID            *string     `json:"customerId"`
+	CustomerWalletAddress string      `json:"customerWalletAddress"`
+	ProductName           string      `json:"productName"`
+	Amount                json.Number `json:"amount"`
+	BillingInterval       string      `json:"billingInterval"`
+	IntervalCount         int64       `json:"intervalCount"`
+	CurrentPeriodStart    time.Time   `json:"currentPeriodStart"`
+	CurrentPeriodEnd      time.Time   `json:"currentPeriodEnd"`
+	CancelAtPeriodEnd     bool        `json:"cancelAtPeriodEnd"`
+	TrialEnd              *time.Time  `json:"trialEnd"`
+	PausedAt              *time.Time  `json:"pausedAt"`
+	CanceledAt            *time.Time  `json:"canceledAt"`
+	CancelReason          *string     `json:"cancelReason"`
+	MerchantWalletAddress string      `json:"merchantWalletAddress"`
+	LatestSessionID       *string     `json:"latestCheckoutSessionId"`
+	CreatedAt             time.Time   `json:"createdAt"`
+}
+
+// Every says how often it bills: "month", "3 months".
+func (s dSubscription) Every() string {
+	if s.IntervalCount <= 1 {
+		return s.BillingInterval
+	}
+	return strconv.FormatInt(s.IntervalCount, 10) + " " + s.BillingInterval + "s"
+}
+
+// Can says whether an action applies to the subscription as it is (the
+// workflow decides; the page offers only what can apply).
+func (s dSubscription) Can(action string) bool {
+	switch action {
+	case "pause":
+		return s.Status == "trialing" || s.Status == "active"
+	case "resume":
+		return s.Status == "paused"
+	case "cancel":
+		return s.Status != "canceled" && !s.CancelAtPeriodEnd
+	case "cancel_now":
+		return s.Status != "canceled"
+	}
+	return false
+}
+
+// InvoiceOpen: a renewal is due (renewal_pending, past_due).
+func (s dSubscription) InvoiceOpen() bool { return s.Status == "renewal_pending" || s.Status == "past_due" }
 
 type dEndpoint struct {
 	ID     string   `json:"id"`

@@ -39,7 +39,7 @@ var dashViews = []string{
 	"dash_login.html", "dash_signup.html", "dash_welcome.html", "dash_error.html",
 	"dash_payments.html", "dash_payment.html", "dash_links.html", "dash_link.html",
 	"dash_webhooks.html", "dash_developers.html", "dash_business.html", "dash_settings.html",
-	"dash_customers.html", "dash_customer.html", "dash_exceptions.html",
+	"dash_customers.html", "dash_customer.html", "dash_exceptions.html", "dash_subscriptions.html", "dash_subscription.html",
 }
 
 const (
@@ -90,6 +90,9 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.POST("/webhooks/deliveries/:did/retry", p.webhookRetryForm)
 	m.GET("/customers", p.customersPage)
 	m.GET("/customers/:id", p.customerPage)
+	m.GET("/subscriptions", p.subscriptionsPage)
+	m.GET("/subscriptions/:id", p.subscriptionPage)
+	m.POST("/subscriptions/:id/action", p.subscriptionActionForm)
 	m.GET("/exceptions", p.exceptionsPage)
 	m.POST("/exceptions/:id/resolve", p.exceptionResolveForm)
 	m.POST("/exceptions/:id/dismiss", p.exceptionDismissForm)
@@ -435,7 +438,8 @@ type menuItem struct{ Path, Label string }
 
 // menu is the dashboard's navigation, in the order a merchant needs it.
 var menu = []menuItem{
-	{"/payments", "Payments"}, {"/links", "Payment links"}, {"/customers", "Customers"}, {"/webhooks", "Webhooks"},
+	{"/payments", "Payments"}, {"/links", "Payment links"}, {"/customers", "Customers"}, {"/subscriptions", "Subscriptions"},
+	{"/webhooks", "Webhooks"},
 	{"/developers", "Developers"}, {"/business", "Business"}, {"/exceptions", "Exceptions"}, {"/settings", "Settings"},
 }
 
@@ -523,6 +527,10 @@ var notices = map[string]string{
 	"refund.created":   "Refund created: send its transfer from your wallet, then enter the transaction hash below.",
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
+	"subscription.cancel":     "The subscription ends with its current period (a renewal already due ends it now).",
+	"subscription.cancel_now": "Subscription canceled: nothing more is billed.",
+	"subscription.pause":      "Subscription paused: no invoice while paused; resuming moves its dates by the pause.",
+	"subscription.resume":     "Subscription resumed: its period ends later by the time it was paused.",
 }
 
 // notice is the request's done message, if any.

@@ -992,3 +992,71 @@ func TestDashboardUnderTheAddressBlock(t *testing.T) {
 		t.Fatalf("the session: %v (it is still valid, and the page must say so)", err)
 	}
 }
+
+// TestDashboardSubscriptions: the list with its status filter and the
+// subscription's page (billing, customer, the actions that apply, the
+// hint on a renewal due); an action the API refuses shows its message on
+// the page; merchant B sees none of it.
+func TestDashboardSubscriptions(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	ctx := context.Background()
+	newSub := func(email, status string) *models.Subscription {
+		now := time.Now().UTC()
+		sub := &models.Subscription{MerchantID: a.id, Mode: models.ModeTest, Status: status, Network: "base_sepolia",
+			BillingModel: models.BillingPush, CustomerEmail: email, CustomerWalletAddress: evmB, ProductName: "Coffee <club>",
+			Amount: 4_200_000, BillingInterval: "month", IntervalCount: 3, MerchantWalletAddress: evmA,
+			CurrentPeriodStart: now, CurrentPeriodEnd: now.AddDate(0, 3, 0)}
+		if err := d.st.CreateSubscriptionFor(ctx, sub, &models.Customer{MerchantID: a.id, Mode: models.ModeTest, Email: email}); err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	active := newSub("ann@example.com", models.SubActive)
+	due := newSub("bob@example.com", models.SubPastDue)
+	list := a.get("/dashboard/test/subscriptions")
+	if n := list.doc.Find("#subscriptions tbody a").Length(); list.status != 200 || n != 2 || !strings.Contains(list.body, "Coffee &lt;club&gt;") ||
+		!strings.Contains(list.text("#subscriptions"), "4.20 USDC / 3 months") {
+		t.Fatalf("subscriptions %d, %d rows: %q", list.status, n, list.text("#subscriptions"))
+	}
+	if f := a.get("/dashboard/test/subscriptions?status=past_due"); f.doc.Find("#subscriptions tbody a").Length() != 1 ||
+		!strings.Contains(f.text("#subscriptions"), "bob@example.com") {
+		t.Fatalf("filtered: %q", f.text("#subscriptions"))
+	}
+	if bad := a.get("/dashboard/test/subscriptions?status=nope"); bad.status != 400 || !strings.Contains(bad.text(".error"), "status:") {
+		t.Fatalf("bad filter %d %q", bad.status, bad.text("main"))
+	}
+	page := a.get("/dashboard/test/subscriptions/" + active.ID)
+	if page.status != 200 || !strings.Contains(page.text("#subscription"), "4.20 USDC every 3 months") ||
+		page.doc.Find("#do-pause").Length() != 1 || page.doc.Find("#do-resume").Length() != 0 || page.doc.Find("#do-cancel-now").Length() != 1 ||
+		page.doc.Find("#invoice-hint").Length() != 0 {
+		t.Fatalf("active subscription %d %q", page.status, page.text("main"))
+	}
+	if href, _ := page.doc.Find("#subscription a[href*='/customers/']").Attr("href"); !strings.HasSuffix(href, "/customers/"+*active.CustomerID) {
+		t.Fatalf("customer link %q", href)
+	}
+	dp := a.get("/dashboard/test/subscriptions/" + due.ID)
+	if dp.doc.Find("#do-pause").Length() != 0 || !strings.Contains(dp.text("#invoice-hint"), due.ID) {
+		t.Fatalf("past_due subscription %q", dp.text("main"))
+	}
+	// No subscription service here (no Temporal): the API's error shows on
+	// the page, and nothing changes.
+	if r := a.post("/dashboard/test/subscriptions/"+active.ID+"/action", url.Values{"action": {"pause"}}); r.status < 400 ||
+		r.doc.Find("#actions .error").Length() != 1 {
+		t.Fatalf("refused action %d %q", r.status, r.text("#actions"))
+	}
+	if r := a.post("/dashboard/test/subscriptions/"+active.ID+"/action", url.Values{"action": {"delete"}}); r.status != 400 ||
+		!strings.Contains(r.text("#actions .error"), "action:") {
+		t.Fatalf("unknown action %d %q", r.status, r.text("#actions"))
+	}
+	b := d.signup("Other")
+	if n := b.get("/dashboard/test/subscriptions").doc.Find("#subscriptions tbody a").Length(); n != 0 {
+		t.Fatalf("B sees %d subscriptions", n)
+	}
+	if r := b.get("/dashboard/test/subscriptions/" + active.ID); r.status != 404 || strings.Contains(r.body, "ann@example.com") {
+		t.Fatalf("B opened A's subscription: %d", r.status)
+	}
+	if r := b.post("/dashboard/test/subscriptions/"+active.ID+"/action", url.Values{"action": {"cancel_now"}}); r.status != 404 {
+		t.Fatalf("B acted on A's subscription: %d", r.status)
+	}
+}
