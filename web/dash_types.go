@@ -236,7 +236,9 @@ func (s dSubscription) Can(action string) bool {
 }
 
 // InvoiceOpen: a renewal is due (renewal_pending, past_due).
-func (s dSubscription) InvoiceOpen() bool { return s.Status == "renewal_pending" || s.Status == "past_due" }
+func (s dSubscription) InvoiceOpen() bool {
+	return s.Status == "renewal_pending" || s.Status == "past_due"
+}
 
 type dEndpoint struct {
 	ID     string   `json:"id"`
