@@ -322,8 +322,8 @@ func (s *Service) ReleaseLapsedHolds(ctx context.Context, grace time.Duration) (
 			if !closed {
 				continue
 			}
-			msg := fmt.Sprintf("%s: the transfer was not seen paying the refund by the end of its watch (its workflow %s without ending it); the amount is refundable again",
-				r.FailureReason, how)
+			msg := fmt.Sprintf("the transfer was not seen paying the refund by the end of its watch (its workflow %s without ending it); the amount is refundable again",
+				how)
 			ok, err := s.Store.ReleaseRefundHold(ctx, r.ID, msg)
 			if err != nil {
 				s.log().Warn("refund hold: not released", "refundId", r.ID, "err", err)
