@@ -589,22 +589,36 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 // on its transaction, in one database transaction (once: a retry finds it
 // no longer watched). A refund in any other state is left as it is.
 func (s *Store) EndRefundWatch(ctx context.Context, refundID, txHash, message string) error {
-	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+	_, err := s.closeWatch(ctx, func(q *gorm.DB) *gorm.DB {
+		return q.Scopes(watchedFailed).Where("id = ? AND tx_hash = ?", refundID, txHash)
+	}, message)
+	return err
+}
+
+// closeWatch ends the watch of the refund `which` selects (under its row's
+// lock): message replaces its failure message, it is no longer watched,
+// and the amount it held is given back on its transaction, in one database
+// transaction. It reports whether an amount was given back.
+func (s *Store) closeWatch(ctx context.Context, which func(*gorm.DB) *gorm.DB, message string) (bool, error) {
+	released := false
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var r Refund
-		if err := s.forUpdate(tx).Scopes(watchedFailed).Where("id = ? AND tx_hash = ?", refundID, txHash).Take(&r).Error; err != nil {
+		if err := s.forUpdate(tx).Scopes(which).Take(&r).Error; err != nil {
 			if errors.Is(err, gorm.ErrRecordNotFound) {
 				return nil
 			}
 			return err
 		}
-		res := tx.Model(&Refund{}).Scopes(watchedFailed).Where("id = ? AND amount_held = ?", r.ID, r.AmountHeld).
+		res := tx.Model(&Refund{}).Scopes(which).Where("amount_held = ?", r.AmountHeld).
 			Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "amount_held": false, "updated_at": s.Now()})
 		if res.Error != nil || res.RowsAffected != 1 || !r.AmountHeld {
 			return res.Error
 		}
+		released = true
 		return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
 			Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
 	})
+	return released && err == nil, err
 }
 
 // LapsedRefundHolds lists failed refunds that still hold their amount
@@ -626,25 +640,9 @@ func (s *Store) LapsedRefundHolds(ctx context.Context, before time.Time, after s
 // transaction. It reports whether it gave anything back (false: the refund
 // no longer holds it; its workflow ended the watch, say).
 func (s *Store) ReleaseRefundHold(ctx context.Context, refundID, message string) (bool, error) {
-	released := false
-	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		var r Refund
-		if err := s.forUpdate(tx).Where("id = ? AND status = ? AND amount_held = ?", refundID, RefundFailed, true).Take(&r).Error; err != nil {
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return nil
-			}
-			return err
-		}
-		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND amount_held = ?", r.ID, RefundFailed, true).
-			Updates(map[string]any{"failure_message": truncate(message, 500), "watched_until": nil, "amount_held": false, "updated_at": s.Now()})
-		if res.Error != nil || res.RowsAffected != 1 {
-			return res.Error
-		}
-		released = true
-		return tx.Model(&Transaction{}).Where("id = ?", r.TransactionID).
-			Update("refund_reserved", gorm.Expr("refund_reserved - ?", int64(r.Amount))).Error
-	})
-	return released && err == nil, err
+	return s.closeWatch(ctx, func(q *gorm.DB) *gorm.DB {
+		return q.Where("id = ? AND status = ? AND amount_held = ?", refundID, RefundFailed, true)
+	}, message)
 }
 
 // NoteRefundWatch replaces the failure message of a failed refund with
