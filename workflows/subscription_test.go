@@ -1322,6 +1322,19 @@ func TestSubscriptionSettledFromException(t *testing.T) {
 	}
 }
 
+// unpaidThenPaid is a customer who leaves the first session unpaid and
+// pays each later one an hour after it opens.
+func unpaidThenPaid() func(*subFakeSession) subPayment {
+	n := 0
+	return func(*subFakeSession) subPayment {
+		n++
+		if n == 1 {
+			return subPayment{}
+		}
+		return payAfter(time.Hour)
+	}
+}
+
 // The settle update's refusals: nothing due; a transfer to the invoice's
 // session being confirmed (its verdict decides); the exception closed
 // meanwhile (the invoice gets a session again); the session found paid as
@@ -1351,14 +1364,7 @@ func TestSubscriptionSettleRefusals(t *testing.T) {
 	})
 	t.Run("exception closed meanwhile", func(t *testing.T) {
 		h := newSubHarness(t, subStart, 0, billing.Month)
-		n := 0
-		h.plan = func(*subFakeSession) subPayment {
-			n++
-			if n == 1 {
-				return subPayment{}
-			}
-			return payAfter(time.Hour)
-		}
+		h.plan = unpaidThenPaid()
 		h.exceptions.refuse["exc_gone"] = true
 		u := h.settle(subStart.Add(2*time.Hour), "exc_gone")
 		h.runUntil(2, func() bool { return len(h.carried) == 1 })
@@ -1433,14 +1439,7 @@ func TestSubscriptionSettleRefusals(t *testing.T) {
 	})
 	t.Run("session paid as it is voided", func(t *testing.T) {
 		h := newSubHarness(t, subStart, 0, billing.Month)
-		n := 0
-		h.plan = func(*subFakeSession) subPayment {
-			n++
-			if n == 1 {
-				return subPayment{}
-			}
-			return payAfter(time.Hour)
-		}
+		h.plan = unpaidThenPaid()
 		h.sessions.beforeVoid = func(s *subFakeSession) { s.Status = models.StatusComplete }
 		u := h.settle(subStart.Add(2*time.Hour), "exc_1")
 		h.runUntil(3, func() bool { return len(h.carried) == 1 })
