@@ -527,7 +527,9 @@ var notices = map[string]string{
 	"refund.created":   "Refund created: send its transfer from your wallet, then enter the transaction hash below.",
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
-	"subscription.cancel":     "The subscription ends with its current period (a renewal already due ends it now).",
+	"subscription.cancel": "The subscription ends with its current period.",
+	"subscription.cancel_pending": "Cancellation taken: a payment of the renewal due is being confirmed; if it lands, the subscription " +
+		"ends with the period it pays, otherwise at once.",
 	"subscription.cancel_now": "Subscription canceled: nothing more is billed.",
 	"subscription.pause":      "Subscription paused: no invoice while paused; resuming moves its dates by the pause.",
 	"subscription.resume":     "Subscription resumed: its period ends later by the time it was paused.",
