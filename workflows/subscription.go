@@ -185,6 +185,14 @@ const resumeShiftsAnchorVersion = "resume-shifts-anchor"
 // subscription for a period the merchant had asked to cancel.
 const cancelInFlightVersion = "cancel-while-payment-in-flight"
 
+// cancelVoidsEveryVersion marks the workflows whose cancel voids every
+// session of the open invoice, older ones first, as the settle update does
+// (version 1; asked only when the invoice has more than one session).
+// Before, only the current one was voided: an older session's transfer,
+// broadcast as it expired and confirmed after the cancel, was recorded as
+// a payment of a canceled subscription.
+const cancelVoidsEveryVersion = "cancel-voids-every-session"
+
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
 type SubscriptionState struct {
@@ -592,8 +600,12 @@ func (s *subscriptionRun) renew(ctx workflow.Context, sessionID string, data map
 // action that asked for it.
 func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEnd bool, before *activities.SubscriptionEvent) error {
 	if inv := s.st.Invoice; inv != nil {
-		var status string
-		err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, inv.SessionID).Get(ctx, &status)
+		sessions := []string{inv.SessionID}
+		if older := s.olderSessions(); len(older) > 0 &&
+			workflow.GetVersion(ctx, cancelVoidsEveryVersion, workflow.DefaultVersion, 1) == 1 {
+			sessions = append(older, inv.SessionID)
+		}
+		paidBy, status, err := s.voidSessions(ctx, sessions)
 		if reason == CancelReasonUnpaid && isPaymentInFlight(err) {
 			// The customer's transfer was submitted as dunning ended: its
 			// verdict decides (the deadline looks again).
@@ -617,7 +629,7 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 			return err
 		}
 		if status == models.StatusComplete {
-			if err := s.settle(ctx, inv.SessionID); err != nil {
+			if err := s.settle(ctx, paidBy); err != nil {
 				return err
 			}
 			if reason == CancelReasonUnpaid {
@@ -845,20 +857,17 @@ func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleReques
 		return SubscriptionState{}, err
 	}
 	inv := s.st.Invoice
-	sessions := slices.DeleteFunc(slices.Clone(inv.Sessions), func(id string) bool { return id == inv.SessionID })
-	for _, id := range append(sessions, inv.SessionID) {
-		var status string
-		if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, id).Get(ctx, &status); err != nil {
+	paidBy, status, err := s.voidSessions(ctx, append(s.olderSessions(), inv.SessionID))
+	if err != nil {
+		return SubscriptionState{}, err
+	}
+	if status == models.StatusComplete {
+		if err := s.settle(ctx, paidBy); err != nil {
 			return SubscriptionState{}, err
 		}
-		if status == models.StatusComplete {
-			if err := s.settle(ctx, id); err != nil {
-				return SubscriptionState{}, err
-			}
-			s.renewed = true
-			return SubscriptionState{}, temporal.NewApplicationError("the invoice was paid by one of its checkout sessions meanwhile; the exception stays open",
-				ErrTypeInvoicePaid)
-		}
+		s.renewed = true
+		return SubscriptionState{}, temporal.NewApplicationError("the invoice was paid by one of its checkout sessions meanwhile; the exception stays open",
+			ErrTypeInvoicePaid)
 	}
 	r := activities.InvoiceExceptionRequest{ExceptionID: req.ExceptionID, SubscriptionID: s.st.SubscriptionID, Invoice: inv.Number,
 		MerchantID: s.st.MerchantID, Mode: s.st.Mode, Note: req.Note}
@@ -883,6 +892,29 @@ func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleReques
 	}
 	s.renewed = true
 	return s.st, nil
+}
+
+// olderSessions are the open invoice's sessions before its current one.
+func (s *subscriptionRun) olderSessions() []string {
+	inv := s.st.Invoice
+	return slices.DeleteFunc(slices.Clone(inv.Sessions), func(id string) bool { return id == inv.SessionID })
+}
+
+// voidSessions voids the invoice's sessions in order and stops at the
+// first that decides: one paid (its id, complete), or one whose transfer
+// is being confirmed (the activity's ErrTypePaymentInFlight). Otherwise it
+// answers the last one's status.
+func (s *subscriptionRun) voidSessions(ctx workflow.Context, ids []string) (string, string, error) {
+	var status string
+	for _, id := range ids {
+		if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, id).Get(ctx, &status); err != nil {
+			return id, status, err
+		}
+		if status == models.StatusComplete {
+			return id, status, nil
+		}
+	}
+	return ids[len(ids)-1], status, nil
 }
 
 // drainNotices takes every signal already delivered, so none is lost when

@@ -34,6 +34,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_resumed.json",           // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
 	"testdata/subscription_reopened_past_due.json", // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
 	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed, continued as new
+	"testdata/subscription_dunning_voids_all.json", // as subscription_dunning, its cancel voiding every session of the invoice (cancelVoidsEveryVersion)
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -249,6 +250,11 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 		t.Fatalf("cancel_now: %+v %v", st, err)
 	}
 	rec.finish(id, CancelReasonRequested)
+
+	// 11. As 3, recorded after cancelVoidsEveryVersion: dunning's end voids
+	// every session of the invoice, the older ones first.
+	id = rec.start("sub_replay_dunning_voids_all", policy, time.Second)
+	save(id.id, rec.finish(id, CancelReasonUnpaid), subscriptionHistoryFiles[10])
 }
 
 // settle sends the settle update for exception excID.

@@ -1398,9 +1398,12 @@ func TestSubscriptionSettleRefusals(t *testing.T) {
 		u := h.settle(pastDue.Add(2*time.Hour), "exc_1")
 		voided := -1
 		h.at(pastDue.Add(3*time.Hour), func() {
+			grace := h.sessions.all()[0]
 			h.sessions.mu.Lock()
 			voided = len(h.sessions.voided)
+			grace.Status = models.StatusFailed // the transfer bounced
 			h.sessions.mu.Unlock()
+			h.signal(grace)
 		})
 		h.runUntil(2, nil) // dunning ends it, unpaid
 		if !u.accepted || u.errType() != activities.ErrTypePaymentInFlight || len(h.exceptions.requests) != 0 || voided != 0 {
@@ -1448,6 +1451,62 @@ func TestSubscriptionSettleRefusals(t *testing.T) {
 		}
 		r := h.store.ofType("subscription.renewed")
 		if len(r) < 1 || invoiceOf(t, r[0])["sessionId"] != h.sessions.all()[0].ID || !r[0].At.Equal(subStart.Add(2*time.Hour)) {
+			t.Fatalf("renewed %v", h.store.types())
+		}
+	})
+}
+
+// An older session of the open invoice whose transfer is still being
+// confirmed (broadcast as it expired, after the next step had opened a new
+// session) is voided, or waited for, by a cancel too
+// (cancelVoidsEveryVersion): cancel_now is refused until its verdict, and
+// dunning's end waits for it; paid, it renews the subscription instead of
+// its being canceled. Before, only the current session was voided and such
+// a payment was recorded for a canceled subscription.
+func TestSubscriptionCancelVoidsEverySession(t *testing.T) {
+	pastDue := subStart.Add(72 * time.Hour)
+	// olderInFlight makes the grace session take a transfer an hour into
+	// past_due, whose verdict (status) comes at `decided`.
+	olderInFlight := func(h *subHarness, decided time.Time, status string) {
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		h.at(pastDue.Add(time.Hour), func() {
+			grace := h.sessions.all()[0]
+			h.sessions.mu.Lock()
+			grace.Status = models.StatusBroadcast
+			h.sessions.mu.Unlock()
+		})
+		h.at(decided, func() {
+			grace := h.sessions.all()[0]
+			h.sessions.mu.Lock()
+			grace.Status = status
+			h.sessions.mu.Unlock()
+			h.signal(grace)
+		})
+	}
+	t.Run("cancel_now", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		olderInFlight(h, pastDue.Add(3*time.Hour), models.StatusFailed)
+		refused := h.action(pastDue.Add(2*time.Hour), ActionCancelNow)
+		later := h.action(pastDue.Add(4*time.Hour), ActionCancelNow)
+		h.runUntil(2, nil)
+		if refused.errType() != activities.ErrTypePaymentInFlight {
+			t.Fatalf("cancel_now while an older session's transfer is confirmed: %+v (%s)", refused, refused.errType())
+		}
+		s := h.sessions.all()
+		if later.err != nil || later.state.Status != models.SubCanceled || len(h.sessions.voided) != 1 || h.sessions.voided[0] != s[1].ID {
+			t.Fatalf("cancel_now after its verdict: %+v, voided %v", later, h.sessions.voided)
+		}
+	})
+	t.Run("paid as dunning ends", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		ends := pastDue.Add(168 * time.Hour)
+		olderInFlight(h, ends.Add(2*time.Hour), models.StatusComplete)
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		if len(h.store.ofType("subscription.canceled")) != 0 {
+			t.Fatalf("canceled while an older session's transfer was confirmed: %v", h.store.types())
+		}
+		r := h.store.ofType("subscription.renewed")
+		if len(r) != 1 || invoiceOf(t, r[0])["sessionId"] != h.sessions.all()[0].ID || r[0].At.Before(ends) {
 			t.Fatalf("renewed %v", h.store.types())
 		}
 	})
