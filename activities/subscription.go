@@ -130,8 +130,8 @@ type InvoiceExceptionPayment struct {
 // store).
 type InvoiceExceptions interface {
 	// ResolveExceptionForInvoice records the transaction (once: asked again
-	// for the same subscription it answers the first) and answers the
-	// deliveries of its payment.completed event.
+	// for the same invoice it answers the first, for another it refuses) and
+	// answers the deliveries of its payment.completed event.
 	ResolveExceptionForInvoice(ctx context.Context, r InvoiceExceptionRequest) (InvoiceExceptionPayment, []string, error)
 }
 
