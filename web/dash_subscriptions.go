@@ -75,10 +75,7 @@ func (p *Pages) subscriptionActionForm(c *gin.Context) {
 		p.renderSubscription(c, http.StatusBadRequest, &apiError{Status: http.StatusBadRequest, Message: "action: must be one of cancel, cancel_now, pause, resume"})
 		return
 	}
-	var got struct {
-		Status            string `json:"status"`
-		CancelAtPeriodEnd bool   `json:"cancelAtPeriodEnd"`
-	}
+	var got dSubscription // the answer: status and cancelAtPeriodEnd
 	if _, err := p.api(c, apiCall{method: http.MethodPatch, path: "/api/subscriptions", query: modeQuery(c, nil),
 		json: map[string]string{"subscriptionId": id, "action": action}}, &got); err != nil {
 		p.renderSubscription(c, err.Status, err)
@@ -88,10 +85,10 @@ func (p *Pages) subscriptionActionForm(c *gin.Context) {
 	if action == "cancel" {
 		// What the workflow did: a renewal due ends it now, unless a
 		// payment of it is being confirmed (then its verdict decides).
-		switch sub := (dSubscription{Status: got.Status}); {
+		switch {
 		case got.Status == "canceled":
 			done = "subscription.cancel_now"
-		case sub.InvoiceOpen():
+		case got.InvoiceOpen():
 			done = "subscription.cancel_pending"
 		}
 	}
