@@ -108,6 +108,59 @@ func startChild(t *testing.T, bin, name string, env []string, args ...string) *c
 	return c
 }
 
+// startBound starts `paygate args...` on n fresh loopback addresses (env
+// turns them into its environment) and waits until its log says each is
+// bound. loopbackAddr only probes a free port: another test of the package
+// can take it before the child binds, and the child then exits while the
+// test would talk to the other test's server (a readiness probe cannot tell
+// them apart). Such a child is started again on fresh ports.
+func startBound(t *testing.T, bin, name string, n int, env func(addrs []string) []string, args ...string) (*child, []string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addrs := make([]string, n)
+		for i := range addrs {
+			addrs[i] = loopbackAddr(t)
+		}
+		c := startChild(t, bin, name, env(addrs), args...)
+		err := c.waitBound(addrs, 60*time.Second)
+		if err == nil {
+			return c, addrs
+		}
+		if attempt < 5 && strings.Contains(c.out.String(), "address already in use") {
+			t.Logf("%s: a port was taken before it bound; again on fresh ports", name)
+			continue
+		}
+		t.Fatalf("%s: %v\n%s", name, err, c.out.String())
+	}
+}
+
+// waitBound waits until the child's log names each address as one it
+// listens on ("API listening", "metrics listening"), or it exits.
+func (c *child) waitBound(addrs []string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		out := c.out.String()
+		bound := 0
+		for _, a := range addrs {
+			if strings.Contains(out, `"addr":"http://`+a+`"`) {
+				bound++
+			}
+		}
+		if bound == len(addrs) {
+			return nil
+		}
+		select {
+		case err := <-c.done:
+			c.done <- err
+			return fmt.Errorf("exited before it listened: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %v after %s", addrs, within)
+		}
+	}
+}
+
 // stop sends SIGTERM and waits for a clean exit.
 func (c *child) stop(t *testing.T, within time.Duration) {
 	t.Helper()
@@ -221,7 +274,6 @@ func TestSeparateProcesses(t *testing.T) {
 	t.Cleanup(func() { _ = dc.Close() })
 	bin := buildPaygate(t)
 
-	apiAddr, apiOpsAddr, workerAddr, worker2Addr := loopbackAddr(t), loopbackAddr(t), loopbackAddr(t), loopbackAddr(t)
 	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -232,13 +284,13 @@ func TestSeparateProcesses(t *testing.T) {
 		"PAYGATE_SECRET_KEY=" + procSecret,
 		"PAYGATE_DATA_DIR=" + t.TempDir(),
 		"DATABASE_URL=" + dbURL,
+		// Required in production; the API's bound address replaces it
+		// (the last of duplicate keys wins).
+		"PAYGATE_PUBLIC_URL=http://127.0.0.1",
 		"TEMPORAL_ADDRESS=" + ts.Address(),
 		"TEMPORAL_NAMESPACE=" + ts.Namespace(),
 		"TEMPORAL_TASK_QUEUE_CHECKOUT=checkout-" + suffix,
 		"TEMPORAL_TASK_QUEUE_WEBHOOKS=webhooks-" + suffix,
-		"PAYGATE_ADDR=" + apiAddr,
-		"PAYGATE_PUBLIC_URL=http://" + apiAddr,
-		"WORKER_METRICS_ADDR=" + workerAddr,
 		"RPC_URL_BASE_SEPOLIA=" + dc.RPCURL(),
 		fmt.Sprintf("CHAIN_ID_BASE_SEPOLIA=%d", dc.ChainID()),
 		"USDC_BASE_SEPOLIA=" + dc.USDC().Hex(),
@@ -259,15 +311,22 @@ func TestSeparateProcesses(t *testing.T) {
 	bctx, bcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer bcancel()
 	bad := exec.CommandContext(bctx, bin, "api")
-	bad.Env = append(slices.Clone(env), "TEMPORAL_NAMESPACE=nope-"+suffix, "PAYGATE_ADDR="+loopbackAddr(t))
+	bad.Env = append(slices.Clone(env), "TEMPORAL_NAMESPACE=nope-"+suffix, "PAYGATE_ADDR=127.0.0.1:0")
 	if out, err := bad.CombinedOutput(); err == nil || bctx.Err() != nil || !strings.Contains(string(out), "TEMPORAL_NAMESPACE") {
 		t.Fatalf("paygate api on a namespace that does not exist: %v\n%s", err, out)
 	}
 	// One API and two workers: each kind scales on its own (the second
 	// worker differs only in its metrics address).
-	apiProc := startChild(t, bin, "paygate api", append(slices.Clone(env), "PAYGATE_METRICS_ADDR="+apiOpsAddr), "api")
-	workerProc := startChild(t, bin, "paygate worker", env, "worker")
-	worker2Proc := startChild(t, bin, "paygate worker #2", append(slices.Clone(env), "WORKER_METRICS_ADDR="+worker2Addr), "worker")
+	apiProc, addrs := startBound(t, bin, "paygate api", 2, func(a []string) []string {
+		return append(slices.Clone(env), "PAYGATE_ADDR="+a[0], "PAYGATE_PUBLIC_URL=http://"+a[0], "PAYGATE_METRICS_ADDR="+a[1])
+	}, "api")
+	apiAddr, apiOpsAddr := addrs[0], addrs[1]
+	env = append(env, "PAYGATE_ADDR="+apiAddr, "PAYGATE_PUBLIC_URL=http://"+apiAddr)
+	workerEnv := func(a []string) []string { return append(slices.Clone(env), "WORKER_METRICS_ADDR="+a[0]) }
+	workerProc, addrs := startBound(t, bin, "paygate worker", 1, workerEnv, "worker")
+	workerAddr := addrs[0]
+	worker2Proc, addrs := startBound(t, bin, "paygate worker #2", 1, workerEnv, "worker")
+	worker2Addr := addrs[0]
 	apiBase, workerBase, worker2Base := "http://"+apiAddr, "http://"+workerAddr, "http://"+worker2Addr
 	waitReady(t, apiProc, apiBase, 60*time.Second)
 	waitReady(t, workerProc, workerBase, 60*time.Second)
