@@ -129,8 +129,26 @@ func TestPaymentsList(t *testing.T) {
 		if tx := h.do("GET", "/api/payments/"+d.str("data", "transaction", "id"), m.Session+"", nil); tx.str("data", "payment", "id") != paid.ID {
 			t.Fatalf("by transaction id %s", tx.Raw)
 		}
-		if r := h.do("GET", "/api/payments/"+rec.str("data", "id"), m.TestKey, nil); r.str("data", "payment", "kind") != "record" || r.Body["data"].(map[string]any)["session"] != nil {
+		if r := h.do("GET", "/api/payments/"+rec.str("data", "id"), m.TestKey, nil); r.str("data", "payment", "kind") != "record" ||
+			r.Body["data"].(map[string]any)["session"] != nil || r.str("data", "payment", "verification") != "pending" {
 			t.Fatalf("record detail %s", r.Raw)
+		}
+		// A record the chain refuted is a failed payment, not a complete one.
+		if err := h.store.SetRecordVerification(ctx, rec.str("data", "id"), models.VerificationFailed, "no such transfer"); err != nil {
+			t.Fatal(err)
+		}
+		for q, want := range map[string][]string{
+			"status=complete": {paid.ID},
+			"status=failed":   {rec.str("data", "id")},
+			"":                {paid.ID, rec.str("data", "id"), open.ID},
+		} {
+			if got := h.do("GET", "/api/payments?"+q, m.TestKey, nil); strings.Join(ids(got), ",") != strings.Join(want, ",") {
+				t.Errorf("refuted, %s: %v, want %v", q, ids(got), want)
+			}
+		}
+		if r := h.do("GET", "/api/payments/"+rec.str("data", "id"), m.TestKey, nil); r.str("data", "payment", "status") != "failed" ||
+			r.str("data", "payment", "verification") != "failed" || r.str("data", "transaction", "verificationMessage") != "no such transfer" {
+			t.Fatalf("refuted record detail %s", r.Raw)
 		}
 		// Nobody else sees them.
 		other := h.signup()

@@ -38,18 +38,21 @@ type paymentJSON struct {
 	SessionID       *string      `json:"sessionId"`
 	TransactionID   *string      `json:"transactionId"`
 	FailureReason   string       `json:"failureReason,omitempty"`
-	CreatedAt       Time         `json:"createdAt"`
+	// Verification is a record's: pending until the chain bears it out.
+	Verification string `json:"verification,omitempty"`
+	CreatedAt    Time   `json:"createdAt"`
 }
 
 func toPaymentJSON(p *models.Payment) paymentJSON {
 	return paymentJSON{ID: p.ID, Kind: p.Kind, Status: p.Status, Amount: p.Amount, Token: p.Token, Network: p.Network,
 		PaymentLinkID: p.PaymentLinkID, PaymentLinkName: p.PaymentLinkName, TxHash: p.TxHash, WalletAddress: p.WalletAddress,
 		CustomerEmail: p.CustomerEmail, CustomerName: p.CustomerName, SessionID: p.SessionID, TransactionID: p.TransactionID,
-		FailureReason: p.FailureReason, CreatedAt: ts(p.CreatedAt)}
+		FailureReason: p.FailureReason, Verification: p.Verification, CreatedAt: ts(p.CreatedAt)}
 }
 
 // listPayments is GET /api/payments: filters status (open, or a session
-// status; complete includes records), network, paymentLinkId, since, until
+// status; complete includes records, failed the records the chain
+// refuted), network, paymentLinkId, since, until
 // and q (part of a transaction hash, payer wallet or customer e-mail);
 // limit and starting_after page through both kinds at once.
 func (s *Server) listPayments(c *gin.Context) {

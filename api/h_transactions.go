@@ -184,7 +184,11 @@ func (s *Server) listTransactions(c *gin.Context) {
 	var v checker
 	page := v.page(c.Query)
 	f := models.TransactionFilter{
-		Status:        v.oneOf("status", c.Query("status"), false, "completed"),
+		Status: v.oneOf("status", c.Query("status"), false, "completed"),
+		// Every transaction is completed (a payment, or a record); whether
+		// the chain bore a record out is its verification: ?verification=
+		// verified lists only what counts toward the balance.
+		Verification:  v.oneOf("verification", c.Query("verification"), false, models.VerificationPending, models.VerificationVerified, models.VerificationFailed),
 		PaymentLinkID: v.uuidField("paymentLinkId", c.Query("paymentLinkId"), false),
 		Since:         v.timeParam("since", c.Query("since")),
 		Until:         v.timeParam("until", c.Query("until")),

@@ -412,6 +412,41 @@ func TestSubscriptions(t *testing.T) {
 	})
 }
 
+// TestTransactionsByVerification: every transaction's status is completed,
+// a record the chain refuted included; ?verification= tells them apart.
+func TestTransactionsByVerification(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		ids := map[string]string{}
+		for i, state := range []string{models.VerificationPending, models.VerificationVerified, models.VerificationFailed} {
+			rec := h.do("POST", "/api/transactions", m.TestKey, map[string]any{"amount": "10", "token": "USDC", "network": "base_sepolia",
+				"txHash": "0x" + strings.Repeat(string(rune('a'+i)), 64), "walletAddress": evmB})
+			expect(t, rec, 201, "")
+			ids[state] = rec.data()["id"].(string)
+			if state != models.VerificationPending {
+				if err := h.store.SetRecordVerification(context.Background(), ids[state], state, "checked"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if r := h.do("GET", "/api/transactions?status=completed", m.TestKey, nil); len(r.list()) != 3 {
+			t.Fatalf("every record is completed: %s", r.Raw)
+		}
+		for state, id := range ids {
+			r := h.do("GET", "/api/transactions?verification="+state, m.TestKey, nil)
+			expect(t, r, 200, "")
+			if l := r.list(); len(l) != 1 || l[0].(map[string]any)["id"] != id || l[0].(map[string]any)["verification"] != state {
+				t.Fatalf("?verification=%s: %s", state, r.Raw)
+			}
+		}
+		expectField(t, h.do("GET", "/api/transactions?verification=refuted", m.TestKey, nil), "verification")
+		// Another merchant's filter sees none of them.
+		if r := h.do("GET", "/api/transactions?verification=failed", h.signup().TestKey, nil); len(r.list()) != 0 {
+			t.Fatalf("another merchant's list: %s", r.Raw)
+		}
+	})
+}
+
 func TestSettlements(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		m := h.withLive(h.signup())

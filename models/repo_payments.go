@@ -31,7 +31,8 @@ const PaymentOpen = "open"
 type Payment struct {
 	ID              string
 	Kind            string
-	Status          string // a session status; "complete" for a record
+	Status          string // a session status; "complete" for a record ("failed" once the chain refuted it)
+	Verification    string // a record's (VerificationPending, …); "" for a session
 	Amount          money.Amount
 	Token           string
 	Network         string
@@ -50,7 +51,7 @@ type Payment struct {
 // PaymentFilter narrows the payments list; empty fields do not filter.
 type PaymentFilter struct {
 	// Status is PaymentOpen or a session status (StatusComplete matches
-	// records too).
+	// records too, StatusFailed records the chain refuted).
 	Status        string
 	Network       string
 	PaymentLinkID string
@@ -110,20 +111,23 @@ func (s *Store) Payments(ctx context.Context, sc Scope, f PaymentFilter, p Page)
 			CustomerName: cs.CustomerName, SessionID: &sessions[i].ID, FailureReason: cs.FailureReason, CreatedAt: cs.CreatedAt})
 		sessionIDs = append(sessionIDs, cs.ID)
 	}
-	// Records: transactions without a session; all of them are complete.
-	if f.Status == "" || f.Status == StatusComplete {
+	// Records: transactions without a session; complete, or failed when
+	// the chain refuted them (recordPayment).
+	if f.Status == "" || f.Status == StatusComplete || f.Status == StatusFailed {
 		q := equal(s.scoped(ctx, sc).Model(&Transaction{}), "network", f.Network, "payment_link_id", f.PaymentLinkID).
 			Where("session_id IS NULL")
+		switch f.Status {
+		case StatusComplete:
+			q = q.Where("verification <> ?", VerificationFailed)
+		case StatusFailed:
+			q = q.Where("verification = ?", VerificationFailed)
+		}
 		var records []Transaction
 		if err := paginate(searchPayments(createdBetween(q, f.Since, f.Until), f), p).Find(&records).Error; err != nil {
 			return nil, false, err
 		}
 		for i := range records {
-			t := &records[i]
-			hash := t.TxHash
-			out = append(out, Payment{ID: t.ID, Kind: PaymentRecord, Status: StatusComplete, Amount: t.Amount, Token: t.Token,
-				Network: t.Network, PaymentLinkID: t.PaymentLinkID, TxHash: &hash, WalletAddress: t.WalletAddress,
-				CustomerEmail: t.CustomerEmail, CustomerName: t.CustomerName, TransactionID: &records[i].ID, CreatedAt: t.CreatedAt})
+			out = append(out, recordPayment(&records[i]))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
@@ -132,6 +136,20 @@ func (s *Store) Payments(ctx context.Context, sc Scope, f PaymentFilter, p Page)
 		return nil, false, err
 	}
 	return out, more, nil
+}
+
+// recordPayment is the payment of a transaction without a session: complete
+// (its Verification says whether the chain bore it out yet), or failed when
+// the chain refuted it (the transaction's VerificationMessage says why).
+func recordPayment(t *Transaction) Payment {
+	hash := t.TxHash
+	p := Payment{ID: t.ID, Kind: PaymentRecord, Status: StatusComplete, Verification: t.Verification, Amount: t.Amount, Token: t.Token,
+		Network: t.Network, PaymentLinkID: t.PaymentLinkID, TxHash: &hash, WalletAddress: t.WalletAddress,
+		CustomerEmail: t.CustomerEmail, CustomerName: t.CustomerName, TransactionID: &t.ID, CreatedAt: t.CreatedAt}
+	if t.Verification == VerificationFailed {
+		p.Status = StatusFailed
+	}
+	return p
 }
 
 // fillPayments adds the sessions' transactions and the links' names.
@@ -212,11 +230,7 @@ func (s *Store) PaymentOf(ctx context.Context, sc Scope, id string) (*PaymentDet
 		}
 		if t.SessionID == nil {
 			d := &PaymentDetail{Transaction: t}
-			hash := t.TxHash
-			d.Payment = Payment{ID: t.ID, Kind: PaymentRecord, Status: StatusComplete, Amount: t.Amount, Token: t.Token,
-				Network: t.Network, PaymentLinkID: t.PaymentLinkID, TxHash: &hash, WalletAddress: t.WalletAddress,
-				CustomerEmail: t.CustomerEmail, CustomerName: t.CustomerName, TransactionID: &t.ID, CreatedAt: t.CreatedAt}
-			ps := []Payment{d.Payment}
+			ps := []Payment{recordPayment(t)}
 			if err := s.fillPayments(ctx, ps, nil); err != nil {
 				return nil, err
 			}

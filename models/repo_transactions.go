@@ -160,6 +160,7 @@ func (s *Store) upsertCustomerSpend(tx *gorm.DB, t *Transaction) (string, error)
 // TransactionFilter narrows a transaction list; empty fields do not filter.
 type TransactionFilter struct {
 	Status        string
+	Verification  string
 	Network       string
 	TxHash        string
 	PaymentLinkID string
@@ -169,7 +170,7 @@ type TransactionFilter struct {
 
 // Transactions lists a page of the scope's transactions, newest first.
 func (s *Store) Transactions(ctx context.Context, sc Scope, f TransactionFilter, p Page) ([]Transaction, bool, error) {
-	q := equal(s.scoped(ctx, sc), "status", f.Status, "network", f.Network, "tx_hash", f.TxHash,
+	q := equal(s.scoped(ctx, sc), "status", f.Status, "verification", f.Verification, "network", f.Network, "tx_hash", f.TxHash,
 		"payment_link_id", f.PaymentLinkID, "customer_email", f.CustomerEmail)
 	return fetchPage[Transaction](createdBetween(q, f.Since, f.Until), p)
 }

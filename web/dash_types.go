@@ -67,6 +67,7 @@ type dPayment struct {
 	SessionID       *string     `json:"sessionId"`
 	TransactionID   *string     `json:"transactionId"`
 	FailureReason   string      `json:"failureReason"`
+	Verification    string      `json:"verification"`
 	CreatedAt       time.Time   `json:"createdAt"`
 }
 

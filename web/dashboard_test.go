@@ -456,6 +456,23 @@ func TestDashboardPayments(t *testing.T) {
 	if bad := a.get("/dashboard/test/payments?since=yesterday"); bad.status != 400 || !strings.Contains(bad.text(".error"), "since:") {
 		t.Fatalf("bad filter %d %q", bad.status, bad.text(".error"))
 	}
+	// A record is complete and says it is not yet seen on chain; refuted by
+	// the chain, it is failed and says so.
+	rec := d.call("POST", "/api/transactions", a.testKey, map[string]any{"amount": "7", "token": "USDC", "network": "base_sepolia",
+		"txHash": "0x" + strings.Repeat("ef", 32), "walletAddress": "0x000000000000000000000000000000000000dEaD", "customerEmail": "rec@example.com"})
+	if got := a.get("/dashboard/test/payments?q=rec@"); !strings.Contains(got.text("#payments tbody"), "complete recorded, not yet seen on chain") {
+		t.Fatalf("an unverified record: %q", got.text("#payments tbody"))
+	}
+	if err := d.st.SetRecordVerification(context.Background(), rec["id"].(string), models.VerificationFailed, "no such transfer"); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.get("/dashboard/test/payments?q=rec@&status=failed"); !strings.Contains(got.text("#payments tbody"), "failed recorded, refuted by the chain") {
+		t.Fatalf("a refuted record: %q", got.text("#payments tbody"))
+	}
+	if got := a.get("/dashboard/test/payments/" + rec["id"].(string)); !strings.Contains(got.text("h1"), "7.00 USDC failed") ||
+		!strings.Contains(got.body, "no such transfer") {
+		t.Fatalf("a refuted record's page: %q", got.text("h1"))
+	}
 
 	// The detail page.
 	dids, _, err := d.st.WebhookDeliveries(context.Background(), models.Scope{MerchantID: a.id, Mode: models.ModeTest},
