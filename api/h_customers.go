@@ -27,13 +27,15 @@ type customerJSON struct {
 	Metadata         *map[string]string `json:"metadata,omitempty"`
 	TotalSpent       money.Amount       `json:"totalSpent"`
 	TransactionCount int64              `json:"transactionCount"`
+	TotalRefunded    money.Amount       `json:"totalRefunded"`
 	CreatedAt        Time               `json:"createdAt"`
 	UpdatedAt        Time               `json:"updatedAt"`
 }
 
 func toCustomerJSON(c *models.Customer, withMetadata bool) customerJSON {
 	out := customerJSON{ID: c.ID, Email: c.Email, Name: c.Name, WalletAddress: c.WalletAddress, Country: c.Country,
-		TotalSpent: c.TotalSpent, TransactionCount: c.TransactionCount, CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt)}
+		TotalSpent: c.TotalSpent, TransactionCount: c.TransactionCount, TotalRefunded: c.TotalRefunded,
+		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt)}
 	if withMetadata {
 		md := map[string]string(c.Metadata)
 		if md == nil {

@@ -40,6 +40,7 @@ type linkJSON struct {
 	MerchantName            string            `json:"merchantName"`
 	TotalCollected          money.Amount      `json:"totalCollected"`
 	TotalTransactions       int64             `json:"totalTransactions"`
+	TotalRefunded           money.Amount      `json:"totalRefunded"`
 	Mode                    string            `json:"mode"`
 	CreatedAt               Time              `json:"createdAt"`
 	UpdatedAt               Time              `json:"updatedAt"`
@@ -50,7 +51,7 @@ func toLinkJSON(l *models.PaymentLink, merchantName string) linkJSON {
 		Network: l.Network, Networks: append([]string{}, l.Networks...), Token: l.Token, Active: l.Active,
 		MerchantWalletAddress: l.MerchantWalletAddress, MerchantWalletAddresses: map[string]string(l.WalletAddresses),
 		MerchantName: merchantName, TotalCollected: l.TotalCollected, TotalTransactions: l.TotalTransactions,
-		Mode: string(l.Mode), CreatedAt: ts(l.CreatedAt), UpdatedAt: ts(l.UpdatedAt)}
+		TotalRefunded: l.TotalRefunded, Mode: string(l.Mode), CreatedAt: ts(l.CreatedAt), UpdatedAt: ts(l.UpdatedAt)}
 }
 
 type createLinkRequest struct {

@@ -392,6 +392,33 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// Links and customers count what succeeded refunds gave back
+			// (TotalRefunded) beside their gross totals, from the refunds
+			// that succeeded before.
+			ID: "20261129_0021_totals_refunded",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				for _, model := range []any{&PaymentLink{}, &Customer{}} {
+					if !m.HasColumn(model, "TotalRefunded") {
+						if err := m.AddColumn(model, "TotalRefunded"); err != nil {
+							return err
+						}
+					}
+				}
+				for _, backfill := range []string{
+					`UPDATE payment_links SET total_refunded = (SELECT COALESCE(SUM(r.amount), 0) FROM refunds r
+						JOIN transactions t ON t.id = r.transaction_id WHERE r.status = 'succeeded' AND t.payment_link_id = payment_links.id)`,
+					`UPDATE customers SET total_refunded = (SELECT COALESCE(SUM(r.amount), 0) FROM refunds r
+						JOIN transactions t ON t.id = r.transaction_id WHERE r.status = 'succeeded' AND t.customer_id = customers.id)`,
+				} {
+					if err := tx.Exec(backfill).Error; err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
 	}
 }
 

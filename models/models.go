@@ -100,6 +100,9 @@ type PaymentLink struct {
 	MerchantWalletAddress string       `gorm:"size:128;not null"`
 	TotalCollected        money.Amount `gorm:"not null;default:0"`
 	TotalTransactions     int64        `gorm:"not null;default:0"`
+	// TotalRefunded is what succeeded refunds of its transactions gave back:
+	// TotalCollected stays the gross figure.
+	TotalRefunded money.Amount `gorm:"not null;default:0"`
 	// ProductID is the catalog product the link sells, if any.
 	ProductID *string `gorm:"size:36;index"`
 	// CheckoutID marks the single-use link behind a hosted checkout (POST
@@ -284,8 +287,11 @@ type Customer struct {
 	Metadata         StringMap    `gorm:"type:text;not null"`
 	TotalSpent       money.Amount `gorm:"not null;default:0"`
 	TransactionCount int64        `gorm:"not null;default:0"`
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// TotalRefunded is what succeeded refunds of the customer's
+	// transactions gave back: TotalSpent stays the gross figure.
+	TotalRefunded money.Amount `gorm:"not null;default:0"`
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Subscription statuses.

@@ -1087,3 +1087,88 @@ func TestExceptionRefundNamesItsDestination(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundsCountOnLinkAndCustomer: a succeeded refund (on time, or landing
+// late after its failure) adds its amount to its payment's link's and
+// customer's TotalRefunded, once; a failed one adds nothing; the gross
+// totals stay. Migration 20261129_0021 counts the refunds that succeeded
+// before it.
+func TestRefundsCountOnLinkAndCustomer(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		link := &models.PaymentLink{MerchantID: f.m.ID, Mode: models.ModeTest, Name: "Mug", Amount: money.FromCents(2975), Currency: "USD",
+			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+			WalletAddresses: models.StringMap{"base_sepolia": refundMerchant}, MerchantWalletAddress: refundMerchant}
+		if err := st.CreatePaymentLink(ctx, link); err != nil {
+			t.Fatal(err)
+		}
+		f.txn = &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: &link.ID, Amount: money.FromCents(2975),
+			Token: "USDC", Network: "base_sepolia", TxHash: "0x" + strings.Repeat("2", 32) + strings.ReplaceAll(models.NewID(), "-", ""),
+			WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant, CustomerEmail: "ann@example.com", Verification: models.VerificationVerified}
+		if err := st.RecordTransaction(ctx, f.txn); err != nil {
+			t.Fatal(err)
+		}
+		totals := func() (linkRefunded, customerRefunded money.Amount) {
+			t.Helper()
+			l, err := st.PaymentLink(ctx, f.sc, link.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := st.Customer(ctx, f.sc, *f.txn.CustomerID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.TotalCollected != money.FromCents(2975) || l.TotalTransactions != 1 || c.TotalSpent != money.FromCents(2975) {
+				t.Fatalf("the gross totals moved: link %s (%d), customer %s", l.TotalCollected, l.TotalTransactions, c.TotalSpent)
+			}
+			return l.TotalRefunded, c.TotalRefunded
+		}
+		r1, err := f.refund(money.FromCents(1000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.succeed(t, r1)
+		// Its outcome repeated changes nothing.
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: r1.ID, Status: models.RefundSucceeded, TxHash: *mustRefund(t, st, r1.ID).TxHash, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if l, c := totals(); l != money.FromCents(1000) || c != money.FromCents(1000) {
+			t.Fatalf("after a refund of 10.00: link %s, customer %s", l, c)
+		}
+		failed, h := f.lost(t, money.FromCents(500), models.InitiatedByMerchant)
+		if l, c := totals(); l != money.FromCents(1000) || c != money.FromCents(1000) {
+			t.Fatalf("a failed refund counted: link %s, customer %s", l, c)
+		}
+		if _, err := st.FinishLateRefund(ctx, models.RefundOutcome{RefundID: failed.ID, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if l, c := totals(); l != money.FromCents(1500) || c != money.FromCents(1500) {
+			t.Fatalf("after a late landing of 5.00: link %s, customer %s", l, c)
+		}
+
+		// Back to the schema before 20261129_0021: the upgrade counts them.
+		for _, model := range []any{&models.PaymentLink{}, &models.Customer{}} {
+			if err := st.DB().Migrator().DropColumn(model, "TotalRefunded"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", "20261129_0021_totals_refunded"); err != nil {
+			t.Fatal(err)
+		}
+		if st.Dialect() == "postgres" {
+			up, err := models.Open(models.Options{DatabaseURL: storetest.URL(t, st), Secrets: storetest.Keyring()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = up.Close() })
+			st = up
+		}
+		if err := st.Migrate(); err != nil {
+			t.Fatalf("upgrade: %v", err)
+		}
+		if l, c := totals(); l != money.FromCents(1500) || c != money.FromCents(1500) {
+			t.Fatalf("after the upgrade: link %s, customer %s", l, c)
+		}
+	})
+}

@@ -502,7 +502,11 @@ func (s *Store) refunded(tx *gorm.DB, r *Refund, failed bool, at time.Time) (Ref
 		return RefundFinish{}, err
 	}
 	var t Transaction
-	if err := tx.Select("id", "session_id", "amount", "refunded_amount").Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+	if err := tx.Select("id", "session_id", "amount", "refunded_amount", "payment_link_id", "customer_id").
+		Where("id = ?", r.TransactionID).Take(&t).Error; err != nil {
+		return RefundFinish{}, err
+	}
+	if err := countRefund(tx, &t, r.Amount, at); err != nil {
 		return RefundFinish{}, err
 	}
 	if failed {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/money"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -83,6 +84,24 @@ func countTransaction(tx *gorm.DB, t *Transaction, sign int64, at time.Time) err
 			"total_spent":       gorm.Expr("total_spent + ?", sign*int64(t.Amount)),
 			"transaction_count": gorm.Expr("transaction_count + ?", sign),
 			"updated_at":        at,
+		}).Error
+	}
+	return nil
+}
+
+// countRefund adds a succeeded refund of t to its link's and customer's
+// TotalRefunded.
+func countRefund(tx *gorm.DB, t *Transaction, amount money.Amount, at time.Time) error {
+	if t.PaymentLinkID != nil {
+		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *t.PaymentLinkID).Updates(map[string]any{
+			"total_refunded": gorm.Expr("total_refunded + ?", int64(amount)), "updated_at": at,
+		}).Error; err != nil {
+			return err
+		}
+	}
+	if t.CustomerID != nil {
+		return tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
+			"total_refunded": gorm.Expr("total_refunded + ?", int64(amount)), "updated_at": at,
 		}).Error
 	}
 	return nil

@@ -47,6 +47,7 @@ type dLink struct {
 	MerchantWalletAddresses map[string]string `json:"merchantWalletAddresses"`
 	TotalCollected          json.Number       `json:"totalCollected"`
 	TotalTransactions       int64             `json:"totalTransactions"`
+	TotalRefunded           json.Number       `json:"totalRefunded"`
 	CreatedAt               time.Time         `json:"createdAt"`
 	UpdatedAt               time.Time         `json:"updatedAt"`
 }
@@ -186,6 +187,7 @@ type dCustomer struct {
 	Metadata         map[string]string `json:"metadata"`
 	TotalSpent       json.Number       `json:"totalSpent"`
 	TransactionCount int64             `json:"transactionCount"`
+	TotalRefunded    json.Number       `json:"totalRefunded"`
 	CreatedAt        time.Time         `json:"createdAt"`
 }
 

@@ -555,6 +555,21 @@ func TestDashboardPayments(t *testing.T) {
 	if action, _ := w.doc.Find("#refund-" + rf.ID + " details form").Attr("action"); action != "/dashboard/test/payments/"+paid.ID+"/refunds/"+rf.ID+"/submit" {
 		t.Fatalf("replacement form %q", action)
 	}
+	// The transfer lands: the link's and the customer's pages count the
+	// refund beside their gross totals.
+	if _, err := d.st.FinishLateRefund(context.Background(), models.RefundOutcome{RefundID: rf.ID, Status: models.RefundSucceeded,
+		TxHash: "0x" + strings.Repeat("cd", 32), At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if lp := a.get("/dashboard/test/links/" + link); !strings.Contains(lp.text("dl"), "Collected25.50 USDC in 1 payment · 25.50 USDC refunded") {
+		t.Fatalf("the link's totals: %q", lp.text("dl"))
+	}
+	if pd.Transaction.CustomerID == nil {
+		t.Fatal("the payment has no customer")
+	}
+	if cp := a.get("/dashboard/test/customers/" + *pd.Transaction.CustomerID); !strings.Contains(cp.text("#customer-refunded"), "25.50 USDC refunded") {
+		t.Fatalf("the customer's totals: %q", cp.text("dl"))
+	}
 	// The payment's link has a page of its own: linked.
 	if dp.doc.Find(".hint a[href*='/links/']").Length() != 1 {
 		t.Error("the payment's link is not linked")
