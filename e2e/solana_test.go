@@ -3,11 +3,17 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/big"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/soldev"
@@ -80,12 +86,151 @@ func TestSolanaDevChainPayment(t *testing.T) {
 	}
 }
 
+// TestSolanaDevChainRefunds runs refunds of a solana_devnet payment on the
+// local Solana runtime, paid as `paygate dev refund` pays them
+// (soldev.PayRefund): a transfer from another wallet than the one that
+// received the payment fails (wrong sender) and frees its amount; a short
+// one fails (short); the merchant's wallet, which holds no SOL (the dev
+// chain's mint authority pays its fee), pays half and then the rest by
+// default; each succeeds with its signature as txHash, and the two
+// payment.refunded deliveries reach a receiver, signed, fullyRefunded false
+// then true.
+func TestSolanaDevChainRefunds(t *testing.T) {
+	ctx := context.Background()
+	s, sc := solanaDevStack(t, stackOptions{watch: true})
+	key, session := s.merchant()
+	link := s.solanaLinkTo(key, session, soldev.Merchant)
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "payment.refunded")
+
+	id := s.openSolanaSession(link)["id"].(string)
+	paid, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(id, "complete", 30*time.Second)
+	txn := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)
+	if txn["txHash"] != paid.Signature || txn["network"] != "solana_devnet" {
+		t.Fatalf("the newest transaction is not the payment %s: %v", paid.Signature, txn)
+	}
+	txID, total := txn["id"].(string), units(txn["amount"])
+	half := total / 2
+	pay := func(refundID string, o soldev.RefundPayOptions) (soldev.RefundPayment, error) {
+		o.APIBase, o.APIKey, o.RefundID, o.RPCURL = s.http.URL, key, refundID, sc.RPCURL()
+		return soldev.PayRefund(ctx, o)
+	}
+	refund := func(amount int64) string {
+		r := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID, "amount": decimal(amount)}, 201)
+		if r["network"] != "solana_devnet" || r["sourceWallet"] != soldev.MerchantAddress || r["destinationWallet"] != soldev.CustomerAddress ||
+			r["tokenAddress"] != soldev.USDCMintAddress {
+			t.Fatalf("a Solana refund: %v", r)
+		}
+		return r["id"].(string)
+	}
+
+	// From the stranger's wallet (given USDC by the customer first): refused
+	// unless asked, then it fails.
+	if _, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, soldev.Stranger, uint64(total)); err != nil {
+		t.Fatal(err)
+	}
+	wrong := refund(half)
+	if _, err := pay(wrong, soldev.RefundPayOptions{Key: soldev.StrangerKey()}); err == nil || !strings.Contains(err.Error(), "must be paid from") {
+		t.Fatalf("paying from another wallet without asking: %v", err)
+	}
+	if _, err := pay(wrong, soldev.RefundPayOptions{Key: soldev.StrangerKey(), AnyWallet: true}); err != nil {
+		t.Fatal(err)
+	}
+	failed := s.waitRefund(key, wrong, "failed", 30*time.Second)
+	if failed["failureReason"] != chain.ReasonInvalidTransfer || !strings.Contains(failed["failureMessage"].(string), "not from the merchant wallet") {
+		t.Fatalf("a refund paid by a stranger: %v", failed)
+	}
+	// Short by one unit, from the merchant's wallet: it fails too. (The
+	// customer pays the merchant half again outside checkout first: the
+	// merchant's wallet then still holds the whole payment for the refunds
+	// below.)
+	if _, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, soldev.Merchant, uint64(half)); err != nil {
+		t.Fatal(err)
+	}
+	short := refund(half)
+	if _, err := pay(short, soldev.RefundPayOptions{Units: big.NewInt(half - 1)}); err != nil {
+		t.Fatal(err)
+	}
+	failed = s.waitRefund(key, short, "failed", 30*time.Second)
+	if failed["failureReason"] != chain.ReasonInvalidTransfer || !strings.Contains(failed["failureMessage"].(string), "received") {
+		t.Fatalf("a short refund: %v", failed)
+	}
+	if got := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(got["refundableAmount"]) != total || units(got["refundedAmount"]) != 0 {
+		t.Fatalf("the failed refunds' amounts are not free again: %v", got)
+	}
+
+	// Half, then the rest, from the merchant's wallet, which holds no SOL.
+	first := refund(half)
+	p1, err := pay(first, soldev.RefundPayOptions{})
+	if err != nil || !p1.Submitted || p1.Status != "submitted" || p1.From != soldev.Merchant || !p1.FeeSponsored {
+		t.Fatalf("pay the first refund: %+v %v", p1, err)
+	}
+	if done := s.waitRefund(key, first, "succeeded", 30*time.Second); done["txHash"] != p1.Signature || done["succeededAt"] == nil {
+		t.Fatalf("first refund %v", done)
+	}
+	rest := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID}, 201)
+	if units(rest["amount"]) != total-half {
+		t.Fatalf("the rest %v", rest)
+	}
+	p2, err := pay(rest["id"].(string), soldev.RefundPayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRefund(key, rest["id"].(string), "succeeded", 30*time.Second)
+	got := s.call("GET", "/api/transactions/"+txID, key, nil, 200)
+	if units(got["refundedAmount"]) != total || units(got["refundableAmount"]) != 0 {
+		t.Fatalf("after the refunds: %v", got)
+	}
+	// The customer's USDC came back: what the payment took, less nothing.
+	bal, err := sc.Client().GetTokenAccountBalance(ctx, solana.MustPublicKeyFromBase58(soldev.CustomerUSDCAddress), rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The payment came back whole; besides, the customer gave the stranger
+	// `total` (half of it came back, not as a refund) and the merchant
+	// half (half less one unit came back, short).
+	want := int64(soldev.CustomerUSDCUnits) - total + total - total + half - half + (half - 1)
+	if bal.Value.Amount != strconv.FormatInt(want, 10) {
+		t.Fatalf("the customer holds %s units, want %d", bal.Value.Amount, want)
+	}
+
+	deliveries := rc.waitFor("two payment.refunded", 20*time.Second, func(g []received) bool { return len(delivered2xx(g)) >= 2 })
+	sort.Slice(deliveries, func(i, j int) bool { return deliveries[i].At.Before(deliveries[j].At) })
+	var full []any
+	seen := map[string]bool{}
+	for _, d := range deliveries {
+		if d.Status < 200 || d.Status > 299 || seen[d.ID] {
+			continue
+		}
+		seen[d.ID] = true
+		data := d.Payload["data"].(map[string]any)
+		if d.VerifyErr != nil || data["network"] != "solana_devnet" || data["merchantWalletAddress"] != soldev.MerchantAddress {
+			t.Fatalf("delivery %+v", d)
+		}
+		full = append(full, data["fullyRefunded"])
+	}
+	if fmt.Sprint(full) != "[false true]" {
+		t.Fatalf("fullyRefunded %v", full)
+	}
+	t.Logf("paid %s USDC in %s; refunded %s + %s in %s and %s", decimal(total), paid.Signature, decimal(half), decimal(total-half), p1.Signature, p2.Signature)
+}
+
 // solanaLink gives the merchant a fresh Solana wallet (beside the EVM one)
 // and a 3.00 solana_devnet payment link, and returns the link's id.
 func (s *stack) solanaLink(key, session string) string {
 	s.t.Helper()
-	merchant := solana.NewWallet().PublicKey()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": merchant.String()}}, 200)
+	return s.solanaLinkTo(key, session, solana.NewWallet().PublicKey())
+}
+
+// solanaLinkTo sets wallet as the merchant's Solana wallet (beside the EVM
+// one) and makes a 3.00 solana_devnet payment link; it returns the link's id.
+func (s *stack) solanaLinkTo(key, session string, wallet solana.PublicKey) string {
+	s.t.Helper()
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet, "solana": wallet.String()}}, 200)
 	return s.call("POST", "/api/payment-links", key, map[string]any{"name": "Sticker", "amount": "3.00", "network": "solana_devnet"}, 201)["id"].(string)
 }
 

@@ -147,7 +147,8 @@ func PaySession(ctx context.Context, apiBase, rpcURL string, payer solana.Privat
 // transfer is an SPL transferChecked between associated token accounts.
 type transfer struct {
 	program           solana.PublicKey // the mint's token program
-	payer             solana.PublicKey // owner of the source account, fee payer
+	payer             solana.PublicKey // owner of the source account
+	feePayer          solana.PublicKey // pays the fee and a created account's rent (zero: payer)
 	mint              solana.PublicKey
 	decimals          uint8
 	recipient         solana.PublicKey // wallet owning the destination account
@@ -191,7 +192,11 @@ func newTransfer(ctx context.Context, client *rpc.Client, payer, mint, recipient
 func (t transfer) instructions() []solana.Instruction {
 	var ixs []solana.Instruction
 	if t.createDestination {
-		ixs = append(ixs, createATAIdempotent(t.payer, t.recipient, t.mint, t.program))
+		feePayer := t.feePayer
+		if feePayer.IsZero() {
+			feePayer = t.payer
+		}
+		ixs = append(ixs, createATAIdempotent(feePayer, t.recipient, t.mint, t.program))
 	}
 	return append(ixs, transferChecked(t.program, t.source, t.mint, t.destination, t.payer, t.units, t.decimals, t.references...))
 }
@@ -286,9 +291,18 @@ func send(ctx context.Context, client *rpc.Client, ixs []solana.Instruction, sig
 var apiClient = &http.Client{Timeout: 30 * time.Second}
 
 func callJSON(ctx context.Context, method, url string, body []byte, out any) error {
+	return callJSONAuth(ctx, method, url, "", body, out)
+}
+
+// callJSONAuth sends a request, with a bearer credential unless token is
+// "", and decodes the answer.
+func callJSONAuth(ctx context.Context, method, url, token string, body []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -59,6 +59,7 @@ func TestDevKeysMatchConstants(t *testing.T) {
 	}{
 		"customer":       {CustomerKey().PublicKey(), CustomerAddress},
 		"stranger":       {StrangerKey().PublicKey(), StrangerAddress},
+		"merchant":       {MerchantKey().PublicKey(), MerchantAddress},
 		"mint authority": {MintAuthorityKey().PublicKey(), MintAuthorityAddress},
 		"usdc mint":      {devKey("usdc mint").PublicKey(), USDCMintAddress},
 		"lookalike mint": {devKey("lookalike mint").PublicKey(), LookalikeMintAddress},

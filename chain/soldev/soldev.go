@@ -78,6 +78,11 @@ const (
 	StrangerAddress = "BEVJRqehQiYa22yk5cCCWZFqgdZ5PDeL1wdPC8mZpZVF"
 	// StrangerUSDCAddress is the stranger's USDC associated token account.
 	StrangerUSDCAddress = "2tPVv1RatYJsCvq1V4p8QWysWTSwqcyCftUmFsBrTfkM"
+	// MerchantAddress is the dev merchant wallet, seed name "merchant":
+	// nothing at boot. Set as a merchant's Solana wallet, it receives
+	// payments and pays their refunds ([PayRefund]; the mint authority pays
+	// its fees while it holds no SOL).
+	MerchantAddress = "98rwvhempUhcm4qUnw4ucU6GST6hDTThbs26pnTL12G5"
 )
 
 // CustomerUSDCUnits is the customer's test USDC at boot: 1,000,000 USDC in
@@ -94,6 +99,8 @@ var (
 	Customer = solana.MustPublicKeyFromBase58(CustomerAddress)
 	// Stranger is [StrangerAddress].
 	Stranger = solana.MustPublicKeyFromBase58(StrangerAddress)
+	// Merchant is [MerchantAddress].
+	Merchant = solana.MustPublicKeyFromBase58(MerchantAddress)
 )
 
 // devKey derives a dev keypair from its public seed name.
@@ -108,6 +115,9 @@ func CustomerKey() solana.PrivateKey { return devKey("customer") }
 
 // StrangerKey returns the private key of [StrangerAddress]. It is public.
 func StrangerKey() solana.PrivateKey { return devKey("stranger") }
+
+// MerchantKey returns the private key of [MerchantAddress]. It is public.
+func MerchantKey() solana.PrivateKey { return devKey("merchant") }
 
 // MintAuthorityKey returns the private key of [MintAuthorityAddress], which
 // may mint more test USDC. It is public.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/gagliardetto/solana-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paygate/paygate/chain/devchain"
@@ -88,8 +89,9 @@ func runDev(ctx context.Context, args []string) error {
 	} else {
 		defer func() { _ = sc.Close() }()
 		soldev.DevNetwork(sc, a.networks)
-		solBanner = fmt.Sprintf("  Solana dev RPC   %s (solana_devnet, test USDC mint %s)\n  Solana customer  %s (funded with SOL and test USDC)\n",
-			sc.RPCURL(), soldev.USDCMintAddress, soldev.CustomerAddress)
+		solBanner = fmt.Sprintf("  Solana dev RPC   %s (solana_devnet, test USDC mint %s)\n  Solana customer  %s (funded with SOL and test USDC)\n"+
+			"  Solana merchant  %s (set it as your Solana wallet; it pays refunds: paygate dev refund)\n",
+			sc.RPCURL(), soldev.USDCMintAddress, soldev.CustomerAddress, soldev.MerchantAddress)
 	}
 
 	c, err := a.dialTemporal(ctx)
@@ -296,16 +298,22 @@ sends a plain USDC transfer of its amount (amountUnits) from the dev merchant wa
 refund succeeds (payment.refunded). The refund must be paid from the wallet that received
 the payment: to try refunds on make run, set the dev merchant's address as the merchant's
 EVM wallet (PATCH /api/merchant {"wallets":{"evm":"<address>"}}) before taking a payment.
+A solana_devnet refund is paid on the Solana dev chain (SOLDEV_RPC_URL, default
+http://127.0.0.1:8899) from the Solana dev merchant wallet ` + soldev.MerchantAddress + `
+(set it as the merchant's Solana wallet: {"wallets":{"solana":"<address>"}}); the dev
+chain's mint authority pays its fee while it holds no SOL.
 Flags go before or after the argument:
   --api-key KEY        the merchant's API key (default: $PAYGATE_API_KEY)
   --from WHO           payer: merchant (default), customer, stranger, exchange or 0x<private key hex>
-                       (another wallet than the refund's sourceWallet: the refund fails, wrong sender)
+                       (another wallet than the refund's sourceWallet: the refund fails, wrong sender;
+                       on Solana: merchant, customer or stranger)
   --units N            send another amount in USDC base units (a short one fails the refund)
   --no-submit          broadcast only; print the hash
 `
 
 // runDevRefund pays a refund from the dev chain's merchant wallet
-// (devchain.PayRefund).
+// (devchain.PayRefund), or a Solana refund from the Solana dev chain's
+// (soldev.PayRefund).
 func runDevRefund(ctx context.Context, args []string) error {
 	opts, err := parseDevRefund(args, os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
@@ -320,18 +328,66 @@ func runDevRefund(ctx context.Context, args []string) error {
 		base = "http://127.0.0.1:8080"
 	}
 	opts.APIBase, opts.Getenv = base, os.Getenv
+	solRPC := os.Getenv("SOLDEV_RPC_URL")
+	if solRPC == "" {
+		solRPC = "http://127.0.0.1:8899"
+	}
+	onSolana, err := soldev.IsSolanaRefund(ctx, base, opts.APIKey, opts.RefundID)
+	if err != nil {
+		return err
+	}
+	if onSolana {
+		key, ok := solanaDevKey(opts)
+		if !ok {
+			return usageError("a Solana refund's --from takes merchant, customer or stranger")
+		}
+		sp, err := soldev.PayRefund(ctx, soldev.RefundPayOptions{APIBase: base, APIKey: opts.APIKey, RefundID: opts.RefundID,
+			RPCURL: solRPC, Key: key, AnyWallet: opts.AnyWallet, Units: opts.Units, NoSubmit: opts.NoSubmit})
+		if err != nil {
+			return err
+		}
+		fee := ""
+		if sp.FeeSponsored {
+			fee = " (its fee paid by the dev chain's mint authority: the wallet holds no SOL)"
+		}
+		fmt.Printf("paid %s USDC units from %s to %s on %s%s\n", sp.Units, sp.From, sp.To, sp.Network, fee)
+		printRefundTx(base, sp.RefundID, sp.Signature, sp.Submitted, sp.Status)
+		return nil
+	}
 	p, err := devchain.PayRefund(ctx, opts)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("paid %s USDC units from %s to %s on %s (%s)\n", p.Units, p.From, p.To, p.Network, p.RPCURL)
-	if !p.Submitted {
-		fmt.Printf("tx %s (not submitted)\n", p.TxHash)
-		return nil
+	printRefundTx(base, p.RefundID, p.TxHash, p.Submitted, p.Status)
+	return nil
+}
+
+// printRefundTx says what became of a refund's transfer.
+func printRefundTx(base, refundID, hash string, submitted bool, status string) {
+	if !submitted {
+		fmt.Printf("tx %s (not submitted)\n", hash)
+		return
 	}
 	fmt.Printf("tx %s submitted; refund %s is %s; watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
-		p.TxHash, p.RefundID, p.Status, base, p.RefundID)
-	return nil
+		hash, refundID, status, base, refundID)
+}
+
+// solanaDevKey is the Solana dev wallet named as the EVM dev account
+// opts.Key is (--from merchant, customer or stranger); false for any other.
+func solanaDevKey(opts devchain.RefundPayOptions) (solana.PrivateKey, bool) {
+	if opts.Key == nil {
+		return soldev.MerchantKey(), true
+	}
+	from := crypto.PubkeyToAddress(opts.Key.PublicKey)
+	for name, key := range map[string]func() solana.PrivateKey{
+		devchain.AccountMerchant: soldev.MerchantKey, devchain.AccountCustomer: soldev.CustomerKey, devchain.AccountStranger: soldev.StrangerKey,
+	} {
+		if acct, ok := devchain.LookupAccount(name); ok && acct.Address() == from {
+			return key(), true
+		}
+	}
+	return nil, false
 }
 
 // parseDevRefund reads `dev refund` flags and its argument, flags anywhere.

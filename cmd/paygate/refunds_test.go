@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/chain/soldev"
 	"github.com/paygate/paygate/models"
 )
 
@@ -75,6 +76,25 @@ func TestParseDevRefund(t *testing.T) {
 	if err != nil || o.APIKey != "svc_test_sk_flag" || !o.AnyWallet || o.Units.Int64() != 999 || !o.NoSubmit ||
 		addr(o) != crypto.PubkeyToAddress(devchain.StrangerKey().PublicKey).Hex() {
 		t.Fatalf("flags: %+v %v", o, err)
+	}
+	// A Solana refund is paid by the Solana dev wallet of the same name;
+	// another key has none.
+	for from, want := range map[string]string{"merchant": soldev.MerchantAddress, "stranger": soldev.StrangerAddress,
+		"customer": soldev.CustomerAddress, "exchange": "", "0x" + strings.Repeat("1", 64): ""} {
+		o, err := parseDevRefund([]string{"rf_1", "--from", from}, env("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "none"
+		if key, ok := solanaDevKey(o); ok {
+			got = key.PublicKey().String()
+		}
+		if want == "" {
+			want = "none"
+		}
+		if got != want {
+			t.Errorf("--from %s pays a Solana refund from %s, want %s", from, got, want)
+		}
 	}
 	if _, err := parseDevRefund([]string{"-h"}, env("k")); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("help: %v", err)
