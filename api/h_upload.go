@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gofrs/flock"
 	"github.com/google/uuid"
 	"github.com/paygate/paygate/apperr"
 )
@@ -86,11 +87,18 @@ func (s *Server) upload(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	// One upload of a merchant at a time in this process, so two cannot
-	// both pass the bound.
+	// One upload of a merchant at a time, so two cannot both pass the
+	// bound: in this process, and across the API processes sharing the
+	// upload directory (a lock file beside the merchant's directory).
 	mu := s.uploadLock(merchant)
 	mu.Lock()
 	defer mu.Unlock()
+	lock := flock.New(filepath.Dir(path) + ".lock")
+	if err := lock.Lock(); err != nil {
+		fail(c, fmt.Errorf("upload lock: %w", err))
+		return
+	}
+	defer func() { _ = lock.Unlock() }()
 	if err := uploadRoom(filepath.Dir(path), len(data)); err != nil {
 		fail(c, err)
 		return

@@ -7,8 +7,13 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/models"
@@ -113,4 +118,36 @@ func TestUploadQuota(t *testing.T) {
 	expect(t, h.upload(b.Session, "logo.png", pngPixel), 201, "")
 	expect(t, h.do("DELETE", "/api/upload/"+first, a.Session, nil), 200, "")
 	expect(t, h.upload(a.Session, "logo.png", pngPixel), 201, "")
+}
+
+// TestUploadQuotaAcrossProcesses: the quota's check and the write hold a
+// lock file beside the merchant's directory, so API processes sharing the
+// upload directory cannot both take the last place. The test holds the
+// lock as another process would (its own open file), writes that
+// process's file, then lets go: the upload waited, and is refused.
+func TestUploadQuotaAcrossProcesses(t *testing.T) {
+	h := newHarness(t, storetest.Open(t, "sqlite"))
+	a := h.signup()
+	for i := 0; i < api.MaxUploadsPerMerchant-1; i++ {
+		expect(t, h.upload(a.Session, "logo.png", pngPixel), 201, "")
+	}
+	dir := filepath.Join(h.srv.UploadDir, "merchants", a.ID)
+	other := flock.New(dir + ".lock")
+	if err := other.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan resp, 1)
+	go func() { done <- h.upload(a.Session, "logo.png", pngPixel) }()
+	select {
+	case r := <-done:
+		t.Fatalf("the upload did not wait for the other process's lock: %s", r.Raw)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.WriteFile(filepath.Join(dir, models.NewID()+".png"), pngPixel, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, <-done, 409, "CONFLICT")
 }
