@@ -39,6 +39,71 @@ func ids(r resp) []string {
 // the session's transaction, the link's name, the filters, search and a
 // cursor across both tables; a session's detail has its history and
 // transaction; other merchants and the other mode see nothing.
+// pay completes a session as its workflow does when hash pays it in full.
+func (h *harness) pay(cs *models.CheckoutSession, hash string) {
+	h.t.Helper()
+	ctx := context.Background()
+	if err := h.store.ClaimSessionTxHash(ctx, cs.ID, cs.Network, hash); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.store.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(),
+		Status: models.StatusBroadcast, Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	if res, err := h.store.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusComplete,
+		Source: "chain", Chain: cs.Network, ReceivedUnits: fmt.Sprint(cs.ExpectedAmount.Units()), Payer: cs.WalletAddress,
+		Bound: true, At: time.Now()}); err != nil || res.Status != models.StatusComplete {
+		h.t.Fatal(res, err)
+	}
+}
+
+// TestPaymentsOfACustomer: ?customerId= lists a customer's payments by
+// what the store ties to it, so an e-mail changed on the customer keeps its
+// paid sessions and records; the sessions opened under its current e-mail
+// are listed too; another merchant's filter sees nothing.
+func TestPaymentsOfACustomer(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		link := h.link(m.TestKey, map[string]any{"name": "Mug", "amount": "25.50", "network": "base_sepolia"})
+		rec := h.do("POST", "/api/transactions", m.TestKey, map[string]any{"amount": "7", "token": "USDC", "network": "base_sepolia",
+			"txHash": "0x" + strings.Repeat("ab", 32), "walletAddress": evmB, "customerEmail": "ann@example.com"})
+		expect(t, rec, 201, "")
+		customer := rec.str("data", "customerId")
+		paid := h.session(m, link, "ann@example.com", evmB)
+		h.pay(paid, "0x"+strings.Repeat("cd", 32))
+		open := h.session(m, link, "ann@example.com", evmB)
+		h.session(m, link, "bob@example.com", evmB)
+		list := func(q string) string {
+			r := h.do("GET", "/api/payments?"+q, m.TestKey, nil)
+			expect(t, r, 200, "")
+			return strings.Join(ids(r), ",")
+		}
+		if got, want := list("customerId="+customer), strings.Join([]string{open.ID, paid.ID, rec.str("data", "id")}, ","); got != want {
+			t.Fatalf("the customer's payments %s, want %s", got, want)
+		}
+		// A new e-mail: the payments stay the customer's; the session opened
+		// under the old one (unpaid, tied to nobody) is no longer listed.
+		expect(t, h.do("PATCH", "/api/customers/"+customer, m.TestKey, map[string]any{"email": "anne@example.com"}), 200, "")
+		if got, want := list("customerId="+customer), strings.Join([]string{paid.ID, rec.str("data", "id")}, ","); got != want {
+			t.Fatalf("after the e-mail change %s, want %s", got, want)
+		}
+		again := h.session(m, link, "anne@example.com", evmB)
+		if got, want := list("customerId="+customer), strings.Join([]string{again.ID, paid.ID, rec.str("data", "id")}, ","); got != want {
+			t.Fatalf("with a session under the new e-mail %s, want %s", got, want)
+		}
+		if got := list("customerId=" + customer + "&status=complete"); got != strings.Join([]string{paid.ID, rec.str("data", "id")}, ",") {
+			t.Fatalf("the customer's complete payments %s", got)
+		}
+		if got := list("customerId=" + models.NewID()); got != "" {
+			t.Fatalf("an unknown customer's payments %s", got)
+		}
+		expectField(t, h.do("GET", "/api/payments?customerId=ann", m.TestKey, nil), "customerId")
+		if r := h.do("GET", "/api/payments?customerId="+customer, h.signup().TestKey, nil); len(r.list()) != 0 {
+			t.Fatalf("another merchant lists the customer's payments: %s", r.Raw)
+		}
+	})
+}
+
 func TestPaymentsList(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
@@ -51,18 +116,7 @@ func TestPaymentsList(t *testing.T) {
 		expect(t, rec, 201, "")
 		paid := h.session(m, link, "carol@example.com", "0x000000000000000000000000000000000000dEaD")
 		hash := "0x" + strings.Repeat("cd", 32)
-		if err := h.store.ClaimSessionTxHash(ctx, paid.ID, "base_sepolia", hash); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.store.RecordSessionTransition(ctx, models.Transition{SessionID: paid.ID, EntryID: models.NewID(),
-			Status: models.StatusBroadcast, Source: "client", TxHash: hash, At: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := h.store.FinishSession(ctx, models.Outcome{SessionID: paid.ID, EntryID: models.NewID(), Status: models.StatusComplete,
-			Source: "chain", Chain: "base_sepolia", ReceivedUnits: fmt.Sprint(paid.ExpectedAmount.Units()), Payer: paid.WalletAddress,
-			Bound: true, At: time.Now()}); err != nil || res.Status != models.StatusComplete {
-			t.Fatal(res, err)
-		}
+		h.pay(paid, hash)
 
 		all := h.do("GET", "/api/payments", m.TestKey, nil)
 		expect(t, all, 200, "")

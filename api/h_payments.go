@@ -53,7 +53,9 @@ func toPaymentJSON(p *models.Payment) paymentJSON {
 // listPayments is GET /api/payments: filters status (open, or a session
 // status; complete includes records, failed the records the chain
 // refuted), network, paymentLinkId, since, until
-// and q (part of a transaction hash, payer wallet or customer e-mail);
+// q (part of a transaction hash, payer wallet or customer e-mail),
+// customerEmail and customerId (a customer's payments, whatever e-mail each
+// was paid under, and the sessions opened under its current one);
 // limit and starting_after page through both kinds at once.
 func (s *Server) listPayments(c *gin.Context) {
 	p := principal(c)
@@ -69,6 +71,7 @@ func (s *Server) listPayments(c *gin.Context) {
 	if e := c.Query("customerEmail"); e != "" {
 		f.CustomerEmail = v.email("customerEmail", e, false)
 	}
+	f.CustomerID = v.uuidField("customerId", c.Query("customerId"), false)
 	if n := c.Query("network"); n != "" {
 		f.Network = v.network("network", n, p.Mode)
 	}

@@ -61,6 +61,10 @@ type PaymentFilter struct {
 	Search string
 	// CustomerEmail matches the customer's e-mail exactly, ignoring case.
 	CustomerEmail string
+	// CustomerID matches a customer's payments: its transactions (whatever
+	// e-mail they were paid under: a customer's e-mail can change) and the
+	// sessions opened under its current e-mail.
+	CustomerID string
 }
 
 var terminalStatuses = []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}
@@ -88,8 +92,23 @@ func searchPayments(q *gorm.DB, f PaymentFilter) *gorm.DB {
 // sessions and the transactions that have no session.
 func (s *Store) Payments(ctx context.Context, sc Scope, f PaymentFilter, p Page) ([]Payment, bool, error) {
 	var out []Payment
+	var customer *Customer
+	if f.CustomerID != "" {
+		c, err := s.Customer(ctx, sc, f.CustomerID)
+		if isNotFound(err) {
+			return nil, false, nil // no such customer of the scope: none of its payments
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		customer = c
+	}
 	// Sessions.
 	q := equal(s.scoped(ctx, sc).Model(&CheckoutSession{}), "network", f.Network, "payment_link_id", f.PaymentLinkID)
+	if customer != nil {
+		paid := s.ctx(ctx).Model(&Transaction{}).Select("session_id").Where("customer_id = ? AND session_id IS NOT NULL", customer.ID)
+		q = q.Where("(lower(customer_email) = ? OR id IN (?))", strings.ToLower(customer.Email), paid)
+	}
 	switch f.Status {
 	case "":
 	case PaymentOpen:
@@ -116,6 +135,9 @@ func (s *Store) Payments(ctx context.Context, sc Scope, f PaymentFilter, p Page)
 	if f.Status == "" || f.Status == StatusComplete || f.Status == StatusFailed {
 		q := equal(s.scoped(ctx, sc).Model(&Transaction{}), "network", f.Network, "payment_link_id", f.PaymentLinkID).
 			Where("session_id IS NULL")
+		if customer != nil {
+			q = q.Where("customer_id = ?", customer.ID)
+		}
 		switch f.Status {
 		case StatusComplete:
 			q = q.Where("verification <> ?", VerificationFailed)

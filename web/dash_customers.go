@@ -48,7 +48,7 @@ func (p *Pages) customerPage(c *gin.Context) {
 	}
 	var rows []dPayment
 	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments", query: modeQuery(c, url.Values{"limit": {pageSize},
-		"starting_after": {c.Query("after")}, "customerEmail": {cu.Email}})}, &rows)
+		"starting_after": {c.Query("after")}, "customerId": {cu.ID}})}, &rows)
 	last := ""
 	if len(rows) > 0 {
 		last = rows[len(rows)-1].ID

@@ -883,6 +883,11 @@ func TestDashboardCustomersAndExceptions(t *testing.T) {
 	if got, _ := cp.doc.Find("#payments tbody a").Attr("href"); !strings.HasSuffix(got, "/payments/"+paid.ID) {
 		t.Fatalf("customer's payments link to %q", got)
 	}
+	// Its e-mail changed, the customer keeps its payment.
+	d.call("PATCH", "/api/customers/"+strings.TrimPrefix(href, "/dashboard/test/customers/"), a.testKey, map[string]any{"email": "anne@example.com"})
+	if got, _ := a.get(href).doc.Find("#payments tbody a").Attr("href"); !strings.HasSuffix(got, "/payments/"+paid.ID) {
+		t.Fatalf("after an e-mail change the customer's payments link to %q", got)
+	}
 
 	ctx := context.Background()
 	open := func(hash string) string {
