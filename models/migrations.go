@@ -419,6 +419,17 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// A customer's payments are found by its transactions
+			// (GET /api/payments?customerId=).
+			ID: "20261129_0022_transactions_customer_index",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasIndex(&Transaction{}, "CustomerID") {
+					return m.CreateIndex(&Transaction{}, "CustomerID")
+				}
+				return nil
+			},
+		},
 	}
 }
 

@@ -189,7 +189,7 @@ type Transaction struct {
 	Mode          Mode         `gorm:"size:8;not null;index:idx_tx_merchant_mode"`
 	PaymentLinkID *string      `gorm:"size:36;index"`
 	SessionID     *string      `gorm:"size:36;uniqueIndex"`
-	CustomerID    *string      `gorm:"size:36"`
+	CustomerID    *string      `gorm:"size:36;index"`
 	Amount        money.Amount `gorm:"not null"`
 	Token         string       `gorm:"size:16;not null"`
 	Network       string       `gorm:"size:32;not null;uniqueIndex:idx_tx_merchant_network_hash,priority:2"`
