@@ -94,6 +94,25 @@ func TestPaymentsOfACustomer(t *testing.T) {
 		if got := list("customerId=" + customer + "&status=complete"); got != strings.Join([]string{paid.ID, rec.str("data", "id")}, ",") {
 			t.Fatalf("the customer's complete payments %s", got)
 		}
+		// Someone pays under the old e-mail: a new customer, whose payments
+		// are its own, not the first customer's paid under that e-mail.
+		later := h.session(m, link, "ann@example.com", evmB)
+		h.pay(later, "0x"+strings.Repeat("ef", 32))
+		var second string
+		for _, c := range h.do("GET", "/api/customers?q=ann@", m.TestKey, nil).list() {
+			if c := c.(map[string]any); c["email"] == "ann@example.com" {
+				second, _ = c["id"].(string)
+			}
+		}
+		if second == "" || second == customer {
+			t.Fatalf("the payment under the old e-mail made no customer of its own (%q)", second)
+		}
+		if got := list("customerId=" + second); got != later.ID+","+open.ID {
+			t.Fatalf("the new customer's payments %s, want %s,%s", got, later.ID, open.ID)
+		}
+		if got := list("customerId=" + customer); got != strings.Join([]string{again.ID, paid.ID, rec.str("data", "id")}, ",") {
+			t.Fatalf("the first customer's payments after another paid under its old e-mail: %s", got)
+		}
 		if got := list("customerId=" + models.NewID()); got != "" {
 			t.Fatalf("an unknown customer's payments %s", got)
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gofrs/flock"
@@ -93,9 +95,14 @@ func (s *Server) upload(c *gin.Context) {
 	mu := s.uploadLock(merchant)
 	mu.Lock()
 	defer mu.Unlock()
+	// Bounded: a replica hung holding it (or a volume whose locks hang)
+	// answers 503 instead of holding this request and the merchant's
+	// later uploads.
 	lock := flock.New(filepath.Dir(path) + ".lock")
-	if err := lock.Lock(); err != nil {
-		fail(c, fmt.Errorf("upload lock: %w", err))
+	ctx, cancel := context.WithTimeout(c.Request.Context(), uploadLockWait)
+	defer cancel()
+	if ok, err := lock.TryLockContext(ctx, 20*time.Millisecond); !ok || err != nil {
+		fail(c, apperr.Unavailable("another upload of yours is in progress; try again", time.Second))
 		return
 	}
 	defer func() { _ = lock.Unlock() }()
@@ -109,6 +116,10 @@ func (s *Server) upload(c *gin.Context) {
 	}
 	respond(c, http.StatusCreated, gin.H{"key": key, "url": "/uploads/" + key, "contentType": http.DetectContentType(data), "size": len(data)})
 }
+
+// uploadLockWait bounds the wait for the lock file another API process
+// holds while it stores one of the merchant's uploads.
+var uploadLockWait = 10 * time.Second
 
 // uploadLock is the merchant's upload mutex.
 func (s *Server) uploadLock(merchantID string) *sync.Mutex {

@@ -150,4 +150,20 @@ func TestUploadQuotaAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, <-done, 409, "CONFLICT")
+
+	// A process that keeps the lock (hung) does not hold uploads forever:
+	// after the wait, 503 in the envelope with a Retry-After.
+	b := h.signup()
+	expect(t, h.upload(b.Session, "logo.png", pngPixel), 201, "")
+	defer api.SetUploadLockWait(100 * time.Millisecond)()
+	hung := flock.New(filepath.Join(h.srv.UploadDir, "merchants", b.ID) + ".lock")
+	if err := hung.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hung.Unlock() }()
+	r := h.upload(b.Session, "logo.png", pngPixel)
+	expect(t, r, 503, "SERVICE_UNAVAILABLE")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("no Retry-After: %v", r.Header)
+	}
 }

@@ -128,6 +128,7 @@ func startBound(t *testing.T, bin, name string, n int, env func(addrs []string) 
 		}
 		if attempt < 5 && strings.Contains(c.out.String(), "address already in use") {
 			t.Logf("%s: a port was taken before it bound; again on fresh ports", name)
+			_ = c.cmd.Process.Kill() // exited already, unless one listener is up
 			continue
 		}
 		t.Fatalf("%s: %v\n%s", name, err, c.out.String())

@@ -393,10 +393,22 @@ func migrations() []*gormigrate.Migration {
 			},
 		},
 		{
+			// A customer's payments are found by its transactions
+			// (GET /api/payments?customerId=), and 0022 counts its refunds
+			// through them.
+			ID: "20261129_0021_transactions_customer_index",
+			Migrate: func(tx *gorm.DB) error {
+				if m := tx.Migrator(); !m.HasIndex(&Transaction{}, "CustomerID") {
+					return m.CreateIndex(&Transaction{}, "CustomerID")
+				}
+				return nil
+			},
+		},
+		{
 			// Links and customers count what succeeded refunds gave back
 			// (TotalRefunded) beside their gross totals, from the refunds
 			// that succeeded before.
-			ID: "20261129_0021_totals_refunded",
+			ID: "20261129_0022_totals_refunded",
 			Migrate: func(tx *gorm.DB) error {
 				m := tx.Migrator()
 				for _, model := range []any{&PaymentLink{}, &Customer{}} {
@@ -415,17 +427,6 @@ func migrations() []*gormigrate.Migration {
 					if err := tx.Exec(backfill).Error; err != nil {
 						return err
 					}
-				}
-				return nil
-			},
-		},
-		{
-			// A customer's payments are found by its transactions
-			// (GET /api/payments?customerId=).
-			ID: "20261129_0022_transactions_customer_index",
-			Migrate: func(tx *gorm.DB) error {
-				if m := tx.Migrator(); !m.HasIndex(&Transaction{}, "CustomerID") {
-					return m.CreateIndex(&Transaction{}, "CustomerID")
 				}
 				return nil
 			},

@@ -1091,18 +1091,13 @@ func TestExceptionRefundNamesItsDestination(t *testing.T) {
 // TestRefundsCountOnLinkAndCustomer: a succeeded refund (on time, or landing
 // late after its failure) adds its amount to its payment's link's and
 // customer's TotalRefunded, once; a failed one adds nothing; the gross
-// totals stay. Migration 20261129_0021 counts the refunds that succeeded
+// totals stay. Migration 20261129_0022 counts the refunds that succeeded
 // before it.
 func TestRefundsCountOnLinkAndCustomer(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		f := newRefundFixture(t, st, models.ModeTest)
-		link := &models.PaymentLink{MerchantID: f.m.ID, Mode: models.ModeTest, Name: "Mug", Amount: money.FromCents(2975), Currency: "USD",
-			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": refundMerchant}, MerchantWalletAddress: refundMerchant}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
+		link := f.link(t)
 		f.txn = &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: &link.ID, Amount: money.FromCents(2975),
 			Token: "USDC", Network: "base_sepolia", TxHash: "0x" + strings.Repeat("2", 32) + strings.ReplaceAll(models.NewID(), "-", ""),
 			WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant, CustomerEmail: "ann@example.com", Verification: models.VerificationVerified}
@@ -1146,14 +1141,25 @@ func TestRefundsCountOnLinkAndCustomer(t *testing.T) {
 		if l, c := totals(); l != money.FromCents(1500) || c != money.FromCents(1500) {
 			t.Fatalf("after a late landing of 5.00: link %s, customer %s", l, c)
 		}
+		// A replaced transfer that landed after all (AdoptRefundTx).
+		replaced, first := f.submitted(t, money.FromCents(300))
+		if err := st.ReplaceRefundTx(ctx, replaced.ID, f.hash(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AdoptRefundTx(ctx, models.RefundOutcome{RefundID: replaced.ID, Status: models.RefundSucceeded, TxHash: first, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if l, c := totals(); l != money.FromCents(1800) || c != money.FromCents(1800) {
+			t.Fatalf("after an adopted transfer of 3.00: link %s, customer %s", l, c)
+		}
 
-		// Back to the schema before 20261129_0021: the upgrade counts them.
+		// Back to the schema before 20261129_0022: the upgrade counts them.
 		for _, model := range []any{&models.PaymentLink{}, &models.Customer{}} {
 			if err := st.DB().Migrator().DropColumn(model, "TotalRefunded"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", "20261129_0021_totals_refunded"); err != nil {
+		if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", "20261129_0022_totals_refunded"); err != nil {
 			t.Fatal(err)
 		}
 		if st.Dialect() == "postgres" {
@@ -1167,8 +1173,75 @@ func TestRefundsCountOnLinkAndCustomer(t *testing.T) {
 		if err := st.Migrate(); err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
-		if l, c := totals(); l != money.FromCents(1500) || c != money.FromCents(1500) {
+		if l, c := totals(); l != money.FromCents(1800) || c != money.FromCents(1800) {
 			t.Fatalf("after the upgrade: link %s, customer %s", l, c)
+		}
+	})
+}
+
+// link makes an active base_sepolia payment link of the fixture's merchant.
+func (f *refundFixture) link(t *testing.T) *models.PaymentLink {
+	t.Helper()
+	l := &models.PaymentLink{MerchantID: f.m.ID, Mode: f.sc.Mode, Name: "Mug", Amount: money.FromCents(2975), Currency: "USD",
+		Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": refundMerchant}, MerchantWalletAddress: refundMerchant}
+	if err := f.st.CreatePaymentLink(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestAdoptedRecordMovesItsRefunds: a verified record refunded, then
+// adopted by the session its transfer paid (on another link), moves what
+// its refunds gave back with its gross figures to the session's link.
+func TestAdoptedRecordMovesItsRefunds(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		recorded, paid := f.link(t), f.link(t)
+		hash := f.hash()
+		cs := &models.CheckoutSession{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: paid.ID, Network: "base_sepolia",
+			WalletType: "evm", WalletAddress: refundPayer, CustomerEmail: "ann@example.com", ExpectedAmount: money.FromCents(2975),
+			MerchantWalletAddress: refundMerchant, TokenAddress: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
+			Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		f.txn = &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: &recorded.ID, Amount: money.FromCents(2975),
+			Token: "USDC", Network: "base_sepolia", TxHash: hash, WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant,
+			CustomerEmail: "ann@example.com", Verification: models.VerificationVerified}
+		if err := st.RecordTransaction(ctx, f.txn); err != nil {
+			t.Fatal(err)
+		}
+		r, err := f.refund(money.FromCents(1000), models.InitiatedByMerchant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.succeed(t, r)
+		if res, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusComplete,
+			Source: "chain", Chain: "base_sepolia", ReceivedUnits: "29750000", Payer: refundPayer, Bound: true, At: time.Now()}); err != nil ||
+			res.Status != models.StatusComplete {
+			t.Fatalf("the session adopts the record: %+v %v", res, err)
+		}
+		for _, c := range []struct {
+			link                *models.PaymentLink
+			collected, refunded money.Amount
+			count               int64
+		}{{recorded, 0, 0, 0}, {paid, money.FromCents(2975), money.FromCents(1000), 1}} {
+			l, err := st.PaymentLink(ctx, f.sc, c.link.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.TotalCollected != c.collected || l.TotalTransactions != c.count || l.TotalRefunded != c.refunded {
+				t.Errorf("link %s: collected %s in %d, refunded %s; want %s in %d, %s", l.ID, l.TotalCollected, l.TotalTransactions,
+					l.TotalRefunded, c.collected, c.count, c.refunded)
+			}
 		}
 	})
 }

@@ -814,7 +814,8 @@ func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink,
 
 // recountAdopted moves the totals from the record t as it was counted to
 // what the adopting session received on its link: the record comes out as
-// recorded (unless a refutation took it out already) and goes in as paid.
+// recorded (unless a refutation took it out already) and goes in as paid;
+// what its refunds gave back moves to the session's link.
 func recountAdopted(tx *gorm.DB, t *Transaction, link *PaymentLink, received money.Amount, at time.Time) error {
 	if t.Verification != VerificationFailed {
 		if err := countTransaction(tx, t, -1, at); err != nil {
@@ -823,7 +824,19 @@ func recountAdopted(tx *gorm.DB, t *Transaction, link *PaymentLink, received mon
 	}
 	paid := *t
 	paid.Amount, paid.PaymentLinkID = received, &link.ID
-	return countTransaction(tx, &paid, 1, at)
+	if err := countTransaction(tx, &paid, 1, at); err != nil {
+		return err
+	}
+	if t.RefundedAmount == 0 {
+		return nil
+	}
+	// Its refunds (a verified record can be refunded before a session
+	// adopts it) move with it to the session's link.
+	refunded := int64(t.RefundedAmount)
+	if err := addToTotals(tx, t.PaymentLinkID, nil, totalsDelta{refunded: -refunded}, at); err != nil {
+		return err
+	}
+	return addToTotals(tx, &link.ID, nil, totalsDelta{refunded: refunded}, at)
 }
 
 // sessionEvents are the events of an outcome (SPEC.md "Events"), keyed

@@ -107,7 +107,10 @@ func (s *Store) Payments(ctx context.Context, sc Scope, f PaymentFilter, p Page)
 	q := equal(s.scoped(ctx, sc).Model(&CheckoutSession{}), "network", f.Network, "payment_link_id", f.PaymentLinkID)
 	if customer != nil {
 		paid := s.ctx(ctx).Model(&Transaction{}).Select("session_id").Where("customer_id = ? AND session_id IS NOT NULL", customer.ID)
-		q = q.Where("(lower(customer_email) = ? OR id IN (?))", strings.ToLower(customer.Email), paid)
+		// Sessions under its current e-mail, but not those paid by another
+		// customer (its e-mail was this one's before a change).
+		q = q.Where(`((lower(customer_email) = ? AND NOT EXISTS (SELECT 1 FROM transactions t
+			WHERE t.session_id = checkout_sessions.id AND t.customer_id <> ?)) OR id IN (?))`, strings.ToLower(customer.Email), customer.ID, paid)
 	}
 	switch f.Status {
 	case "":

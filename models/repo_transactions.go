@@ -67,44 +67,46 @@ func (s *Store) SetRecordVerification(ctx context.Context, id, state, message st
 	})
 }
 
-// countTransaction adds t to its link's and customer's totals (sign 1) or
-// takes it out of them (sign -1).
-func countTransaction(tx *gorm.DB, t *Transaction, sign int64, at time.Time) error {
-	if t.PaymentLinkID != nil {
-		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *t.PaymentLinkID).Updates(map[string]any{
-			"total_collected":    gorm.Expr("total_collected + ?", sign*int64(t.Amount)),
-			"total_transactions": gorm.Expr("total_transactions + ?", sign),
+// totalsDelta is a change of a link's and a customer's totals: the gross
+// amount and count of their transactions, and what refunds gave back.
+type totalsDelta struct {
+	amount, count, refunded int64
+}
+
+// addToTotals adds d to the totals of the link and the customer named (nil:
+// none).
+func addToTotals(tx *gorm.DB, linkID, customerID *string, d totalsDelta, at time.Time) error {
+	if linkID != nil {
+		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *linkID).Updates(map[string]any{
+			"total_collected":    gorm.Expr("total_collected + ?", d.amount),
+			"total_transactions": gorm.Expr("total_transactions + ?", d.count),
+			"total_refunded":     gorm.Expr("total_refunded + ?", d.refunded),
 			"updated_at":         at,
 		}).Error; err != nil {
 			return err
 		}
 	}
-	if t.CustomerID != nil {
-		return tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
-			"total_spent":       gorm.Expr("total_spent + ?", sign*int64(t.Amount)),
-			"transaction_count": gorm.Expr("transaction_count + ?", sign),
+	if customerID != nil {
+		return tx.Model(&Customer{}).Where("id = ?", *customerID).Updates(map[string]any{
+			"total_spent":       gorm.Expr("total_spent + ?", d.amount),
+			"transaction_count": gorm.Expr("transaction_count + ?", d.count),
+			"total_refunded":    gorm.Expr("total_refunded + ?", d.refunded),
 			"updated_at":        at,
 		}).Error
 	}
 	return nil
 }
 
+// countTransaction adds t to its link's and customer's totals (sign 1) or
+// takes it out of them (sign -1).
+func countTransaction(tx *gorm.DB, t *Transaction, sign int64, at time.Time) error {
+	return addToTotals(tx, t.PaymentLinkID, t.CustomerID, totalsDelta{amount: sign * int64(t.Amount), count: sign}, at)
+}
+
 // countRefund adds a succeeded refund of t to its link's and customer's
 // TotalRefunded.
 func countRefund(tx *gorm.DB, t *Transaction, amount money.Amount, at time.Time) error {
-	if t.PaymentLinkID != nil {
-		if err := tx.Unscoped().Model(&PaymentLink{}).Where("id = ?", *t.PaymentLinkID).Updates(map[string]any{
-			"total_refunded": gorm.Expr("total_refunded + ?", int64(amount)), "updated_at": at,
-		}).Error; err != nil {
-			return err
-		}
-	}
-	if t.CustomerID != nil {
-		return tx.Model(&Customer{}).Where("id = ?", *t.CustomerID).Updates(map[string]any{
-			"total_refunded": gorm.Expr("total_refunded + ?", int64(amount)), "updated_at": at,
-		}).Error
-	}
-	return nil
+	return addToTotals(tx, t.PaymentLinkID, t.CustomerID, totalsDelta{refunded: int64(amount)}, at)
 }
 
 // applyTransaction inserts t and adds it to the link's and the customer's

@@ -16,7 +16,7 @@ import (
 )
 
 // ErrNotSolanaRefund is returned by [PayRefund] for a refund on a network
-// that is not Solana, so a caller can hand it to the EVM payer.
+// that is not Solana ([IsSolanaRefund] tells beforehand).
 var ErrNotSolanaRefund = errors.New("soldev: not a Solana refund")
 
 // feeReserve is the SOL (in lamports) a wallet needs to pay a refund's fee

@@ -185,10 +185,7 @@ func runDevPay(ctx context.Context, args []string) error {
 		base = "http://127.0.0.1:8080"
 	}
 	opts.APIBase, opts.Getenv = base, os.Getenv
-	solRPC := os.Getenv("SOLDEV_RPC_URL")
-	if solRPC == "" {
-		solRPC = "http://127.0.0.1:8899"
-	}
+	solRPC := soldevRPCURL()
 	payer := soldev.CustomerKey()
 	if opts.Key != nil && crypto.PubkeyToAddress(opts.Key.PublicKey) == crypto.PubkeyToAddress(devchain.StrangerKey().PublicKey) {
 		payer = soldev.StrangerKey()
@@ -328,10 +325,7 @@ func runDevRefund(ctx context.Context, args []string) error {
 		base = "http://127.0.0.1:8080"
 	}
 	opts.APIBase, opts.Getenv = base, os.Getenv
-	solRPC := os.Getenv("SOLDEV_RPC_URL")
-	if solRPC == "" {
-		solRPC = "http://127.0.0.1:8899"
-	}
+	solRPC := soldevRPCURL()
 	onSolana, err := soldev.IsSolanaRefund(ctx, base, opts.APIKey, opts.RefundID)
 	if err != nil {
 		return err
@@ -371,6 +365,15 @@ func printRefundTx(base, refundID, hash string, submitted bool, status string) {
 	}
 	fmt.Printf("tx %s submitted; refund %s is %s; watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
 		hash, refundID, status, base, refundID)
+}
+
+// soldevRPCURL is the Solana dev chain's RPC: $SOLDEV_RPC_URL, or the
+// port `paygate dev` serves it on.
+func soldevRPCURL() string {
+	if u := os.Getenv("SOLDEV_RPC_URL"); u != "" {
+		return u
+	}
+	return fmt.Sprintf("http://%s:%d", soldev.DefaultHost, soldev.DefaultPort)
 }
 
 // solanaDevKey is the Solana dev wallet named as the EVM dev account
