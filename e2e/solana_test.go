@@ -190,10 +190,11 @@ func TestSolanaDevChainRefunds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The payment came back whole; besides, the customer gave the stranger
-	// `total` (half of it came back, not as a refund) and the merchant
-	// half (half less one unit came back, short).
-	want := int64(soldev.CustomerUSDCUnits) - total + total - total + half - half + (half - 1)
+	// The payment came back whole (paid total, refunded total). Besides,
+	// the customer gave the stranger total, of which half came back (not a
+	// refund), and the merchant half, of which half less one unit came
+	// back (the short transfer): net, total - half + 1 less than at boot.
+	want := int64(soldev.CustomerUSDCUnits) - (total - half + 1)
 	if bal.Value.Amount != strconv.FormatInt(want, 10) {
 		t.Fatalf("the customer holds %s units, want %d", bal.Value.Amount, want)
 	}
