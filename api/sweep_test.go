@@ -319,6 +319,8 @@ var sweepBadQuery = map[string][]string{
 	"endpointId":            {"garbage"},
 	"sessionId":             {"garbage"},
 	"customerEmail":         {"not-an-email", "a@b"},
+	"customerId":            {"garbage", "' OR 1=1 --", "\x00"},
+	"verification":          {"bogus", "VERIFIED", "refuted"},
 	"q":                     {strings.Repeat("q", 201), "a\x00b"},
 	"merchantWalletAddress": {strings.Repeat("a", 129)},
 }
