@@ -54,7 +54,8 @@ const usage = `usage:
       --speed-up                       submit the hash, then replace the transaction at twice the tip
     (paygate dev pay -h for details)
   paygate dev refund REFUND_ID         pay a refund from the dev merchant wallet (a USDC transfer to the refund's
-                                       destination) and submit its hash; needs the merchant's API key:
+                                       destination, on the EVM or the Solana dev chain) and submit its hash;
+                                       needs the merchant's API key:
       --api-key KEY                    (default: $PAYGATE_API_KEY)
       --from merchant|0x<private key hex>   --units N   --no-submit
     (paygate dev refund -h for details)
