@@ -684,22 +684,8 @@ func TestRefundAmountHeldMigration(t *testing.T) {
 		if err := st.ExecRaw("UPDATE transactions SET refund_reserved = 0 WHERE id = ?", f.txn.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", "20261128_0019_refund_amount_held"); err != nil {
-			t.Fatal(err)
-		}
-		if st.Dialect() == "postgres" {
-			// The upgraded binary's own connections: the old ones cached
-			// plans of the refunds table before its columns changed.
-			up, err := models.Open(models.Options{DatabaseURL: storetest.URL(t, st), Secrets: storetest.Keyring()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = up.Close() })
-			st, f.st = up, up
-		}
-		if err := st.Migrate(); err != nil {
-			t.Fatalf("upgrade: %v", err)
-		}
+		st = upgradeAgain(t, st, "20261128_0019_refund_amount_held")
+		f.st = st
 		if r := mustRefund(t, st, landed.ID); r.AmountHeld || r.WatchedUntil == nil {
 			t.Fatalf("after the upgrade %+v", r)
 		}
@@ -1159,20 +1145,7 @@ func TestRefundsCountOnLinkAndCustomer(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", "20261129_0022_totals_refunded"); err != nil {
-			t.Fatal(err)
-		}
-		if st.Dialect() == "postgres" {
-			up, err := models.Open(models.Options{DatabaseURL: storetest.URL(t, st), Secrets: storetest.Keyring()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = up.Close() })
-			st = up
-		}
-		if err := st.Migrate(); err != nil {
-			t.Fatalf("upgrade: %v", err)
-		}
+		st = upgradeAgain(t, st, "20261129_0022_totals_refunded")
 		if l, c := totals(); l != money.FromCents(1800) || c != money.FromCents(1800) {
 			t.Fatalf("after the upgrade: link %s, customer %s", l, c)
 		}
@@ -1244,4 +1217,27 @@ func TestAdoptedRecordMovesItsRefunds(t *testing.T) {
 			}
 		}
 	})
+}
+
+// upgradeAgain forgets that migration id ran and migrates, as an upgraded
+// binary would over the schema before it; on PostgreSQL through a store of
+// its own (the old connections cached plans of tables whose columns
+// changed). It returns the store to go on with.
+func upgradeAgain(t *testing.T, st *models.Store, id string) *models.Store {
+	t.Helper()
+	if err := st.ExecRaw("DELETE FROM schema_migrations WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	if st.Dialect() == "postgres" {
+		up, err := models.Open(models.Options{DatabaseURL: storetest.URL(t, st), Secrets: storetest.Keyring()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = up.Close() })
+		st = up
+	}
+	if err := st.Migrate(); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	return st
 }
