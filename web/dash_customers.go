@@ -90,6 +90,9 @@ func (p *Pages) renderExceptions(c *gin.Context, status int, failedID string, ac
 }
 
 func (p *Pages) exceptionResolveForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	id := c.Param("id")
 	if !validID(id) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
@@ -110,6 +113,9 @@ func (p *Pages) exceptionResolveForm(c *gin.Context) {
 }
 
 func (p *Pages) exceptionDismissForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	id := c.Param("id")
 	if !validID(id) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})

@@ -376,6 +376,13 @@ func TestDashboardPagesAreSafe(t *testing.T) {
 	if live.status != http.StatusForbidden || !strings.Contains(live.text("main"), "Live mode requires an approved KYB application") {
 		t.Fatalf("live without KYB: %d %s", live.status, live.text("main"))
 	}
+	// Its forms too: each answers the same page, before any call.
+	for _, action := range []string{"/exceptions/" + models.NewID() + "/resolve", "/exceptions/" + models.NewID() + "/dismiss"} {
+		if r := a.post("/dashboard/live"+action, url.Values{"note": {"x"}}); r.status != http.StatusForbidden ||
+			!strings.Contains(r.text("main"), "Live mode requires an approved KYB application") {
+			t.Errorf("live %s without KYB: %d %s", action, r.status, r.text("main"))
+		}
+	}
 	if p := a.get("/dashboard/prod/payments"); p.status != 404 {
 		t.Fatalf("unknown mode %d", p.status)
 	}
