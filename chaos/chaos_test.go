@@ -60,7 +60,7 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 	// One-second blocks keep the chain's clock on the wall clock's, so the
 	// EIP-3009 validBefore (the session's expiry) means what it says.
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t), BlockInterval: time.Second})
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: time.Second})
 	if err != nil {
 		t.Fatalf("dev chain: %v", err)
 	}

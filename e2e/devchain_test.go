@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"math/big"
-	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,16 +16,6 @@ import (
 	"github.com/paygate/paygate/chain/devchain"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestDevChainPayments pays sessions on the dev chain exactly as
 // `paygate dev pay` does (devchain.PaySession: sign the session's EIP-3009
 // authorization, broadcast transferWithAuthorization, then submit the hash),
@@ -35,7 +24,7 @@ func freePort(t *testing.T) int {
 // block that reaches the confirmation threshold to the session's `complete`.
 func TestDevChainPayments(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort})
 	if err != nil {
 		t.Fatal(err)
 	}

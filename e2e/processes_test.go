@@ -268,7 +268,7 @@ func TestSeparateProcesses(t *testing.T) {
 	ts := temporaldev.StartForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: mustPort(t), BlockInterval: 250 * time.Millisecond})
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("dev chain: %v", err)
 	}
@@ -483,12 +483,4 @@ func seriesValue(exposition, series string) float64 {
 		}
 	}
 	return 0
-}
-
-func mustPort(t *testing.T) int {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(loopbackAddr(t))
-	var n int
-	fmt.Sscan(port, &n)
-	return n
 }

@@ -167,7 +167,7 @@ func (s *stack) paidOnDevChain(dc *devchain.Chain, key, session, amount string) 
 // Standard Webhooks signature, and fullyRefunded is false then true.
 func TestDevChainRefunds(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestDevChainRefunds(t *testing.T) {
 // is paid from the dev merchant wallet, submitted, and succeeds.
 func TestDevRefundCommand(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t), BlockInterval: 250 * time.Millisecond})
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

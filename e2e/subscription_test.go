@@ -30,7 +30,7 @@ import (
 // payloads.
 func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: freePort(t)})
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort})
 	if err != nil {
 		t.Fatal(err)
 	}

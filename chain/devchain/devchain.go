@@ -28,6 +28,7 @@ import (
 	"math/big"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,7 +203,7 @@ func mustHexKey(h string) *ecdsa.PrivateKey {
 type Config struct {
 	// Host is the interface the JSON-RPC server listens on (default 127.0.0.1).
 	Host string
-	// Port is the JSON-RPC port (default 8545).
+	// Port is the JSON-RPC port (default 8545); AnyPort picks a free one.
 	Port int
 	// BlockInterval is how often a block is sealed, transactions or not
 	// (default 1s). A block's timestamp is at least its parent's plus one
@@ -216,6 +217,11 @@ type Config struct {
 	Network string
 }
 
+// AnyPort as Config.Port makes [Start] listen on a free port of the host
+// ([Chain.RPCURL] names it): one found free is tried, and another when
+// something else binds it first.
+const AnyPort = -1
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Host == "" {
 		c.Host = DefaultHost
@@ -223,7 +229,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Port == 0 {
 		c.Port = DefaultPort
 	}
-	if c.Port < 0 || c.Port > 65535 {
+	if (c.Port < 0 && c.Port != AnyPort) || c.Port > 65535 {
 		return c, fmt.Errorf("devchain: port %d out of range", c.Port)
 	}
 	if c.BlockInterval == 0 {
@@ -265,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	for _, a := range DevAccounts() {
 		alloc[a.Address()] = types.Account{Balance: a.ETH}
 	}
-	sim, err := newBackend(alloc, cfg)
+	sim, cfg, err := listen(alloc, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +288,33 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	}
 	go c.seal(ctx)
 	return c, nil
+}
+
+// listen builds the backend on cfg's port, or for AnyPort on a free one:
+// a port found free can be taken before the node binds it, and then
+// another is tried (five in all). It answers the config with the port.
+func listen(alloc types.GenesisAlloc, cfg Config) (*simulated.Backend, Config, error) {
+	if cfg.Port != AnyPort {
+		sim, err := newBackend(alloc, cfg)
+		return sim, cfg, err
+	}
+	var err error
+	for range 5 {
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort(cfg.Host, "0")); err != nil {
+			return nil, cfg, fmt.Errorf("devchain: finding a free port: %w", err)
+		}
+		cfg.Port = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		var sim *simulated.Backend
+		if sim, err = newBackend(alloc, cfg); err == nil {
+			return sim, cfg, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, cfg, err
 }
 
 // newBackend builds the simulated backend, turning its start-up panic (for

@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -18,22 +17,11 @@ import (
 	"github.com/paygate/paygate/chain/contracts"
 )
 
-// freePort asks the kernel for an unused loopback port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startChain(t *testing.T, interval time.Duration) *Chain {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	c, err := Start(ctx, Config{Port: freePort(t), BlockInterval: interval})
+	c, err := Start(ctx, Config{Port: AnyPort, BlockInterval: interval})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +38,7 @@ func TestPayAndVerifyOverJSONRPC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := StartNetworks(ctx, NetworksConfig{BlockInterval: 100 * time.Millisecond,
-		Ports: map[string]int{chain.NetworkBaseSepolia: freePort(t), chain.NetworkEthSepolia: freePort(t)}})
+		Ports: map[string]int{chain.NetworkBaseSepolia: AnyPort, chain.NetworkEthSepolia: AnyPort}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"html/template"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,21 +34,11 @@ const (
 	pageChainID   = 84532 // base_sepolia's
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startChain(t *testing.T, chainID uint64) *devchain.Chain {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	c, err := devchain.Start(ctx, devchain.Config{Port: freePort(t), ChainID: chainID, BlockInterval: 200 * time.Millisecond})
+	c, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, ChainID: chainID, BlockInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
