@@ -55,7 +55,8 @@ func toPaymentJSON(p *models.Payment) paymentJSON {
 // refuted), network, paymentLinkId, since, until
 // q (part of a transaction hash, payer wallet or customer e-mail),
 // customerEmail and customerId (a customer's payments, whatever e-mail each
-// was paid under, and the sessions opened under its current one);
+// was paid under, and the sessions opened under its current one that no
+// other customer paid);
 // limit and starting_after page through both kinds at once.
 func (s *Server) listPayments(c *gin.Context) {
 	p := principal(c)

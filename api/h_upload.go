@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -91,21 +90,32 @@ func (s *Server) upload(c *gin.Context) {
 	}
 	// One upload of a merchant at a time, so two cannot both pass the
 	// bound: in this process, and across the API processes sharing the
-	// upload directory (a lock file beside the merchant's directory).
-	mu := s.uploadLock(merchant)
-	mu.Lock()
-	defer mu.Unlock()
-	// Bounded: a replica hung holding it (or a volume whose locks hang)
-	// answers 503 instead of holding this request and the merchant's
-	// later uploads.
-	lock := flock.New(filepath.Dir(path) + ".lock")
+	// upload directory (a lock file beside the merchant's directory). The
+	// wait for both is bounded: a replica hung holding the file (or a
+	// volume whose locks hang) answers 503 instead of holding this request
+	// and, queued behind it, the merchant's later ones.
 	ctx, cancel := context.WithTimeout(c.Request.Context(), uploadLockWait)
 	defer cancel()
-	if ok, err := lock.TryLockContext(ctx, 20*time.Millisecond); !ok || err != nil {
-		fail(c, apperr.Unavailable("another upload of yours is in progress; try again", time.Second))
+	busy := apperr.Unavailable("another upload of yours is in progress; try again", time.Second)
+	turn := s.uploadTurn(merchant)
+	select {
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
+	case <-ctx.Done():
+		fail(c, busy)
 		return
 	}
-	defer func() { _ = lock.Unlock() }()
+	lock := flock.New(filepath.Dir(path) + ".lock")
+	switch ok, err := lock.TryLockContext(ctx, 20*time.Millisecond); {
+	case ok:
+		defer func() { _ = lock.Unlock() }()
+	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		fail(c, busy)
+		return
+	default:
+		fail(c, fmt.Errorf("upload lock: %w", err))
+		return
+	}
 	if err := uploadRoom(filepath.Dir(path), len(data)); err != nil {
 		fail(c, err)
 		return
@@ -117,14 +127,16 @@ func (s *Server) upload(c *gin.Context) {
 	respond(c, http.StatusCreated, gin.H{"key": key, "url": "/uploads/" + key, "contentType": http.DetectContentType(data), "size": len(data)})
 }
 
-// uploadLockWait bounds the wait for the lock file another API process
-// holds while it stores one of the merchant's uploads.
+// uploadLockWait bounds the wait for the merchant's turn to upload: behind
+// its other uploads in this process, and for the lock file another API
+// process holds while it stores one.
 var uploadLockWait = 10 * time.Second
 
-// uploadLock is the merchant's upload mutex.
-func (s *Server) uploadLock(merchantID string) *sync.Mutex {
-	mu, _ := s.uploadLocks.LoadOrStore(merchantID, &sync.Mutex{})
-	return mu.(*sync.Mutex)
+// uploadTurn is the merchant's upload turn in this process: a channel of
+// one slot, taken by sending, given back by receiving.
+func (s *Server) uploadTurn(merchantID string) chan struct{} {
+	turn, _ := s.uploadLocks.LoadOrStore(merchantID, make(chan struct{}, 1))
+	return turn.(chan struct{})
 }
 
 // uploadRoom refuses a file of size bytes in dir when the merchant's files

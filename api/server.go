@@ -148,7 +148,7 @@ type Server struct {
 	hub *checkout.StatusHub
 	// polls keeps the status poll's answers (nil without SessionChanges).
 	polls *pollCache
-	// uploadLocks serialise each merchant's uploads (h_upload.go).
+	// uploadLocks hold each merchant's upload turn (h_upload.go).
 	uploadLocks sync.Map
 	// drain is closed when the server shuts down (Drain): status streams end.
 	drain                chan struct{}

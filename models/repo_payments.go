@@ -63,7 +63,8 @@ type PaymentFilter struct {
 	CustomerEmail string
 	// CustomerID matches a customer's payments: its transactions (whatever
 	// e-mail they were paid under: a customer's e-mail can change) and the
-	// sessions opened under its current e-mail.
+	// sessions opened under its current e-mail that no other customer (or
+	// none) paid.
 	CustomerID string
 }
 
@@ -110,7 +111,7 @@ func (s *Store) Payments(ctx context.Context, sc Scope, f PaymentFilter, p Page)
 		// Sessions under its current e-mail, but not those paid by another
 		// customer (its e-mail was this one's before a change).
 		q = q.Where(`((lower(customer_email) = ? AND NOT EXISTS (SELECT 1 FROM transactions t
-			WHERE t.session_id = checkout_sessions.id AND t.customer_id <> ?)) OR id IN (?))`, strings.ToLower(customer.Email), customer.ID, paid)
+			WHERE t.session_id = checkout_sessions.id AND COALESCE(t.customer_id, '') <> ?)) OR id IN (?))`, strings.ToLower(customer.Email), customer.ID, paid)
 	}
 	switch f.Status {
 	case "":

@@ -111,6 +111,9 @@ func (p *Pages) renderLink(c *gin.Context, status int, form *linkForm, formErr, 
 }
 
 func (p *Pages) linkUpdateForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	f := readLinkForm(c)
 	if !validID(c.Param("id")) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
@@ -125,6 +128,9 @@ func (p *Pages) linkUpdateForm(c *gin.Context) {
 }
 
 func (p *Pages) linkActiveForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	active := c.PostForm("active") == "true"
 	if !validID(c.Param("id")) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
@@ -143,6 +149,9 @@ func (p *Pages) linkActiveForm(c *gin.Context) {
 }
 
 func (p *Pages) linkDeleteForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	if !validID(c.Param("id")) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return

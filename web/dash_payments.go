@@ -175,6 +175,9 @@ func (p *Pages) deliveries(c *gin.Context, q url.Values) ([]dDelivery, *apiEnvel
 
 // paymentRetryForm resends one delivery of the payment.
 func (p *Pages) paymentRetryForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	did := c.Param("did")
 	if !validID(did) || !validID(c.Param("id")) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})

@@ -123,6 +123,9 @@ var rotateOverlaps = []option{{"0", "stops now (the secret leaked)"}, {"3600", "
 // webhookRotateForm rotates; a form without a choice (a page from before
 // the choice) stops the old secret at once, as the API does without one.
 func (p *Pages) webhookRotateForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	v := c.PostForm("overlap")
 	if v == "" {
 		v = "0"
@@ -138,6 +141,9 @@ func (p *Pages) webhookRotateForm(c *gin.Context) {
 }
 
 func (p *Pages) webhookActiveForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	active := c.PostForm("active") == "true"
 	done := "webhook.disabled"
 	if active {
@@ -148,10 +154,16 @@ func (p *Pages) webhookActiveForm(c *gin.Context) {
 }
 
 func (p *Pages) webhookDeleteForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	p.endpointAction(c, apiCall{method: http.MethodDelete, path: "/api/webhooks/" + c.Param("id"), query: modeQuery(c, nil)}, "webhook.deleted")
 }
 
 func (p *Pages) webhookTestForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	if !validID(c.Param("id")) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
 		return
@@ -164,6 +176,9 @@ func (p *Pages) webhookTestForm(c *gin.Context) {
 }
 
 func (p *Pages) webhookRetryForm(c *gin.Context) {
+	if p.liveBlocked(c) {
+		return
+	}
 	did := c.Param("did")
 	if !validID(did) {
 		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})

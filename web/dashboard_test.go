@@ -376,8 +376,12 @@ func TestDashboardPagesAreSafe(t *testing.T) {
 	if live.status != http.StatusForbidden || !strings.Contains(live.text("main"), "Live mode requires an approved KYB application") {
 		t.Fatalf("live without KYB: %d %s", live.status, live.text("main"))
 	}
-	// Its forms too: each answers the same page, before any call.
-	for _, action := range []string{"/exceptions/" + models.NewID() + "/resolve", "/exceptions/" + models.NewID() + "/dismiss"} {
+	// Its forms too: each answers the same page before it looks at its
+	// input or calls the API (an id that is not one answers 404 past it).
+	for _, action := range []string{"/exceptions/x/resolve", "/exceptions/x/dismiss", "/payments/x/deliveries/x/retry",
+		"/payments/x/refunds", "/payments/x/refunds/x/submit", "/links", "/links/x", "/links/x/active", "/links/x/delete",
+		"/webhooks", "/webhooks/x/rotate", "/webhooks/x/active", "/webhooks/x/delete", "/webhooks/x/test",
+		"/webhooks/deliveries/x/retry", "/subscriptions/x/action"} {
 		if r := a.post("/dashboard/live"+action, url.Values{"note": {"x"}}); r.status != http.StatusForbidden ||
 			!strings.Contains(r.text("main"), "Live mode requires an approved KYB application") {
 			t.Errorf("live %s without KYB: %d %s", action, r.status, r.text("main"))

@@ -103,8 +103,9 @@ func networkNames() []string {
 type NetworksConfig struct {
 	// Host is the interface every JSON-RPC server listens on (default 127.0.0.1).
 	Host string
-	// Ports maps a network name to its JSON-RPC port; a network not listed
-	// takes its [NetworkChain] default (see [PortsFromEnv]).
+	// Ports maps a network name to its JSON-RPC port ([AnyPort]: a free
+	// one); a network not listed takes its [NetworkChain] default (see
+	// [PortsFromEnv]).
 	Ports map[string]int
 	// BlockInterval is how often each chain seals a block (default 1s).
 	BlockInterval time.Duration
