@@ -319,7 +319,10 @@ type dBalance struct {
 	Token     string      `json:"token"`
 	Collected json.Number `json:"collected"`
 	Settled   json.Number `json:"settled"`
-	Available json.Number `json:"available"`
+	// Refunded and RefundsPending are subtracted from Available.
+	Refunded       json.Number `json:"refunded"`
+	RefundsPending json.Number `json:"refundsPending"`
+	Available      json.Number `json:"available"`
 }
 
 type dException struct {

@@ -419,7 +419,10 @@ func (p *Pages) dashFuncs() template.FuncMap {
 		"join": strings.Join,
 		// nonzero says an amount the API printed ("0.00", "12.5") is not zero.
 		"nonzero": func(amount json.Number) bool { return strings.ContainsAny(string(amount), "123456789") },
-		"list":    func(s ...string) []string { return s },
+		"negative": func(amount json.Number) bool {
+			return strings.HasPrefix(string(amount), "-") && strings.ContainsAny(string(amount), "123456789")
+		},
+		"list": func(s ...string) []string { return s },
 		"plural": func(n int64, one, many string) string {
 			if n == 1 {
 				return "1 " + one

@@ -28,6 +28,7 @@ import (
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/money"
 	"github.com/paygate/paygate/ratelimit"
 	"github.com/paygate/paygate/web"
 	"github.com/paygate/paygate/webhook"
@@ -992,6 +993,37 @@ func TestDashboardLiveMode(t *testing.T) {
 	}
 	if names := a.get("/dashboard/live/links").text("#links tbody"); !strings.Contains(names, "Live mug") || strings.Contains(names, "Test mug") {
 		t.Fatalf("live links %q", names)
+	}
+
+	// The balance: a live payment of 10.00 paid out whole, then refunded
+	// 4.00: the refund is shown, and why the balance is below zero.
+	live10 := &models.Transaction{MerchantID: a.id, Mode: models.ModeLive, Amount: money.FromCents(1000), Token: "USDC", Network: "base",
+		TxHash: "0x" + strings.Repeat("7", 64), WalletAddress: evmB, MerchantWalletAddress: evmA, Verification: models.VerificationVerified}
+	if err := d.st.RecordTransaction(ctx, live10); err != nil {
+		t.Fatal(err)
+	}
+	d.call("POST", "/api/settlements?mode=live", a.session, map[string]any{"amount": "10", "token": "USDC", "network": "base",
+		"destinationWallet": evmB, "txHash": "0x" + strings.Repeat("8", 64)})
+	if biz := a.get("/dashboard/live/business"); !strings.Contains(biz.text("#balances tbody"), "10.00 USDC0.00 USDC10.00 USDC0.00 USDC") ||
+		biz.doc.Find("#balance-negative").Length() != 0 {
+		t.Fatalf("paid out: %q", biz.text("#balances tbody"))
+	}
+	rf, err := d.st.CreateRefund(ctx, models.RefundRequest{Scope: models.Scope{MerchantID: a.id, Mode: models.ModeLive},
+		TransactionID: live10.ID, Amount: money.FromCents(400), InitiatedBy: models.InitiatedByMerchant, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refundHash := "0x" + strings.Repeat("9", 64)
+	if err := d.st.SubmitRefundTx(ctx, rf.ID, refundHash, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.st.FinishRefund(ctx, models.RefundOutcome{RefundID: rf.ID, Status: models.RefundSucceeded, TxHash: refundHash, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	biz := a.get("/dashboard/live/business")
+	if !strings.Contains(biz.text("#balances tbody"), "10.00 USDC4.00 USDC10.00 USDC-4.00 USDC") ||
+		!strings.Contains(biz.text("#balance-negative"), "Refunds made after a payout took the Base balance below zero") {
+		t.Fatalf("refunded after the payout: %q %q", biz.text("#balances tbody"), biz.text("#balance-negative"))
 	}
 }
 
