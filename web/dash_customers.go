@@ -17,19 +17,13 @@ func (p *Pages) customersPage(c *gin.Context) {
 		return
 	}
 	search := strings.TrimSpace(c.Query("q"))
-	var rows []dCustomer
-	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/customers",
-		query: modeQuery(c, url.Values{"limit": {pageSize}, "starting_after": {c.Query("after")}, "q": {search}})}, &rows)
+	rows, pager, err := listPage[dCustomer](p, c, "/api/customers", url.Values{"q": {search}})
 	status := http.StatusOK
 	if err != nil {
 		status = err.Status
 	}
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
-	}
 	p.renderDash(c, status, "dash_customers.html", map[string]any{"Title": "Customers", "Customers": rows, "Error": err,
-		"Q": search, "Pager": pages(c, env != nil && env.HasMore, last)})
+		"Q": search, "Pager": pager})
 }
 
 func (p *Pages) customerPage(c *gin.Context) {
@@ -46,15 +40,9 @@ func (p *Pages) customerPage(c *gin.Context) {
 		p.dashError(c, err)
 		return
 	}
-	var rows []dPayment
-	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments", query: modeQuery(c, url.Values{"limit": {pageSize},
-		"starting_after": {c.Query("after")}, "customerId": {cu.ID}})}, &rows)
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
-	}
+	rows, pager, err := listPage[dPayment](p, c, "/api/payments", url.Values{"customerId": {cu.ID}})
 	p.renderDash(c, http.StatusOK, "dash_customer.html", map[string]any{"Title": cu.Email, "C": cu, "Payments": rows, "Error": err,
-		"Pager": pages(c, env != nil && env.HasMore, last)})
+		"Pager": pager})
 }
 
 var exceptionKinds = []option{{"underpaid", "Underpaid"}, {"wrong_payer", "From another wallet"}, {"contested", "Contested"},
@@ -74,18 +62,13 @@ func (p *Pages) renderExceptions(c *gin.Context, status int, failedID string, ac
 	if _, ok := c.GetQuery("status"); !ok {
 		f["status"] = "open"
 	}
-	var rows []dException
-	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-exceptions", query: modeQuery(c, url.Values{
-		"limit": {pageSize}, "starting_after": {c.Query("after")}, "status": {f["status"]}, "kind": {f["kind"]}, "network": {f["network"]}})}, &rows)
+	rows, pager, err := listPage[dException](p, c, "/api/payment-exceptions",
+		url.Values{"status": {f["status"]}, "kind": {f["kind"]}, "network": {f["network"]}})
 	if err != nil && status == http.StatusOK {
 		status = err.Status
 	}
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
-	}
 	p.renderDash(c, status, "dash_exceptions.html", map[string]any{"Title": "Payment exceptions", "Exceptions": rows, "Error": err,
-		"Filter": f, "Kinds": exceptionKinds, "Networks": modeNetworks(c.Param("mode")), "Pager": pages(c, env != nil && env.HasMore, last),
+		"Filter": f, "Kinds": exceptionKinds, "Networks": modeNetworks(c.Param("mode")), "Pager": pager,
 		"FailedID": failedID, "ActionError": actionErr})
 }
 

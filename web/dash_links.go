@@ -33,21 +33,15 @@ func (p *Pages) renderLinks(c *gin.Context, status int, form linkForm, formErr *
 		return
 	}
 	f := map[string]string{"q": strings.TrimSpace(c.Query("q")), "active": c.Query("active")}
-	q := url.Values{"limit": {pageSize}, "starting_after": {c.Query("after")}, "q": {f["q"]}, "active": {f["active"]}}
-	var rows []dLink
-	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-links", query: modeQuery(c, q)}, &rows)
+	rows, pager, err := listPage[dLink](p, c, "/api/payment-links", url.Values{"q": {f["q"]}, "active": {f["active"]}})
 	if err != nil && status == http.StatusOK {
 		status = err.Status
 	}
 	if len(form.Networks) == 0 && formErr == nil {
 		form.Networks = []string{modeNetworks(c.Param("mode"))[0].Value}
 	}
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
-	}
 	p.renderDash(c, status, "dash_links.html", map[string]any{"Title": "Payment links", "Links": rows, "Error": err, "Filter": f,
-		"Form": form, "FormError": formErr, "Networks": modeNetworks(c.Param("mode")), "Pager": pages(c, env != nil && env.HasMore, last),
+		"Form": form, "FormError": formErr, "Networks": modeNetworks(c.Param("mode")), "Pager": pager,
 		"Filtered": f["q"]+f["active"] != ""})
 }
 

@@ -58,6 +58,26 @@ func pages(c *gin.Context, hasMore bool, lastID string) map[string]string {
 	return out
 }
 
+// listed is a row of a paged list: its id is the next page's cursor.
+type listed interface{ listID() string }
+
+// listPage reads one page of the mode's list at path, filtered by query
+// (empty values left out), from the page's ?after= cursor; it answers the
+// rows, their pager and the API's error.
+func listPage[T listed](p *Pages, c *gin.Context, path string, query url.Values) ([]T, map[string]string, *apiError) {
+	q := url.Values{"limit": {pageSize}, "starting_after": {c.Query("after")}}
+	for k, v := range query {
+		q[k] = v
+	}
+	var rows []T
+	env, err := p.api(c, apiCall{method: http.MethodGet, path: path, query: modeQuery(c, q)}, &rows)
+	last := ""
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].listID()
+	}
+	return rows, pages(c, env != nil && env.HasMore, last), err
+}
+
 func (p *Pages) paymentsPage(c *gin.Context) {
 	if p.liveBlocked(c) {
 		return
@@ -66,13 +86,12 @@ func (p *Pages) paymentsPage(c *gin.Context) {
 	for _, k := range []string{"status", "network", "link", "since", "until", "q"} {
 		f[k] = strings.TrimSpace(c.Query(k))
 	}
-	q := url.Values{"limit": {pageSize}, "status": {f["status"]}, "network": {f["network"]}, "paymentLinkId": {f["link"]},
-		"since": {f["since"]}, "q": {f["q"]}, "starting_after": {c.Query("after")}}
+	q := url.Values{"status": {f["status"]}, "network": {f["network"]}, "paymentLinkId": {f["link"]},
+		"since": {f["since"]}, "q": {f["q"]}}
 	if f["until"] != "" {
 		q.Set("until", untilDay(f["until"]))
 	}
-	var rows []dPayment
-	env, apiErr := p.api(c, apiCall{method: http.MethodGet, path: "/api/payments", query: modeQuery(c, q)}, &rows)
+	rows, pager, apiErr := listPage[dPayment](p, c, "/api/payments", q)
 	status := http.StatusOK
 	if apiErr != nil {
 		status = apiErr.Status
@@ -81,12 +100,7 @@ func (p *Pages) paymentsPage(c *gin.Context) {
 	_, _ = p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-links", query: modeQuery(c, url.Values{"limit": {"100"}})}, &links)
 	data := map[string]any{"Title": "Payments", "Payments": rows, "Filter": f, "Error": apiErr, "Links": links,
 		"Networks": modeNetworks(c.Param("mode")), "Statuses": paymentStatusFilter,
-		"Filtered": f["status"]+f["network"]+f["link"]+f["since"]+f["until"]+f["q"] != ""}
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
-	}
-	data["Pager"] = pages(c, env != nil && env.HasMore, last)
+		"Filtered": f["status"]+f["network"]+f["link"]+f["since"]+f["until"]+f["q"] != "", "Pager": pager}
 	p.renderDash(c, status, "dash_payments.html", data)
 }
 
@@ -160,17 +174,17 @@ func (p *Pages) renderPaymentWith(c *gin.Context, status int, problem *apiError,
 		}
 	}
 	if d.Payment.SessionID != nil {
-		deliveries, _, err := p.deliveries(c, url.Values{"sessionId": {*d.Payment.SessionID}, "limit": {"100"}})
+		deliveries, err := p.deliveries(c, url.Values{"sessionId": {*d.Payment.SessionID}, "limit": {"100"}})
 		data["Deliveries"], data["DeliveriesError"] = deliveries, err
 	}
 	p.renderDash(c, status, "dash_payment.html", data)
 }
 
 // deliveries reads the delivery log.
-func (p *Pages) deliveries(c *gin.Context, q url.Values) ([]dDelivery, *apiEnvelope, *apiError) {
+func (p *Pages) deliveries(c *gin.Context, q url.Values) ([]dDelivery, *apiError) {
 	var rows []dDelivery
-	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/webhooks/deliveries", query: modeQuery(c, q)}, &rows)
-	return rows, env, err
+	_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/webhooks/deliveries", query: modeQuery(c, q)}, &rows)
+	return rows, err
 }
 
 // paymentRetryForm resends one delivery of the payment.

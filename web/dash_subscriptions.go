@@ -24,19 +24,13 @@ func (p *Pages) subscriptionsPage(c *gin.Context) {
 		return
 	}
 	status := c.Query("status")
-	var rows []dSubscription
-	env, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/subscriptions",
-		query: modeQuery(c, url.Values{"limit": {pageSize}, "starting_after": {c.Query("after")}, "status": {status}})}, &rows)
+	rows, pager, err := listPage[dSubscription](p, c, "/api/subscriptions", url.Values{"status": {status}})
 	code := http.StatusOK
 	if err != nil {
 		code = err.Status
 	}
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
-	}
 	p.renderDash(c, code, "dash_subscriptions.html", map[string]any{"Title": "Subscriptions", "Subscriptions": rows, "Error": err,
-		"Status": status, "Statuses": subscriptionStatuses, "Pager": pages(c, env != nil && env.HasMore, last)})
+		"Status": status, "Statuses": subscriptionStatuses, "Pager": pager})
 }
 
 func (p *Pages) subscriptionPage(c *gin.Context) {

@@ -342,3 +342,10 @@ type dException struct {
 	Note                  string      `json:"note"`
 	CreatedAt             time.Time   `json:"createdAt"`
 }
+
+func (r dPayment) listID() string      { return r.ID }
+func (r dCustomer) listID() string     { return r.ID }
+func (r dException) listID() string    { return r.ID }
+func (r dLink) listID() string         { return r.ID }
+func (r dSubscription) listID() string { return r.ID }
+func (r dDelivery) listID() string     { return r.ID }

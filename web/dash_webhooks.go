@@ -56,25 +56,20 @@ func (p *Pages) renderWebhooks(c *gin.Context, status int, v webhookView) {
 	for _, k := range []string{"event", "status", "endpoint", "since", "until"} {
 		f[k] = strings.TrimSpace(c.Query(k))
 	}
-	q := url.Values{"limit": {pageSize}, "starting_after": {c.Query("after")}, "event": {f["event"]}, "status": {f["status"]},
-		"endpointId": {f["endpoint"]}, "since": {f["since"]}}
+	q := url.Values{"event": {f["event"]}, "status": {f["status"]}, "endpointId": {f["endpoint"]}, "since": {f["since"]}}
 	if f["until"] != "" {
 		q.Set("until", untilDay(f["until"]))
 	}
-	rows, env, logErr := p.deliveries(c, q)
+	rows, pager, logErr := listPage[dDelivery](p, c, "/api/webhooks/deliveries", q)
 	if logErr != nil && status == http.StatusOK {
 		status = logErr.Status
-	}
-	last := ""
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].ID
 	}
 	if v.form.Idem == "" {
 		v.form.Idem = newIdempotencyKey()
 	}
 	p.renderDash(c, status, "dash_webhooks.html", map[string]any{"Title": "Webhooks", "Endpoints": hooks.Endpoints,
 		"Deliveries": rows, "LogError": logErr, "Filter": f, "Filtered": f["event"]+f["status"]+f["endpoint"]+f["since"]+f["until"] != "",
-		"Pager": pages(c, env != nil && env.HasMore, last), "Events": api.WebhookEventTypes,
+		"Pager": pager, "Events": api.WebhookEventTypes,
 		"LogEvents": append([]string{"webhook.test"}, api.WebhookEventTypes...), "Form": v.form, "FormError": v.formErr,
 		"NewSecret": v.secret, "ActionError": v.actionErr, "Overlaps": rotateOverlaps})
 }
