@@ -27,17 +27,8 @@ func (p *Pages) customersPage(c *gin.Context) {
 }
 
 func (p *Pages) customerPage(c *gin.Context) {
-	if p.liveBlocked(c) {
-		return
-	}
-	id := c.Param("id")
-	if !validID(id) {
-		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
-		return
-	}
 	var cu dCustomer
-	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/customers/" + id, query: modeQuery(c, nil)}, &cu); err != nil {
-		p.dashError(c, err)
+	if !p.item(c, "/api/customers/", &cu) {
 		return
 	}
 	rows, pager, err := listPage[dPayment](p, c, "/api/payments", url.Values{"customerId": {cu.ID}})

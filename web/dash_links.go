@@ -84,17 +84,8 @@ func (p *Pages) linkPage(c *gin.Context) {
 // renderLink shows one link; form and formErr are a failed edit's,
 // actionErr a failed activation or deletion's.
 func (p *Pages) renderLink(c *gin.Context, status int, form *linkForm, formErr, actionErr *apiError) {
-	if p.liveBlocked(c) {
-		return
-	}
-	id := c.Param("id")
-	if !validID(id) {
-		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
-		return
-	}
 	var l dLink
-	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-links/" + id, query: modeQuery(c, nil)}, &l); err != nil {
-		p.dashError(c, err)
+	if !p.item(c, "/api/payment-links/", &l) {
 		return
 	}
 	if form == nil {

@@ -58,6 +58,25 @@ func pages(c *gin.Context, hasMore bool, lastID string) map[string]string {
 	return out
 }
 
+// item reads the mode's item at prefix and the page's :id into out, or
+// answers the page itself (false): the live-mode notice, 404 for what is
+// not an id, or the API's error.
+func (p *Pages) item(c *gin.Context, prefix string, out any) bool {
+	if p.liveBlocked(c) {
+		return false
+	}
+	id := c.Param("id")
+	if !validID(id) {
+		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
+		return false
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: prefix + id, query: modeQuery(c, nil)}, out); err != nil {
+		p.dashError(c, err)
+		return false
+	}
+	return true
+}
+
 // listed is a row of a paged list: its id is the next page's cursor.
 type listed interface{ listID() string }
 

@@ -40,17 +40,8 @@ func (p *Pages) subscriptionPage(c *gin.Context) {
 // renderSubscription shows a subscription; actionErr is a failed action's,
 // shown above the actions.
 func (p *Pages) renderSubscription(c *gin.Context, status int, actionErr *apiError) {
-	if p.liveBlocked(c) {
-		return
-	}
-	id := c.Param("id")
-	if !validID(id) {
-		p.dashError(c, &apiError{Status: http.StatusNotFound, Message: "not found"})
-		return
-	}
 	var sub dSubscription
-	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/subscriptions/" + id, query: modeQuery(c, nil)}, &sub); err != nil {
-		p.dashError(c, err)
+	if !p.item(c, "/api/subscriptions/", &sub) {
 		return
 	}
 	p.renderDash(c, status, "dash_subscription.html", map[string]any{"Title": sub.ProductName, "S": sub, "ActionError": actionErr})
