@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sort"
 	"strings"
+	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -229,12 +231,34 @@ func (m *MultiVerifier) FindReferencesPaidTo(ctx context.Context, network string
 }
 
 func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []string, after map[string]string) ([]Found, map[string]string, error) {
+	return eachWalletTransaction(ctx, v, wallets, after, time.Time{},
+		func(_ solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Found {
+			decoded, _ := tx.Transaction.GetTransaction()
+			_, keys := references(decoded, tx.Meta, solana.PublicKey{})
+			found := make([]Found, 0, len(keys))
+			for _, k := range keys {
+				found = append(found, Found{Reference: k, TxHash: sig.Signature.String(), Block: sig.Slot})
+			}
+			return found
+		})
+}
+
+// eachWalletTransaction reads, oldest first, each successful transaction
+// that touched a wallet's associated USDC account after the signature
+// after[wallet] (the newest solanaSignaturesPerReference when none; none
+// whose block time is before since, when since is set), and returns what
+// read makes of them and the newest signature seen per wallet. A wallet the
+// node fails on (its list, or one of its transactions) gives nothing and
+// keeps its place, so it is read again whole on the next pass; the error
+// says so.
+func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallets []string, after map[string]string, since time.Time,
+	read func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []T) ([]T, map[string]string, error) {
 	sl, ok := v.client.(solanaSignatureLister)
 	if !ok {
 		return nil, nil, fmt.Errorf("chain: %s: the RPC client cannot list signatures", v.net.Name)
 	}
 	newest := map[string]string{}
-	var found []Found
+	var out []T
 	var failed []error
 	limit := solanaSignaturesPerReference
 	for _, w := range wallets {
@@ -258,29 +282,26 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 			}
 			continue
 		}
-		var txFound []Found
+		var mine []T
 		complete := true
 		// Oldest first.
 		for i := len(sigs) - 1; i >= 0; i-- {
-			if sigs[i] == nil || sigs[i].Err != nil {
+			sig := sigs[i]
+			if sig == nil || sig.Err != nil || (!since.IsZero() && sig.BlockTime != nil && sig.BlockTime.Time().Before(since)) {
 				continue
 			}
-			tx, err := v.get(ctx, sigs[i].Signature, rpc.CommitmentConfirmed)
+			tx, err := v.get(ctx, sig.Signature, rpc.CommitmentConfirmed)
 			if err != nil {
 				failed = append(failed, err)
 				complete = false
 				break
 			}
-			decoded, _ := tx.Transaction.GetTransaction()
-			_, keys := references(decoded, tx.Meta, solana.PublicKey{})
-			for _, k := range keys {
-				txFound = append(txFound, Found{Reference: k, TxHash: sigs[i].Signature.String(), Block: sigs[i].Slot})
-			}
+			mine = append(mine, read(owner, sig, tx)...)
 		}
 		if !complete {
 			continue // read again from the same place on the next pass
 		}
-		found = append(found, txFound...)
+		out = append(out, mine...)
 		if len(sigs) > 0 && sigs[0] != nil {
 			newest[w] = sigs[0].Signature.String()
 		} else if after[w] != "" {
@@ -288,9 +309,9 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 		}
 	}
 	if len(failed) > 0 {
-		return found, newest, fmt.Errorf("chain: %s: %d wallets not read whole: %w", v.net.Name, len(failed), errors.Join(failed...))
+		return out, newest, fmt.Errorf("chain: %s: %d wallets not read whole: %w", v.net.Name, len(failed), errors.Join(failed...))
 	}
-	return found, newest, nil
+	return out, newest, nil
 }
 
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
@@ -388,10 +409,78 @@ func (m *MultiVerifier) FindTransfersTo(ctx context.Context, network string, wal
 	if !ok {
 		return nil, from, fmt.Errorf("%w: %s: transfers are scanned on EVM networks only", ErrUnknownNetwork, network)
 	}
-	return ev.findTransfersTo(ctx, wallets, from)
+	return ev.findTransfers(ctx, wallets, from, topicTo)
 }
 
-func (v *EVMVerifier) findTransfersTo(ctx context.Context, wallets []string, from uint64) ([]Incoming, uint64, error) {
+// OutgoingFinder lists token transfers out of wallets, so a refund the
+// merchant paid without submitting its hash is still found.
+type OutgoingFinder interface {
+	// FindTransfersFrom returns the canonical token's transfers out of any
+	// of wallets after cur (its zero value: the recent ones) and up to what
+	// the network counts as confirmed, and the cursor to resume at. On
+	// Solana each wallet's new transactions are read (none whose block time
+	// is before since, when since is set) and a transaction's transfers are
+	// the USDC its other owners gained while the wallet's balance fell; a
+	// wallet the node fails on keeps its place and the error says so.
+	FindTransfersFrom(ctx context.Context, network string, wallets []string, since time.Time, cur TransferCursor) ([]Incoming, TransferCursor, error)
+}
+
+// TransferCursor is where a scan of transfers stands: the next block to
+// read (EVM), or each wallet's newest signature read (Solana).
+type TransferCursor struct {
+	Block uint64
+	After map[string]string
+}
+
+// FindTransfersFrom implements [OutgoingFinder].
+func (m *MultiVerifier) FindTransfersFrom(ctx context.Context, network string, wallets []string, since time.Time, cur TransferCursor) ([]Incoming, TransferCursor, error) {
+	v, err := m.verifier(ctx, network)
+	if err != nil {
+		return nil, cur, err
+	}
+	switch v := v.(type) {
+	case *EVMVerifier:
+		found, next, err := v.findTransfers(ctx, wallets, cur.Block, topicFrom)
+		return found, TransferCursor{Block: next}, err
+	case *SolanaVerifier:
+		found, newest, err := eachWalletTransaction(ctx, v, wallets, cur.After, since,
+			func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Incoming {
+				return v.outgoing(owner, sig, tx)
+			})
+		return found, TransferCursor{After: newest}, err
+	}
+	return nil, cur, fmt.Errorf("%w: %s: transfers are not scanned on this network", ErrUnknownNetwork, network)
+}
+
+// outgoing reads a transaction of the owner's USDC account as the
+// transfers out of it: each other owner that gained USDC while the owner's
+// balance fell received what it gained (a transaction moving the owner's
+// USDC to several wallets is several transfers).
+func (v *SolanaVerifier) outgoing(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Incoming {
+	deltas, _, err := v.ownerDeltas(tx)
+	if err != nil || deltas[owner] == nil || deltas[owner].Sign() >= 0 {
+		return nil
+	}
+	var out []Incoming
+	for to, d := range deltas {
+		if to != owner && d.Sign() > 0 {
+			out = append(out, Incoming{TxHash: sig.Signature.String(), From: owner.String(), To: to.String(), Units: d.String(), Block: sig.Slot})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
+	return out
+}
+
+// Where a Transfer log names a wallet: its second topic is the sender,
+// its third the receiver.
+const (
+	topicFrom = 1
+	topicTo   = 2
+)
+
+// findTransfers lists the canonical token's transfers whose sender
+// (topicFrom) or receiver (topicTo) is one of wallets.
+func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from uint64, side int) ([]Incoming, uint64, error) {
 	lf, ok := v.client.(ethereum.LogFilterer)
 	if !ok {
 		return nil, from, fmt.Errorf("chain: %s: the RPC client cannot filter logs", v.net.Name)
@@ -425,9 +514,10 @@ func (v *EVMVerifier) findTransfersTo(ctx context.Context, wallets []string, fro
 	var out []Incoming
 	for start := 0; start < len(topics); start += 200 {
 		end := min(start+200, len(topics))
+		filter := [][]common.Hash{{transferTopic}, nil, nil}
+		filter[side] = topics[start:end]
 		logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
-			FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc},
-			Topics: [][]common.Hash{{transferTopic}, nil, topics[start:end]},
+			FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc}, Topics: filter,
 		})
 		if err != nil {
 			return nil, from, fmt.Errorf("chain: %s: logs %d-%d: %w", v.net.Name, from, to, err)

@@ -369,9 +369,36 @@ func references(tx *solana.Transaction, meta *rpc.TransactionMeta, ref solana.Pu
 // merchant owns, the owner whose USDC balance fell the most (the payer), and a
 // description of USDC-looking balances it ignored.
 func (v *SolanaVerifier) delta(tx *rpc.GetTransactionResult, merchant solana.PublicKey) (*big.Int, string, string, error) {
+	perOwner, ignored, err := v.ownerDeltas(tx)
+	if err != nil {
+		return nil, "", "", err
+	}
 	received := new(big.Int)
+	if d := perOwner[merchant]; d != nil {
+		received.Set(d)
+	}
+	var payer string
+	var most *big.Int
+	for owner, d := range perOwner {
+		if owner == merchant || d.Sign() >= 0 {
+			continue
+		}
+		if most == nil || d.Cmp(most) < 0 || (d.Cmp(most) == 0 && owner.String() < payer) {
+			most, payer = d, owner.String()
+		}
+	}
+	return received, payer, ignored, nil
+}
+
+// ownerDeltas returns how the canonical USDC balance of each owner of token
+// accounts (of the token program) moved in the transaction, and a
+// description of USDC-looking balances it ignored.
+func (v *SolanaVerifier) ownerDeltas(tx *rpc.GetTransactionResult) (map[solana.PublicKey]*big.Int, string, error) {
 	perOwner := map[solana.PublicKey]*big.Int{}
 	var ignored string
+	if tx == nil || tx.Meta == nil {
+		return perOwner, "", nil
+	}
 	add := func(balances []rpc.TokenBalance, sign int) error {
 		for _, b := range balances {
 			if b.Mint != v.mint {
@@ -395,9 +422,6 @@ func (v *SolanaVerifier) delta(tx *rpc.GetTransactionResult, merchant solana.Pub
 			if sign < 0 {
 				amt.Neg(amt)
 			}
-			if *b.Owner == merchant {
-				received.Add(received, amt)
-			}
 			if perOwner[*b.Owner] == nil {
 				perOwner[*b.Owner] = new(big.Int)
 			}
@@ -406,22 +430,12 @@ func (v *SolanaVerifier) delta(tx *rpc.GetTransactionResult, merchant solana.Pub
 		return nil
 	}
 	if err := add(tx.Meta.PostTokenBalances, +1); err != nil {
-		return nil, "", "", err
+		return nil, "", err
 	}
 	if err := add(tx.Meta.PreTokenBalances, -1); err != nil {
-		return nil, "", "", err
+		return nil, "", err
 	}
-	var payer string
-	var most *big.Int
-	for owner, d := range perOwner {
-		if owner == merchant || d.Sign() >= 0 {
-			continue
-		}
-		if most == nil || d.Cmp(most) < 0 || (d.Cmp(most) == 0 && owner.String() < payer) {
-			most, payer = d, owner.String()
-		}
-	}
-	return received, payer, ignored, nil
+	return perOwner, ignored, nil
 }
 
 // redactURL keeps only the scheme and host of an RPC URL for error messages:

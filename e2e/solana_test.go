@@ -220,6 +220,50 @@ func TestSolanaDevChainRefunds(t *testing.T) {
 	t.Logf("paid %s USDC in %s; refunded %s + %s in %s and %s", decimal(total), paid.Signature, decimal(half), decimal(total-half), p1.Signature, p2.Signature)
 }
 
+// TestSolanaRefundFoundOnChain: with the refund watcher running, a
+// solana_devnet refund paid from the merchant's wallet without submitting
+// the signature succeeds with it; a transfer one unit short, never
+// submitted, leaves the refund pending.
+func TestSolanaRefundFoundOnChain(t *testing.T) {
+	ctx := context.Background()
+	s, sc := solanaDevStack(t, stackOptions{watch: true, watchRefunds: true})
+	key, session := s.merchant()
+	link := s.solanaLinkTo(key, session, soldev.Merchant)
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "payment.refunded")
+	id := s.openSolanaSession(link)["id"].(string)
+	if _, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(id, "complete", 30*time.Second)
+	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	r := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID, "amount": "1.00"}, 201)["id"].(string)
+	pay := func(o soldev.RefundPayOptions) soldev.RefundPayment {
+		t.Helper()
+		o.APIBase, o.APIKey, o.RefundID, o.RPCURL, o.NoSubmit = s.http.URL, key, r, sc.RPCURL(), true
+		p, err := soldev.PayRefund(ctx, o)
+		if err != nil || p.Submitted {
+			t.Fatalf("pay refund %s: %+v %v", r, p, err)
+		}
+		return p
+	}
+
+	pay(soldev.RefundPayOptions{Units: big.NewInt(999_999)})
+	time.Sleep(2 * time.Second) // ten passes of the watcher over a confirmed transfer
+	if got := s.call("GET", "/api/refunds/"+r, key, nil, 200); got["status"] != "pending" || got["txHash"] != nil {
+		t.Fatalf("a transfer one unit short paid the refund: %v", got)
+	}
+	p := pay(soldev.RefundPayOptions{})
+	if done := s.waitRefund(key, r, "succeeded", 30*time.Second); done["txHash"] != p.Signature {
+		t.Fatalf("refund found on chain: %v (paid %s)", done, p.Signature)
+	}
+	got := rc.waitFor("payment.refunded", 20*time.Second, func(g []received) bool { return len(delivered2xx(g)) >= 1 })
+	if d := got[0].Payload["data"].(map[string]any); got[0].VerifyErr != nil || d["refundId"] != r || d["txHash"] != p.Signature ||
+		d["network"] != "solana_devnet" {
+		t.Fatalf("payment.refunded of a refund found on chain: %+v", got[0])
+	}
+}
+
 // solanaLink gives the merchant a fresh Solana wallet (beside the EVM one)
 // and a 3.00 solana_devnet payment link, and returns the link's id.
 func (s *stack) solanaLink(key, session string) string {

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"github.com/gin-gonic/gin"
@@ -103,6 +104,9 @@ type stackOptions struct {
 	// as finder, every watchEvery.
 	watch      bool
 	watchEvery time.Duration
+	// watchRefunds runs the refund watcher (refunds paid without their
+	// hash submitted) with the verifier as its chain, every watchEvery.
+	watchRefunds bool
 	// pages mounts the hosted checkout pages (web.Pages).
 	pages bool
 	// subscriptionPeriod, when set, makes every billing period of the
@@ -189,6 +193,12 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	refunds := &refund.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Window: 24 * time.Hour,
 		NotFoundWindow: o.refundNotFound, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if mv, ok := o.verifier.(*chain.MultiVerifier); ok && o.watchRefunds {
+		refunds.Chain = mv
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go refunds.RunWatcher(ctx, cmp.Or(o.watchEvery, 200*time.Millisecond))
+	}
 	var root []func(e *gin.Engine)
 	var pageNotFound func(*gin.Context) bool
 	if o.pages {

@@ -1241,3 +1241,53 @@ func upgradeAgain(t *testing.T, st *models.Store, id string) *models.Store {
 	}
 	return st
 }
+
+// TestRefundsAwaitingTransfer: the refund watcher's list holds the pending
+// refunds without a hash whose window is open, of every merchant and mode,
+// oldest first; not a submitted, failed or lapsed one.
+func TestRefundsAwaitingTransfer(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f, g := newRefundFixture(t, st, models.ModeTest), newRefundFixture(t, st, models.ModeLive)
+		a, err := f.refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.submitted(t, money.FromCents(100))
+		failed, err := f.refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: failed.ID, Status: models.RefundFailed, Reason: "REFUND_EXPIRED"}); err != nil {
+			t.Fatal(err)
+		}
+		lapsing, err := f.st.CreateRefund(ctx, models.RefundRequest{Scope: f.sc, TransactionID: f.txn.ID, Amount: money.FromCents(100),
+			InitiatedBy: models.InitiatedByAPI, Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := g.refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := func(now time.Time) []string {
+			rows, err := st.RefundsAwaitingTransfer(ctx, now, 10_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range rows {
+				if r.MerchantID == f.m.ID || r.MerchantID == g.m.ID {
+					ids = append(ids, r.ID)
+				}
+			}
+			return ids
+		}
+		if got, want := list(time.Now()), []string{a.ID, lapsing.ID, c.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("awaiting now: %v, want %v", got, want)
+		}
+		if got, want := list(time.Now().Add(2*time.Minute)), []string{a.ID, c.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("awaiting after a window of a minute: %v, want %v", got, want)
+		}
+	})
+}

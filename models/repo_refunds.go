@@ -250,6 +250,16 @@ func (s *Store) RefundsWithoutWorkflow(ctx context.Context, before time.Time, li
 	return rows, err
 }
 
+// RefundsAwaitingTransfer lists the pending refunds no transfer was
+// submitted for whose window is still open at now (the refund watcher looks
+// on chain for their transfers), oldest first, at most limit.
+func (s *Store) RefundsAwaitingTransfer(ctx context.Context, now time.Time, limit int) ([]Refund, error) {
+	var rows []Refund
+	err := s.ctx(ctx).Where("status = ? AND tx_hash IS NULL AND expires_at > ?", RefundPending, now.UTC()).
+		Order("created_at asc, id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
 // SubmitRefundTx attaches the refund's transfer: the refund moves from
 // pending to submitted. The same hash again is accepted (a retried
 // activity); another hash, a refund that is no longer pending, or a hash

@@ -60,6 +60,11 @@ type Service struct {
 	Log           *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// Chain, when set, lets the watcher (RunWatcher) find the transfers of
+	// pending refunds whose hash was never submitted.
+	Chain Chain
+
+	watch watcher
 }
 
 func (s *Service) now() time.Time {
@@ -189,6 +194,12 @@ func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
 // through the workflow's submit update, and answers the refund as stored
 // after it. The same hash again is answered as the first time.
 func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string) (*models.Refund, error) {
+	return s.submit(ctx, sc, id, txHash, false)
+}
+
+// submit is Submit; firstOnly refuses a hash for a refund that has one
+// (no replacement).
+func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string, firstOnly bool) (*models.Refund, error) {
 	r, err := s.Store.RefundOf(ctx, sc, id)
 	if err != nil {
 		return nil, err
@@ -200,6 +211,9 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 	}
 	if r.TxHash != nil && *r.TxHash == h && r.Status != models.RefundFailed {
 		return r, nil
+	}
+	if firstOnly && r.TxHash != nil {
+		return nil, apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
 	}
 	if err := s.precheck(r, h); err != nil {
 		return nil, err
@@ -225,7 +239,7 @@ func (s *Service) Submit(ctx context.Context, sc models.Scope, id, txHash string
 	hd, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
 		UpdateID: updateID,
-		Args:     []any{workflows.RefundSubmitRequest{TxHash: h}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args:     []any{workflows.RefundSubmitRequest{TxHash: h, FirstOnly: firstOnly}}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
 		var res workflows.RefundSubmitResult

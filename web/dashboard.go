@@ -529,7 +529,7 @@ var notices = map[string]string{
 	"kyb.submitted":    "Business verification submitted: we review it and tell you by e-mail.",
 	"kyb.updated":      "Business verification updated.", "settlement.recorded": "Payout recorded.",
 	"exception.resolved": "Exception resolved into a transaction.", "exception.dismissed": "Exception dismissed.",
-	"refund.created":   "Refund created: send its transfer from your wallet, then enter the transaction hash below.",
+	"refund.created":   "Refund created: send its transfer from your wallet; it is found on chain, or enter its transaction hash below.",
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
 	"subscription.cancel": "The subscription ends with its current period.",

@@ -122,7 +122,13 @@ type RefundState struct {
 }
 
 // RefundSubmitRequest is the submit update's argument.
-type RefundSubmitRequest struct{ TxHash string }
+type RefundSubmitRequest struct {
+	TxHash string
+	// FirstOnly refuses the hash when the refund has one already (the
+	// refund watcher's submit: a transfer it found is never taken as a
+	// replacement of another, which could be a twin refund's).
+	FirstOnly bool `json:",omitempty"`
+}
 
 // RefundSubmitResult is the submit update's answer.
 type RefundSubmitResult struct {
@@ -241,6 +247,8 @@ func (r *refund) validateSubmit(ctx workflow.Context, req RefundSubmitRequest) e
 		return temporal.NewApplicationError("txHash is required", ErrTypeBadUpdate)
 	case r.verifying:
 		return temporal.NewApplicationError("a transaction hash is being attached to this refund", ErrTypeSubmitInProgress)
+	case req.FirstOnly && r.state.TxHash != "":
+		return temporal.NewApplicationError("the refund already has a transaction hash", ErrTypeRefundNotOpen)
 	case r.replaceable(req.TxHash):
 		return nil
 	case r.state.Status == models.RefundFailed && r.state.Reason == ReasonRefundExpired,

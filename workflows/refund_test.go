@@ -444,6 +444,12 @@ func newRefundHarness(t *testing.T, store *refundFakeStore, id string, units int
 
 // submit sends the submit update after d on the test clock.
 func (h *refundHarness) submit(d time.Duration, hash string) *checkoutUpdate {
+	return h.submitRequest(d, RefundSubmitRequest{TxHash: hash})
+}
+
+// submitRequest sends the submit update with req when the test clock
+// reaches d.
+func (h *refundHarness) submitRequest(d time.Duration, req RefundSubmitRequest) *checkoutUpdate {
 	h.updates++
 	u := &checkoutUpdate{name: fmt.Sprintf("submit-%d", h.updates)}
 	h.env.RegisterDelayedCallback(func() {
@@ -454,7 +460,7 @@ func (h *refundHarness) submit(d time.Duration, hash string) *checkoutUpdate {
 			OnComplete: func(v any, err error) {
 				u.value, u.err, u.done, u.doneAt = v, err, true, h.env.Now()
 			},
-		}, RefundSubmitRequest{TxHash: hash})
+		}, req)
 	}, d)
 	return u
 }
@@ -781,6 +787,27 @@ func TestRefundSubmitRefusals(t *testing.T) {
 	}
 	if n, m, a := h.store.calls[refundSubmitMethod], h.store.calls["ReplaceRefundTx"], h.store.calls["AdoptRefundTx"]; n != 2 || m != 1 || a != 1 {
 		t.Fatalf("%d submit, %d replace and %d adopt activities, want 2, 1 and 1 (the validator refused the others)", n, m, a)
+	}
+}
+
+// TestRefundSubmitFirstOnly: the refund watcher's submit (FirstOnly) is
+// taken by a refund without a hash and refused by one that has one, even
+// where the merchant's own submit of that hash would replace it (a transfer
+// the watcher found may be a twin refund's).
+func TestRefundSubmitFirstOnly(t *testing.T) {
+	h := newRefundHarness(t, nil, "rf_first_only", 5_000_000)
+	found := h.submitRequest(time.Minute, RefundSubmitRequest{TxHash: refundHash(41), FirstOnly: true}) // never lands
+	twin := h.submitRequest(2*time.Minute, RefundSubmitRequest{TxHash: refundHash(42), FirstOnly: true})
+	byHand := h.pay(3*time.Minute, refundHash(43), good(5_000_000), 1, 2)
+	res := h.result()
+	if !found.accepted || found.err != nil {
+		t.Fatalf("the watcher's submit of a refund without a hash: %s", found)
+	}
+	if twin.rejected == nil || twin.errType() != ErrTypeRefundNotOpen {
+		t.Fatalf("the watcher's submit of another hash: %s", twin)
+	}
+	if !byHand.accepted || byHand.err != nil || res.Status != models.RefundSucceeded || res.TxHash != refundHash(43) {
+		t.Fatalf("the merchant's replacement: %s; result %+v", byHand, res)
 	}
 }
 

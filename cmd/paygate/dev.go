@@ -305,7 +305,9 @@ Flags go before or after the argument:
                        (another wallet than the refund's sourceWallet: the refund fails, wrong sender;
                        on Solana: merchant, customer or stranger)
   --units N            send another amount in USDC base units (a short one fails the refund)
-  --no-submit          broadcast only; print the hash
+  --no-submit          broadcast only; print the hash (the worker's refund watcher finds the
+                       transfer on chain and the refund succeeds all the same, as for a merchant
+                       paying from a wallet app)
 `
 
 // runDevRefund pays a refund from the dev chain's merchant wallet

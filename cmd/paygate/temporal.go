@@ -232,6 +232,9 @@ func (a *app) runWorkers(ctx context.Context, c client.Client) error {
 	go rec.Run(ctx, 30*time.Second)
 	// Refunds whose workflow did not start (a crash after the write).
 	go refunds.RunRepairer(ctx, 15*time.Second, 10*time.Second)
+	// Refunds paid on chain without their hash submitted.
+	refunds.Chain = verifier
+	go refunds.RunWatcher(ctx, watchInterval(a.networks))
 	go a.subscriptionService(c).RunRepairer(ctx, 15*time.Second, 10*time.Second)
 	// Payments found by their session's reference, late payments, and
 	// recorded transactions checked on chain.

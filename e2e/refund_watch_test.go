@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devchain"
+)
+
+// TestRefundFoundOnChain pays refunds on a dev chain the way a merchant
+// paying from a wallet app does, never submitting a hash, with the refund
+// watcher running as the worker runs it: transfers that do not pay the
+// refund (from another wallet, one unit short, to another wallet) leave it
+// pending; the merchant's transfer of its amount to its destination makes it
+// succeed with that hash and its payment.refunded delivered; of two refunds
+// one transfer could pay, the older takes it and the other waits for its own;
+// a hash the merchant submits by hand is taken as before; a refund to a
+// destination of the merchant's choosing is found there.
+func TestRefundFoundOnChain(t *testing.T) {
+	ctx := context.Background()
+	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	reg := chain.DefaultRegistry()
+	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
+	verifier := chain.NewMultiVerifier(reg)
+	t.Cleanup(verifier.Close)
+	s := startStack(t, stackOptions{verifier: verifier, networks: reg, watchRefunds: true})
+	key, session := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "payment.refunded")
+	paid := s.paidOnDevChain(dc, key, session, "12.50")
+	txID := paid.TxID()
+
+	send := func(from *ecdsa.PrivateKey, to common.Address, u int64) string {
+		t.Helper()
+		h, err := devchain.PayUSDC(ctx, dc.RPCURL(), from, dc.USDC(), to, big.NewInt(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ToLower(h)
+	}
+	refund := func(amount int64, dest string) string {
+		t.Helper()
+		body := map[string]any{"transactionId": txID, "amount": decimal(amount)}
+		if dest != "" {
+			body["destinationWallet"] = dest
+		}
+		return s.call("POST", "/api/refunds", key, body, 201)["id"].(string)
+	}
+	// confirmedPast waits until the block holding hash has its
+	// confirmations and the watcher has had passes over it since.
+	confirmedPast := func(hash string) {
+		t.Helper()
+		client := dc.Client()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r, err := client.TransactionReceipt(ctx, common.HexToHash(hash))
+			head, herr := client.BlockNumber(ctx)
+			if err == nil && herr == nil && head >= r.BlockNumber.Uint64()+devchain.DevConfirmations+2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not confirmed: %v %v", hash, err, herr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // five passes of the watcher
+	}
+	pending := func(id, why string) {
+		t.Helper()
+		if r := s.call("GET", "/api/refunds/"+id, key, nil, 200); r["status"] != "pending" || r["txHash"] != nil {
+			t.Fatalf("%s: the refund is not pending without a hash: %v", why, r)
+		}
+	}
+	merchant, customer := devchain.MerchantKey(), dc.Customer()
+	stranger := crypto.PubkeyToAddress(devchain.StrangerKey().PublicKey)
+
+	// 1. A refund of 1.00 to the payer; transfers that do not pay it.
+	a := refund(1_000_000, "")
+	confirmedPast(send(devchain.StrangerKey(), customer, 1_000_000))
+	pending(a, "the stranger's transfer of its amount to its destination")
+	confirmedPast(send(merchant, customer, 999_999))
+	pending(a, "the merchant's transfer one unit short")
+	confirmedPast(send(merchant, stranger, 1_000_000))
+	pending(a, "the merchant's transfer to another wallet")
+	// The merchant's, never submitted: it pays the refund.
+	aHash := send(merchant, customer, 1_000_000)
+	done := s.waitRefund(key, a, "succeeded", 30*time.Second)
+	if done["txHash"] != aHash || done["initiatedBy"] != "api" {
+		t.Fatalf("refund found on chain: %v (paid %s)", done, aHash)
+	}
+	got := rc.waitFor("payment.refunded", 20*time.Second, func(g []received) bool { return len(delivered2xx(g)) >= 1 })
+	if d := got[0].Payload["data"].(map[string]any); got[0].VerifyErr != nil || d["refundId"] != a || d["txHash"] != aHash ||
+		d["fullyRefunded"] != false {
+		t.Fatalf("payment.refunded of a refund found on chain: %+v", got[0])
+	}
+
+	// 2. Two refunds of 1.50 to the same wallet: one transfer pays the
+	// older; the other waits for a transfer of its own.
+	b := refund(1_500_000, "")
+	c := refund(1_500_000, "")
+	bHash := send(merchant, customer, 1_500_000)
+	if r := s.waitRefund(key, b, "succeeded", 30*time.Second); r["txHash"] != bHash {
+		t.Fatalf("the older twin: %v (paid %s)", r, bHash)
+	}
+	confirmedPast(bHash)
+	pending(c, "the younger twin after one transfer")
+	cHash := send(merchant, customer, 1_500_000)
+	if r := s.waitRefund(key, c, "succeeded", 30*time.Second); r["txHash"] != cHash {
+		t.Fatalf("the younger twin: %v (paid %s)", r, cHash)
+	}
+
+	// 3. Submitted by hand with the watcher running: taken as before.
+	d := refund(500_000, "")
+	p, err := devchain.PayRefund(ctx, devchain.RefundPayOptions{APIBase: s.http.URL, APIKey: key, RefundID: d, RPCURL: dc.RPCURL()})
+	if err != nil || !p.Submitted {
+		t.Fatalf("a refund submitted by hand: %+v %v", p, err)
+	}
+	if r := s.waitRefund(key, d, "succeeded", 30*time.Second); r["txHash"] != strings.ToLower(p.TxHash) {
+		t.Fatalf("a refund submitted by hand: %v (paid %s)", r, p.TxHash)
+	}
+
+	// 4. A refund to a wallet the merchant chose.
+	e := refund(250_000, stranger.Hex())
+	eHash := send(merchant, stranger, 250_000)
+	if r := s.waitRefund(key, e, "succeeded", 30*time.Second); r["txHash"] != eHash || !chain.SameAddress(r["destinationWallet"].(string), stranger.Hex()) {
+		t.Fatalf("a refund to another destination: %v (paid %s)", r, eHash)
+	}
+
+	txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200)
+	if units(txn["refundedAmount"]) != 1_000_000+2*1_500_000+500_000+250_000 {
+		t.Fatalf("refunded %v, want 4.75", txn["refundedAmount"])
+	}
+}
