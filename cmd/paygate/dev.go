@@ -362,7 +362,8 @@ func runDevRefund(ctx context.Context, args []string) error {
 // printRefundTx says what became of a refund's transfer.
 func printRefundTx(base, refundID, hash string, submitted bool, status string) {
 	if !submitted {
-		fmt.Printf("tx %s (not submitted)\n", hash)
+		fmt.Printf("tx %s (not submitted: the worker finds it on chain once confirmed); watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
+			hash, base, refundID)
 		return
 	}
 	fmt.Printf("tx %s submitted; refund %s is %s; watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
