@@ -57,10 +57,10 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 ## RACE_PKGS: the packages with concurrency (workflows, handlers, limiter, stores, workers,
-## the sender, the chain clients, the processes end to end), tested by `make race` under
+## the sender, the chain clients, the refund watcher, the processes end to end), tested by `make race` under
 ## the race detector; `make unit` tests every other package without it, so nothing runs twice.
 RACE_PKGS := ./workflows/... ./checkout/... ./ratelimit/... ./webhook/... ./activities/... ./chain/... \
-	./api/... ./models/... ./worker/... ./keyring/... ./e2e/...
+	./api/... ./models/... ./worker/... ./keyring/... ./refund/... ./e2e/...
 
 unit:
 	$(GO) test -count=1 -timeout 30m $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(RACE_PKGS) | sort))

@@ -560,7 +560,7 @@ func (r *recent[K, V]) get(k K) *V {
 // the verifier looks for the transaction that used its authorization: the
 // copy was mined first, while the payer's waited (two thousand blocks are
 // over an hour on the fastest networks here, longer than a session).
-const authorizationLookback = maxLogRange - 1
+const authorizationLookback = MaxLogRange - 1
 
 // TransferWithAuthorizationSelector is the selector of FiatToken v2.2's
 // transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes),

@@ -44,8 +44,8 @@ type ReferenceFinder interface {
 	FindByReference(ctx context.Context, network string, refs []string, from uint64) ([]Found, uint64, error)
 }
 
-// maxLogRange bounds one eth_getLogs call (providers cap the range).
-const maxLogRange = 2000
+// MaxLogRange bounds one eth_getLogs call (providers cap the range).
+const MaxLogRange = 2000
 
 // FindByReference implements [ReferenceFinder].
 func (m *MultiVerifier) FindByReference(ctx context.Context, network string, refs []string, from uint64) ([]Found, uint64, error) {
@@ -108,8 +108,8 @@ func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, fro
 		return nil, from, nil
 	}
 	to := head
-	if to-from >= maxLogRange {
-		to = from + maxLogRange - 1
+	if to-from >= MaxLogRange {
+		to = from + MaxLogRange - 1
 	}
 	// The topic lists of the calls: refs in groups of 200 (a bound on one
 	// call's filter), or one call without a nonce filter.
@@ -245,8 +245,10 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 
 // eachWalletTransaction reads, oldest first, each successful transaction
 // that touched a wallet's associated USDC account after the signature
-// after[wallet] (the newest solanaSignaturesPerReference when none; none
-// whose block time is before since, when since is set), and returns what
+// after[wallet] (or any), the newest solanaSignaturesPerReference of them
+// (when since is set: page after page back to since, up to
+// solanaSignaturePages pages, none whose block time is before it), and
+// returns what
 // read makes of them and the newest signature seen per wallet. A wallet the
 // node fails on (its list, or one of its transactions) gives nothing and
 // keeps its place, so it is read again whole on the next pass; the error
@@ -260,7 +262,6 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 	newest := map[string]string{}
 	var out []T
 	var failed []error
-	limit := solanaSignaturesPerReference
 	for _, w := range wallets {
 		owner, err := solana.PublicKeyFromBase58(w)
 		if err != nil {
@@ -270,11 +271,7 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 		if err != nil {
 			continue
 		}
-		opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed}
-		if sig, err := solana.SignatureFromBase58(after[w]); err == nil {
-			opts.Until = sig
-		}
-		sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, ata, opts)
+		sigs, err := walletSignatures(ctx, sl, ata, after[w], since)
 		if err != nil {
 			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
 			if ctx.Err() != nil {
@@ -312,6 +309,38 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 		return out, newest, fmt.Errorf("chain: %s: %d wallets not read whole: %w", v.net.Name, len(failed), errors.Join(failed...))
 	}
 	return out, newest, nil
+}
+
+// solanaSignaturePages bounds the pages of signatures read back to a
+// scan's since (a wallet with more new transactions than that loses the
+// oldest: its refunds are submitted by hand).
+const solanaSignaturePages = 10
+
+// walletSignatures lists an account's signatures newer than the signature
+// after (all of them when "": the newest solanaSignaturesPerReference, or,
+// when since is set, page after page back to since), newest first.
+func walletSignatures(ctx context.Context, sl solanaSignatureLister, account solana.PublicKey, after string, since time.Time) ([]*rpc.TransactionSignature, error) {
+	limit := solanaSignaturesPerReference
+	opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed}
+	if sig, err := solana.SignatureFromBase58(after); err == nil {
+		opts.Until = sig
+	}
+	var all []*rpc.TransactionSignature
+	for page := 0; ; page++ {
+		sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, account, opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, sigs...)
+		if since.IsZero() || len(sigs) < limit || page+1 >= solanaSignaturePages {
+			return all, nil
+		}
+		last := sigs[len(sigs)-1]
+		if last == nil || last.BlockTime == nil || last.BlockTime.Time().Before(since) {
+			return all, nil
+		}
+		opts.Before = last.Signature
+	}
 }
 
 func bigUint(n uint64) *big.Int { return new(big.Int).SetUint64(n) }
@@ -502,8 +531,8 @@ func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from 
 		return nil, from, nil
 	}
 	to := last
-	if to-from >= maxLogRange {
-		to = from + maxLogRange - 1
+	if to-from >= MaxLogRange {
+		to = from + MaxLogRange - 1
 	}
 	var topics []common.Hash
 	for _, w := range wallets {

@@ -1242,22 +1242,26 @@ func upgradeAgain(t *testing.T, st *models.Store, id string) *models.Store {
 	return st
 }
 
-// TestRefundsAwaitingTransfer: the refund watcher's list holds the pending
-// refunds without a hash whose window is open, of every merchant and mode,
-// oldest first; not a submitted, failed or lapsed one.
+// TestRefundsAwaitingTransfer: the refund watcher's lists hold the pending
+// refunds without a hash whose window is open, of every merchant and mode:
+// one row per network and source wallet with its oldest refund's creation,
+// and, for a transfer, the refunds of its amount from its wallet, oldest
+// first; never a submitted, failed or lapsed refund.
 func TestRefundsAwaitingTransfer(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		f, g := newRefundFixture(t, st, models.ModeTest), newRefundFixture(t, st, models.ModeLive)
-		a, err := f.refund(money.FromCents(100), models.InitiatedByAPI)
-		if err != nil {
-			t.Fatal(err)
+		mustRefundOf := func(f *refundFixture, amount money.Amount) *models.Refund {
+			t.Helper()
+			r, err := f.refund(amount, models.InitiatedByAPI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
 		}
+		a := mustRefundOf(f, money.FromCents(100))
 		f.submitted(t, money.FromCents(100))
-		failed, err := f.refund(money.FromCents(100), models.InitiatedByAPI)
-		if err != nil {
-			t.Fatal(err)
-		}
+		failed := mustRefundOf(f, money.FromCents(100))
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: failed.ID, Status: models.RefundFailed, Reason: "REFUND_EXPIRED"}); err != nil {
 			t.Fatal(err)
 		}
@@ -1266,28 +1270,53 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := g.refund(money.FromCents(100), models.InitiatedByAPI)
-		if err != nil {
-			t.Fatal(err)
+		other := mustRefundOf(f, money.FromCents(200))
+		c := mustRefundOf(g, money.FromCents(100))
+
+		sources := func(now time.Time) string {
+			rows, err := st.RefundSourcesAwaitingTransfer(ctx, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, r := range rows {
+				out = append(out, fmt.Sprintf("%s/%s/%s", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano)))
+			}
+			return strings.Join(out, " ")
 		}
-		list := func(now time.Time) []string {
-			rows, err := st.RefundsAwaitingTransfer(ctx, now, 10_000)
+		stamp := func(r *models.Refund) string { // as stored (PostgreSQL keeps microseconds)
+			return mustRefund(t, st, r.ID).CreatedAt.UTC().Format(time.RFC3339Nano)
+		}
+		want := "base/" + refundMerchant + "/" + stamp(c) + " base_sepolia/" + refundMerchant + "/" + stamp(a)
+		if got := sources(time.Now()); got != want {
+			t.Fatalf("sources now:\n%s\nwant\n%s", got, want)
+		}
+		from := func(network string, amount money.Amount, now time.Time) []string {
+			rows, err := st.RefundsAwaitingTransferFrom(ctx, network, refundMerchant, amount, now, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var ids []string
 			for _, r := range rows {
-				if r.MerchantID == f.m.ID || r.MerchantID == g.m.ID {
-					ids = append(ids, r.ID)
-				}
+				ids = append(ids, r.ID)
 			}
 			return ids
 		}
-		if got, want := list(time.Now()), []string{a.ID, lapsing.ID, c.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("awaiting now: %v, want %v", got, want)
+		if got, want := from("base_sepolia", money.FromCents(100), time.Now()), []string{a.ID, lapsing.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("refunds of 1.00 now: %v, want %v", got, want)
 		}
-		if got, want := list(time.Now().Add(2*time.Minute)), []string{a.ID, c.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("awaiting after a window of a minute: %v, want %v", got, want)
+		if got, want := from("base_sepolia", money.FromCents(200), time.Now()), []string{other.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("refunds of 2.00: %v, want %v", got, want)
+		}
+		if got, want := from("base", money.FromCents(100), time.Now()), []string{c.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("live refunds of 1.00: %v, want %v", got, want)
+		}
+		later := time.Now().Add(2 * time.Minute)
+		if got, want := from("base_sepolia", money.FromCents(100), later), []string{a.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("refunds of 1.00 after a window of a minute: %v, want %v", got, want)
+		}
+		if got := sources(time.Now().Add(48 * time.Hour)); got != "" {
+			t.Fatalf("sources after every window: %q", got)
 		}
 	})
 }

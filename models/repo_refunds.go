@@ -250,12 +250,69 @@ func (s *Store) RefundsWithoutWorkflow(ctx context.Context, before time.Time, li
 	return rows, err
 }
 
-// RefundsAwaitingTransfer lists the pending refunds no transfer was
-// submitted for whose window is still open at now (the refund watcher looks
-// on chain for their transfers), oldest first, at most limit.
-func (s *Store) RefundsAwaitingTransfer(ctx context.Context, now time.Time, limit int) ([]Refund, error) {
+// RefundSource is a wallet that owes the transfers of pending refunds on a
+// network (the wallet that received their payments).
+type RefundSource struct {
+	Network      string
+	SourceWallet string
+	// Oldest is when the oldest of those refunds was created.
+	Oldest time.Time
+}
+
+// awaitingTransfer narrows q to the pending refunds no transfer was
+// submitted for whose window is still open at now.
+func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
+	return q.Where("status = ? AND tx_hash IS NULL AND expires_at > ?", RefundPending, now.UTC())
+}
+
+// RefundSourcesAwaitingTransfer lists, per network, the source wallets of
+// the pending refunds no transfer was submitted for whose window is still
+// open at now (the refund watcher reads the transfers out of them), each
+// with its oldest such refund's creation. One row per wallet, however many
+// refunds it owes: a merchant's thousands of refunds cannot crowd another
+// merchant's wallet out.
+func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time) ([]RefundSource, error) {
+	var rows []struct {
+		Network      string
+		SourceWallet string
+		Oldest       string
+	}
+	err := awaitingTransfer(s.ctx(ctx).Model(&Refund{}), now).
+		Select("network, source_wallet, MIN(id) AS oldest").Group("network, source_wallet").
+		Order("network, source_wallet").Scan(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	// The oldest refund by id (ids are time-ordered: give or take the
+	// clocks of the processes that created them, which the caller's slack
+	// covers), then its creation (an aggregate of a time column is not
+	// read back alike by every driver).
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.Oldest)
+	}
+	var refunds []Refund
+	if err := s.ctx(ctx).Select("id, created_at").Where("id IN ?", ids).Find(&refunds).Error; err != nil {
+		return nil, err
+	}
+	created := make(map[string]time.Time, len(refunds))
+	for _, r := range refunds {
+		created[r.ID] = r.CreatedAt
+	}
+	out := make([]RefundSource, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, RefundSource{Network: r.Network, SourceWallet: r.SourceWallet, Oldest: created[r.Oldest]})
+	}
+	return out, nil
+}
+
+// RefundsAwaitingTransferFrom lists the pending refunds of amount owed by
+// source on network that no transfer was submitted for and whose window is
+// still open at now, oldest first, at most limit: the refunds a transfer of
+// that amount out of source may pay.
+func (s *Store) RefundsAwaitingTransferFrom(ctx context.Context, network, source string, amount money.Amount, now time.Time, limit int) ([]Refund, error) {
 	var rows []Refund
-	err := s.ctx(ctx).Where("status = ? AND tx_hash IS NULL AND expires_at > ?", RefundPending, now.UTC()).
+	err := awaitingTransfer(s.ctx(ctx), now).Where("network = ? AND source_wallet = ? AND amount = ?", network, source, amount).
 		Order("created_at asc, id asc").Limit(limit).Find(&rows).Error
 	return rows, err
 }

@@ -65,6 +65,9 @@ type Service struct {
 	Chain Chain
 
 	watch watcher
+	// submitFound submits a transfer the watcher found (tests; nil: the
+	// workflow's submit update, FirstOnly).
+	submitFound func(ctx context.Context, sc models.Scope, id, hash string) error
 }
 
 func (s *Service) now() time.Time {
@@ -247,6 +250,10 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 	}
 	if workflows.UpdateUnanswered(ctx, uctx, err) {
 		return nil, apperr.Unavailable("the refund service is temporarily unavailable; retry shortly", workflows.UnavailableRetryAfter)
+	}
+	var appErr *temporal.ApplicationError
+	if firstOnly && errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeSubmitInProgress {
+		return nil, errSubmitBusy
 	}
 	if err := s.mapWorkflowError(ctx, r, err); err != nil {
 		return nil, err
