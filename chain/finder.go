@@ -212,8 +212,9 @@ type SolanaPaymentScanner interface {
 	// then each new transaction, and returns every read-only, non-signer
 	// account key of the successful ones as a Found (Reference: the key;
 	// most are not references at all, the caller keeps its own), and the
-	// newest signature seen per wallet. A wallet the node fails on keeps
-	// its place (it is read again on the next pass) and the error says so.
+	// newest signature read per wallet. A wallet the node fails on keeps
+	// what was read and its place after it (the rest is read on the next
+	// pass), and the error says so.
 	FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string) ([]Found, map[string]string, error)
 }
 
@@ -248,11 +249,10 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 // after[wallet] (or any), the newest solanaSignaturesPerReference of them
 // (when since is set: page after page back to since, up to
 // solanaSignaturePages pages, none whose block time is before it), and
-// returns what
-// read makes of them and the newest signature seen per wallet. A wallet the
-// node fails on (its list, or one of its transactions) gives nothing and
-// keeps its place, so it is read again whole on the next pass; the error
-// says so.
+// returns what read makes of them and the newest signature read per
+// wallet. A wallet the node fails on (its list, or one of its
+// transactions) keeps what was read and its place after it, so the next
+// pass reads on from there; the error says so.
 func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallets []string, after map[string]string, since time.Time,
 	read func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []T) ([]T, map[string]string, error) {
 	sl, ok := v.client.(solanaSignatureLister)
@@ -279,30 +279,30 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 			}
 			continue
 		}
-		var mine []T
-		complete := true
-		// Oldest first.
+		// Oldest first; place is the newest signature read so far, where a
+		// failure leaves the wallet (the next pass reads on from there).
+		place, complete := after[w], true
 		for i := len(sigs) - 1; i >= 0; i-- {
 			sig := sigs[i]
-			if sig == nil || sig.Err != nil || (!since.IsZero() && sig.BlockTime != nil && sig.BlockTime.Time().Before(since)) {
+			if sig == nil {
 				continue
 			}
-			tx, err := v.get(ctx, sig.Signature, rpc.CommitmentConfirmed)
-			if err != nil {
-				failed = append(failed, err)
-				complete = false
-				break
+			if sig.Err == nil && (since.IsZero() || sig.BlockTime == nil || !sig.BlockTime.Time().Before(since)) {
+				tx, err := v.get(ctx, sig.Signature, rpc.CommitmentConfirmed)
+				if err != nil {
+					failed = append(failed, err)
+					complete = false
+					break
+				}
+				out = append(out, read(owner, sig, tx)...)
 			}
-			mine = append(mine, read(owner, sig, tx)...)
+			place = sig.Signature.String()
 		}
-		if !complete {
-			continue // read again from the same place on the next pass
+		if !complete && ctx.Err() != nil {
+			break
 		}
-		out = append(out, mine...)
-		if len(sigs) > 0 && sigs[0] != nil {
-			newest[w] = sigs[0].Signature.String()
-		} else if after[w] != "" {
-			newest[w] = after[w]
+		if place != "" {
+			newest[w] = place
 		}
 	}
 	if len(failed) > 0 {
@@ -445,12 +445,15 @@ func (m *MultiVerifier) FindTransfersTo(ctx context.Context, network string, wal
 // merchant paid without submitting its hash is still found.
 type OutgoingFinder interface {
 	// FindTransfersFrom returns the canonical token's transfers out of any
-	// of wallets after cur (its zero value: the recent ones) and up to what
-	// the network counts as confirmed, and the cursor to resume at. On
-	// Solana each wallet's new transactions are read (none whose block time
-	// is before since, when since is set) and a transaction's transfers are
-	// the USDC its other owners gained while the wallet's balance fell; a
-	// wallet the node fails on keeps its place and the error says so.
+	// of wallets after cur and up to what the network counts as confirmed,
+	// and the cursor to resume at. From cur's zero value it reads from
+	// since (EVM: the first block mined at or after it; Solana: none whose
+	// block time is before it), or the recent transfers when since is zero.
+	// EVM reads at most MaxLogRange blocks a call. On Solana each wallet's
+	// new transactions are read, oldest first, and a transaction's
+	// transfers are the USDC its other owners gained while the wallet's
+	// balance fell; a wallet the node fails on keeps what was read and its
+	// place after it, and the error says so.
 	FindTransfersFrom(ctx context.Context, network string, wallets []string, since time.Time, cur TransferCursor) ([]Incoming, TransferCursor, error)
 }
 
@@ -461,6 +464,25 @@ type TransferCursor struct {
 	After map[string]string
 }
 
+// firstBlockAt finds the first block up to last mined at or after t (last
+// + 1 when none is), by a binary search over the headers' times.
+func (v *EVMVerifier) firstBlockAt(ctx context.Context, t time.Time, last uint64) (uint64, error) {
+	lo, hi := uint64(0), last+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		h, err := v.client.HeaderByNumber(ctx, bigUint(mid))
+		if err != nil {
+			return 0, fmt.Errorf("chain: %s: header %d: %w", v.net.Name, mid, err)
+		}
+		if time.Unix(int64(h.Time), 0).Before(t) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
 // FindTransfersFrom implements [OutgoingFinder].
 func (m *MultiVerifier) FindTransfersFrom(ctx context.Context, network string, wallets []string, since time.Time, cur TransferCursor) ([]Incoming, TransferCursor, error) {
 	v, err := m.verifier(ctx, network)
@@ -469,7 +491,7 @@ func (m *MultiVerifier) FindTransfersFrom(ctx context.Context, network string, w
 	}
 	switch v := v.(type) {
 	case *EVMVerifier:
-		found, next, err := v.findTransfers(ctx, wallets, cur.Block, topicFrom)
+		found, next, err := v.findTransfersSince(ctx, wallets, cur.Block, since, topicFrom)
 		return found, TransferCursor{Block: next}, err
 	case *SolanaVerifier:
 		found, newest, err := eachWalletTransaction(ctx, v, wallets, cur.After, since,
@@ -510,6 +532,12 @@ const (
 // findTransfers lists the canonical token's transfers whose sender
 // (topicFrom) or receiver (topicTo) is one of wallets.
 func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from uint64, side int) ([]Incoming, uint64, error) {
+	return v.findTransfersSince(ctx, wallets, from, time.Time{}, side)
+}
+
+// findTransfersSince is findTransfers; a scan from 0 with since set starts
+// at the first block mined at or after since (not at the last few hundred).
+func (v *EVMVerifier) findTransfersSince(ctx context.Context, wallets []string, from uint64, since time.Time, side int) ([]Incoming, uint64, error) {
 	lf, ok := v.client.(ethereum.LogFilterer)
 	if !ok {
 		return nil, from, fmt.Errorf("chain: %s: the RPC client cannot filter logs", v.net.Name)
@@ -524,7 +552,12 @@ func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from 
 	}
 	last := head + 1 - conf // newest block with enough confirmations
 	from = resumeFrom(from, last)
-	if from == 0 && last > 300 {
+	switch {
+	case from == 0 && !since.IsZero():
+		if from, err = v.firstBlockAt(ctx, since, last); err != nil {
+			return nil, 0, err
+		}
+	case from == 0 && last > 300:
 		from = last - 300
 	}
 	if from > last {
@@ -545,7 +578,8 @@ func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from 
 		end := min(start+200, len(topics))
 		filter := [][]common.Hash{{transferTopic}, nil, nil}
 		filter[side] = topics[start:end]
-		logs, err := lf.FilterLogs(ctx, ethereum.FilterQuery{
+		// Split when the node refuses the range (a busy wallet's logs).
+		logs, err := filterLogsSplitting(ctx, lf, ethereum.FilterQuery{
 			FromBlock: bigUint(from), ToBlock: bigUint(to), Addresses: []common.Address{v.usdc}, Topics: filter,
 		})
 		if err != nil {

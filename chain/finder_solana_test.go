@@ -2,9 +2,13 @@ package chain
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -96,6 +100,138 @@ func TestResumeFrom(t *testing.T) {
 	for _, c := range []struct{ from, head, want uint64 }{{0, 10, 0}, {9, 10, 9}, {11, 10, 11}, {20, 10, 20}, {21, 10, 0}, {600, 10, 0}} {
 		if got := resumeFrom(c.from, c.head); got != c.want {
 			t.Errorf("resumeFrom(%d, %d) = %d, want %d", c.from, c.head, got, c.want)
+		}
+	}
+}
+
+// walletNode is one wallet's USDC account history: its signatures, newest
+// first (paged as a node pages them: Before, Until, Limit), and each
+// transaction's USDC balances by owner, before and after; failing makes
+// getTransaction fail for a signature.
+type walletNode struct {
+	mint    solana.PublicKey
+	sigs    []*rpc.TransactionSignature
+	moves   map[solana.Signature]map[solana.PublicKey][2]uint64
+	failing map[solana.Signature]bool
+	lists   int
+}
+
+func (n *walletNode) GetSignaturesForAddressWithOpts(_ context.Context, _ solana.PublicKey, o *rpc.GetSignaturesForAddressOpts) ([]*rpc.TransactionSignature, error) {
+	n.lists++
+	var out []*rpc.TransactionSignature
+	started := o.Before.IsZero()
+	for _, s := range n.sigs {
+		if !started {
+			started = s.Signature == o.Before
+			continue
+		}
+		if s.Signature == o.Until || (o.Limit != nil && len(out) == *o.Limit) {
+			break
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (n *walletNode) GetTransaction(_ context.Context, sig solana.Signature, _ *rpc.GetTransactionOpts) (*rpc.GetTransactionResult, error) {
+	if n.failing[sig] {
+		return nil, errors.New("rpc: 429 too many requests")
+	}
+	meta := &rpc.TransactionMeta{}
+	for owner, b := range n.moves[sig] {
+		for i, amount := range b {
+			tb := rpc.TokenBalance{Mint: n.mint, Owner: &owner, ProgramId: &solana.TokenProgramID,
+				UiTokenAmount: &rpc.UiTokenAmount{Amount: strconv.FormatUint(amount, 10)}}
+			if i == 0 {
+				meta.PreTokenBalances = append(meta.PreTokenBalances, tb)
+			} else {
+				meta.PostTokenBalances = append(meta.PostTokenBalances, tb)
+			}
+		}
+	}
+	return &rpc.GetTransactionResult{Meta: meta}, nil
+}
+
+// The transfers out of a Solana wallet are what its other owners gained
+// while its USDC fell, transaction by transaction, oldest first; a payment
+// into it is none. A transaction the node fails on keeps what was read
+// before it and the wallet's place after that: the next read goes on from
+// there, and reads nothing twice.
+func TestFindTransfersFromSolana(t *testing.T) {
+	wallet, payer, third := solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey()
+	sig := func(b byte) solana.Signature { var s solana.Signature; s[0] = b; return s }
+	s1, s2, s3, s4 := sig(1), sig(2), sig(3), sig(4)
+	node := &walletNode{mint: solana.NewWallet().PublicKey(),
+		sigs: []*rpc.TransactionSignature{{Signature: s4, Slot: 40}, {Signature: s3, Slot: 30}, {Signature: s2, Slot: 20}, {Signature: s1, Slot: 10}},
+		moves: map[solana.Signature]map[solana.PublicKey][2]uint64{
+			s1: {wallet: {100, 95}, payer: {0, 3}, third: {10, 12}}, // two transfers out
+			s2: {wallet: {95, 102}, payer: {3, 0}},                  // a payment in
+			s3: {wallet: {102, 101}, payer: {0, 1}},
+			s4: {wallet: {101, 96}, payer: {1, 6}},
+		},
+		failing: map[solana.Signature]bool{s3: true},
+	}
+	v, err := NewSolanaVerifier(Network{Name: NetworkSolanaDevnet, Family: FamilySolana, USDC: node.mint.String()}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(after map[string]string) ([]Incoming, map[string]string, error) {
+		out, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet.String()}, after, time.Time{},
+			func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Incoming {
+				return v.outgoing(owner, sig, tx)
+			})
+		return out, newest, err
+	}
+	describe := func(in []Incoming) string {
+		var s []string
+		for _, i := range in {
+			s = append(s, fmt.Sprintf("%d:%s>%s:%s", i.Block, i.From[:4], i.To[:4], i.Units))
+		}
+		return strings.Join(s, " ")
+	}
+	w, p, q := wallet.String()[:4], payer.String()[:4], third.String()[:4]
+	want := []string{"10:" + w + ">" + p + ":3", "10:" + w + ">" + q + ":2"}
+	if q < p {
+		want[0], want[1] = want[1], want[0]
+	}
+	got, newest, err := read(nil)
+	if err == nil || describe(got) != strings.Join(want, " ") || newest[wallet.String()] != s2.String() {
+		t.Fatalf("first read: %s, place %s, err %v", describe(got), newest[wallet.String()], err)
+	}
+	node.failing = nil
+	got, newest, err = read(newest)
+	if err != nil || describe(got) != "30:"+w+">"+p+":1 40:"+w+">"+p+":5" || newest[wallet.String()] != s4.String() {
+		t.Fatalf("second read: %s, place %s, err %v", describe(got), newest[wallet.String()], err)
+	}
+	if got, newest, err = read(newest); err != nil || len(got) != 0 || newest[wallet.String()] != s4.String() {
+		t.Fatalf("nothing new: %s, place %s, err %v", describe(got), newest[wallet.String()], err)
+	}
+}
+
+// A wallet read back to a time pages through its signatures to it (up to
+// solanaSignaturePages pages); without one, one page.
+func TestWalletSignaturesPageBackToSince(t *testing.T) {
+	node := &walletNode{}
+	now := time.Now()
+	for i := range 2_500 {
+		var s solana.Signature
+		binary.BigEndian.PutUint32(s[:], uint32(i+1))
+		bt := solana.UnixTimeSeconds(now.Add(-time.Duration(i) * time.Second).Unix())
+		node.sigs = append(node.sigs, &rpc.TransactionSignature{Signature: s, BlockTime: &bt})
+	}
+	account := solana.NewWallet().PublicKey()
+	for _, c := range []struct {
+		since       time.Time
+		want, lists int
+	}{
+		{time.Time{}, solanaSignaturesPerReference, 1},
+		{now.Add(-time.Hour), 2_500, 3},
+		{now.Add(-1_500 * time.Second), 2_000, 2}, // the page that reaches since is the last
+	} {
+		node.lists = 0
+		sigs, err := walletSignatures(context.Background(), node, account, "", c.since)
+		if err != nil || len(sigs) != c.want || node.lists != c.lists {
+			t.Fatalf("since %v: %d signatures in %d pages (%v), want %d in %d", c.since, len(sigs), node.lists, err, c.want, c.lists)
 		}
 	}
 }

@@ -24,22 +24,13 @@ import (
 // block that reaches the confirmation threshold to the session's `complete`.
 func TestDevChainPayments(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
+	s, dc := devChainStack(t, time.Second, stackOptions{})
 	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(eth.Close)
-	conf, _ := reg.Lookup("base_sepolia")
+	conf, _ := s.networks.Lookup("base_sepolia")
 	key, _ := s.merchant()
 	s.wallet = dc.Customer().Hex() // sessions declare the wallet that pays
 

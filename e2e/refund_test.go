@@ -167,16 +167,7 @@ func (s *stack) paidOnDevChain(dc *devchain.Chain, key, session, amount string) 
 // Standard Webhooks signature, and fullyRefunded is false then true.
 func TestDevChainRefunds(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
+	s, dc := devChainStack(t, time.Second, stackOptions{})
 	key, session := s.merchant()
 	goRecv := newReceiver(t, nil)
 	s.webhookEndpoint(session, goRecv, "payment.refunded")
@@ -326,17 +317,7 @@ func TestDevChainRefunds(t *testing.T) {
 // key from PAYGATE_API_KEY, as a developer would on `make run`: the refund
 // is paid from the dev merchant wallet, submitted, and succeeds.
 func TestDevRefundCommand(t *testing.T) {
-	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 250 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg})
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{})
 	bin := buildPaygate(t)
 	key, session := s.merchant()
 	txID := s.paidOnDevChain(dc, key, session, "3.00").TxID()

@@ -26,16 +26,7 @@ import (
 // destination of the merchant's choosing is found there.
 func TestRefundFoundOnChain(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 250 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg, watchRefunds: true})
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{watchRefunds: true})
 	key, session := s.merchant()
 	rc := newReceiver(t, nil)
 	s.webhookEndpoint(session, rc, "payment.refunded")

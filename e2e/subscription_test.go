@@ -13,7 +13,6 @@ import (
 
 	"github.com/paygate/paygate/activities"
 	"github.com/paygate/paygate/api"
-	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/workflows"
@@ -30,17 +29,8 @@ import (
 // payloads.
 func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	ctx := context.Background()
-	dc, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := chain.DefaultRegistry()
-	devchain.DevNetwork(dc, chain.NetworkBaseSepolia, reg)
-	verifier := chain.NewMultiVerifier(reg)
-	t.Cleanup(verifier.Close)
 	const period = 12 * time.Second
-	s := startStack(t, stackOptions{verifier: verifier, networks: reg, subscriptionPeriod: period})
+	s, dc := devChainStack(t, time.Second, stackOptions{subscriptionPeriod: period})
 	key, session := s.merchant()
 	rc := newReceiver(t, nil)
 	s.webhookEndpoint(session, rc, "subscription.created", "subscription.updated", "subscription.renewed",

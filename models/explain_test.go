@@ -16,7 +16,7 @@ import (
 // TestHotQueriesUseIndexes runs the store's hot reads on PostgreSQL (the
 // status poll, API-key authentication, the link behind a checkout, the
 // delivery target, and the periodic scans of the repairer, the delivery
-// reconciler and the watcher) over tables of a few thousand finished rows,
+// reconciler, the watcher and the refund watcher) over tables of a few thousand finished rows,
 // captures the SQL they send and checks with EXPLAIN ANALYZE that each
 // reads only about the rows it answers: no node may throw away more than
 // maxRemoved rows it read (a sequential scan, or an index that only orders
@@ -55,6 +55,16 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		Key: "checkout.completed:" + models.NewID(), Data: map[string]any{"livemode": false}}); err != nil {
 		t.Fatal(err)
 	}
+	txn := &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, Amount: money.FromCents(100), Token: "USDC", Network: "base_sepolia",
+		TxHash: "0x" + strings.Repeat("4", 64), WalletAddress: cs.WalletAddress, MerchantWalletAddress: link.MerchantWalletAddress,
+		Verification: models.VerificationVerified}
+	if err := st.RecordTransaction(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateRefund(ctx, models.RefundRequest{Scope: models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, TransactionID: txn.ID,
+		Amount: money.FromCents(1), InitiatedBy: models.InitiatedByAPI, Window: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	uuidOf := "gen_random_uuid()::text"
 	for _, c := range []struct {
 		table string
@@ -67,6 +77,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"checkout_session_events", map[string]string{"id": uuidOf, "session_id": uuidOf}},
 		{"webhook_endpoints", map[string]string{"id": uuidOf, "merchant_id": uuidOf}},
 		{"webhook_deliveries", map[string]string{"id": uuidOf, "event_id": uuidOf, "status": "'delivered'"}},
+		{"refunds", map[string]string{"id": uuidOf, "status": "'succeeded'"}},
 	} {
 		if err := st.CloneRows(c.table, 5000, c.set); err != nil {
 			t.Fatal(err)
@@ -88,6 +99,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"OpenSessionsOfPaidInvoices":    func() { _, _ = st.OpenSessionsOfPaidInvoices(ctx, 100) },
 		"PendingDeliveries":             func() { _, _ = st.PendingDeliveries(ctx, "", now, 100) },
 		"UnattemptedDeliveries":         func() { _, _ = st.UnattemptedDeliveries(ctx, now, 100) },
+		"RefundSourcesAwaitingTransfer": func() { _, _ = st.RefundSourcesAwaitingTransfer(ctx, now) },
+		"RefundsAwaitingTransferFrom": func() {
+			_, _ = st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, money.FromCents(1), now, 50)
+		},
 	}
 	for name, call := range calls {
 		qs := st.CaptureQueries(call)

@@ -431,6 +431,17 @@ func migrations() []*gormigrate.Migration {
 				return nil
 			},
 		},
+		{
+			// The refund watcher's reads: the wallets owing pending refunds
+			// without a hash, and the refunds one transfer may pay; a partial
+			// index holds those refunds alone (a merchant's finished ones,
+			// however many, are not read each pass).
+			ID: "20261130_0023_refunds_awaiting_transfer_index",
+			Migrate: func(tx *gorm.DB) error {
+				return tx.Exec(`CREATE INDEX IF NOT EXISTS idx_refunds_awaiting_transfer ON refunds
+					(network, source_wallet, amount, created_at) WHERE status = 'pending' AND tx_hash IS NULL`).Error
+			},
+		},
 	}
 }
 

@@ -1280,14 +1280,15 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			}
 			var out []string
 			for _, r := range rows {
-				out = append(out, fmt.Sprintf("%s/%s/%s", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano)))
+				out = append(out, fmt.Sprintf("%s/%s/%s/%s", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
+					r.Newest.UTC().Format(time.RFC3339Nano)))
 			}
 			return strings.Join(out, " ")
 		}
 		stamp := func(r *models.Refund) string { // as stored (PostgreSQL keeps microseconds)
 			return mustRefund(t, st, r.ID).CreatedAt.UTC().Format(time.RFC3339Nano)
 		}
-		want := "base/" + refundMerchant + "/" + stamp(c) + " base_sepolia/" + refundMerchant + "/" + stamp(a)
+		want := "base/" + refundMerchant + "/" + stamp(c) + "/" + stamp(c) + " base_sepolia/" + refundMerchant + "/" + stamp(a) + "/" + stamp(other)
 		if got := sources(time.Now()); got != want {
 			t.Fatalf("sources now:\n%s\nwant\n%s", got, want)
 		}

@@ -255,55 +255,40 @@ func (s *Store) RefundsWithoutWorkflow(ctx context.Context, before time.Time, li
 type RefundSource struct {
 	Network      string
 	SourceWallet string
-	// Oldest is when the oldest of those refunds was created.
-	Oldest time.Time
+	// Oldest and Newest are when the oldest and the newest of those
+	// refunds were created.
+	Oldest, Newest time.Time
 }
 
 // awaitingTransfer narrows q to the pending refunds no transfer was
 // submitted for whose window is still open at now.
 func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
-	return q.Where("status = ? AND tx_hash IS NULL AND expires_at > ?", RefundPending, now.UTC())
+	// The status is written into the SQL, not bound: the partial index
+	// idx_refunds_awaiting_transfer (migration 0023) has this predicate,
+	// and a generic plan of a prepared statement cannot prove a bound value
+	// matches it.
+	return q.Where("status = '"+RefundPending+"' AND tx_hash IS NULL AND expires_at > ?", now.UTC())
 }
 
 // RefundSourcesAwaitingTransfer lists, per network, the source wallets of
 // the pending refunds no transfer was submitted for whose window is still
 // open at now (the refund watcher reads the transfers out of them), each
-// with its oldest such refund's creation. One row per wallet, however many
-// refunds it owes: a merchant's thousands of refunds cannot crowd another
-// merchant's wallet out.
+// with its oldest and newest such refund's creation. One row per wallet,
+// however many refunds it owes: a merchant's thousands of refunds cannot
+// crowd another merchant's wallet out.
 func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time) ([]RefundSource, error) {
-	var rows []struct {
-		Network      string
-		SourceWallet string
-		Oldest       string
-	}
-	err := awaitingTransfer(s.ctx(ctx).Model(&Refund{}), now).
-		Select("network, source_wallet, MIN(id) AS oldest").Group("network, source_wallet").
-		Order("network, source_wallet").Scan(&rows).Error
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	// The oldest refund by id (ids are time-ordered: give or take the
-	// clocks of the processes that created them, which the caller's slack
-	// covers), then its creation (an aggregate of a time column is not
-	// read back alike by every driver).
-	ids := make([]string, 0, len(rows))
-	for _, r := range rows {
-		ids = append(ids, r.Oldest)
-	}
-	var refunds []Refund
-	if err := s.ctx(ctx).Select("id, created_at").Where("id IN ?", ids).Find(&refunds).Error; err != nil {
-		return nil, err
-	}
-	created := make(map[string]time.Time, len(refunds))
-	for _, r := range refunds {
-		created[r.ID] = r.CreatedAt
-	}
-	out := make([]RefundSource, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, RefundSource{Network: r.Network, SourceWallet: r.SourceWallet, Oldest: created[r.Oldest]})
-	}
-	return out, nil
+	// The oldest and newest refund per wallet by id (ids are time-ordered:
+	// give or take the clocks of the processes that created them, which
+	// the caller's slack covers), joined back for their creation (an
+	// aggregate of a time column is not read back alike by every driver).
+	agg := awaitingTransfer(s.ctx(ctx).Model(&Refund{}), now).
+		Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id").Group("network, source_wallet")
+	var rows []RefundSource
+	err := s.ctx(ctx).Table("(?) AS agg", agg).
+		Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, n.created_at AS newest").
+		Joins("JOIN refunds o ON o.id = agg.oldest_id").Joins("JOIN refunds n ON n.id = agg.newest_id").
+		Order("agg.network, agg.source_wallet").Scan(&rows).Error
+	return rows, err
 }
 
 // RefundsAwaitingTransferFrom lists the pending refunds of amount owed by

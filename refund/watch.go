@@ -3,6 +3,7 @@ package refund
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,11 +26,13 @@ type Chain interface {
 
 // Bounds of the refund watcher's memory and work.
 const (
-	// refundCursor is the stored cursor kind of its EVM scans.
-	refundCursor = "refunds"
-	// catchUpRanges bounds the log ranges one pass reads on a network
-	// whose cursor is behind (a worker that was down, a network idle).
+	// catchUpRanges bounds the log ranges one pass reads for a group of
+	// wallets (EVM: a wallet new to the watcher reads back to its oldest
+	// refund's creation, a day of blocks and more).
 	catchUpRanges = 10
+	// networkBudget bounds one pass's work on a network (a node that
+	// hangs must not hold the others up).
+	networkBudget = time.Minute
 	// maxRetry bounds the transfers kept per network to offer again.
 	maxRetry = 1000
 	// maxDeclined bounds the refused offers it remembers.
@@ -40,26 +43,39 @@ const (
 	// alone (its transfer kept to offer again): a stuck workflow must not
 	// hold up every pass for the update's timeout.
 	busyPause = time.Minute
+	// warnEvery bounds the warnings about one thing that keeps failing.
+	warnEvery = 5 * time.Minute
 )
 
 // watcher is the refund watcher's state between passes.
 type watcher struct {
 	mu sync.Mutex
-	// cursors per network (EVM: the next block, also stored; Solana: each
-	// wallet's newest signature read); known: the source wallets an EVM
-	// cursor covered on its last pass (another is read over the recent
-	// blocks too).
-	cursors map[string]chain.TransferCursor
-	known   map[string]map[string]bool
-	saved   map[string]time.Time
+	// places: where each source wallet's reading stands, per network (EVM:
+	// the next block; Solana: the newest signature read). A wallet without
+	// one (new, or back after its refunds were paid, or after a restart)
+	// is read back to its oldest pending refund's creation, less the block
+	// clocks' slack, so nothing is kept across restarts.
+	places map[string]map[string]walletPlace
+	// listed: when the last pass listed each network's wallets (by the
+	// store's clock): a known wallet with a refund created since is read
+	// again from then.
+	listed map[string]time.Time
 	// retry: transfers to offer again on the next pass, per network (the
 	// node, the store or a workflow could not answer).
 	retry map[string][]chain.Incoming
 	// declined: transfers offered to a refund and refused for good, not
 	// offered again (network/hash/refund); paused: refunds whose workflow
-	// did not answer, until when.
+	// did not answer, until when; warned: when a warning was last logged.
 	declined map[string]bool
 	paused   map[string]time.Time
+	warned   map[string]time.Time
+}
+
+// walletPlace is where a wallet's reading stands: the next block (EVM) or
+// the newest signature read (Solana).
+type walletPlace struct {
+	block uint64
+	sig   string
 }
 
 // errSubmitBusy answers a watcher's submit that found another submit of
@@ -74,8 +90,9 @@ var errSubmitBusy = errors.New("refund: a transaction hash is being attached to 
 // own submit would be (the workflow verifies it again and records the
 // outcome). A merchant who pays a refund from a wallet app and never
 // copies the hash sees it succeed all the same. Where one transfer could
-// pay two refunds, the older takes it. It returns how many transfers it
-// submitted.
+// pay two refunds of a merchant, the older takes it; where it could pay
+// refunds of two merchants (who both named the wallet theirs), neither is
+// submitted. It returns how many transfers it submitted.
 func (s *Service) WatchOnce(ctx context.Context) int {
 	if s.Chain == nil || (s.Temporal == nil && s.submitFound == nil) {
 		return 0
@@ -83,9 +100,9 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 	w := &s.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cursors == nil {
-		w.cursors, w.known, w.saved = map[string]chain.TransferCursor{}, map[string]map[string]bool{}, map[string]time.Time{}
-		w.retry, w.declined, w.paused = map[string][]chain.Incoming{}, map[string]bool{}, map[string]time.Time{}
+	if w.places == nil {
+		w.places, w.retry, w.listed = map[string]map[string]walletPlace{}, map[string][]chain.Incoming{}, map[string]time.Time{}
+		w.declined, w.paused, w.warned = map[string]bool{}, map[string]time.Time{}, map[string]time.Time{}
 	}
 	if len(w.declined) > maxDeclined {
 		w.declined = map[string]bool{} // offered again once, refused again
@@ -95,18 +112,26 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 			delete(w.paused, id)
 		}
 	}
+	for k, at := range w.warned {
+		if s.now().Sub(at) >= warnEvery {
+			delete(w.warned, k)
+		}
+	}
+	listedAt := s.Store.Now() // the refunds' clock: one created after it is new to the next pass
 	sources, err := s.Store.RefundSourcesAwaitingTransfer(ctx, s.now())
 	if err != nil {
-		s.log().Warn("refund watch: pending refunds not listed", "err", err)
+		s.warn("list", "refund watch: pending refunds not listed", "err", err)
 		return 0
 	}
 	byNetwork := map[string][]models.RefundSource{}
 	for _, src := range sources {
 		byNetwork[src.Network] = append(byNetwork[src.Network], src)
 	}
-	for network := range w.retry {
+	for network := range w.places {
 		if len(byNetwork[network]) == 0 {
-			delete(w.retry, network) // nothing left to pay there
+			delete(w.places, network) // nothing left to pay there
+			delete(w.listed, network)
+			delete(w.retry, network)
 		}
 	}
 	networks := make([]string, 0, len(byNetwork))
@@ -119,89 +144,85 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 		if ctx.Err() != nil {
 			break
 		}
-		n += s.watchNetwork(ctx, network, byNetwork[network])
+		nctx, cancel := context.WithTimeout(ctx, networkBudget)
+		n += s.watchNetwork(nctx, network, byNetwork[network], listedAt)
+		cancel()
 	}
 	return n
 }
 
 // watchNetwork reads one network's transfers out of the wallets that owe
 // refunds there, and offers each to the refunds it may pay.
-func (s *Service) watchNetwork(ctx context.Context, network string, sources []models.RefundSource) int {
+func (s *Service) watchNetwork(ctx context.Context, network string, sources []models.RefundSource, listedAt time.Time) int {
 	w := &s.watch
 	fam, ok := chain.FamilyOf(network)
 	if !ok {
 		return 0
 	}
-	// The wallets as stored, by the form a transfer names them in.
-	stored := map[string]string{}
-	var wallets []string
-	since := sources[0].Oldest
+	// The wallets as stored, by the form a transfer names them in, with
+	// their oldest refund's creation (several rows when a wallet is stored
+	// in two spellings).
+	stored := map[string][]string{}
+	oldest, newest := map[string]time.Time{}, map[string]time.Time{}
 	for _, src := range sources {
 		k := walletKey(fam, src.SourceWallet)
-		if _, ok := stored[k]; !ok {
-			stored[k] = src.SourceWallet
-			wallets = append(wallets, src.SourceWallet)
+		if at, ok := oldest[k]; !ok || src.Oldest.Before(at) {
+			oldest[k] = src.Oldest
 		}
-		if src.Oldest.Before(since) {
-			since = src.Oldest
+		if src.Newest.After(newest[k]) {
+			newest[k] = src.Newest
+		}
+		stored[k] = append(stored[k], src.SourceWallet)
+	}
+	places := w.places[network]
+	// A wallet read before has a refund created since the last pass listed
+	// them: its transfer may be in blocks read before the refund existed
+	// (a merchant who paid, then created the refund, within the block
+	// clocks' slack), so the wallet is read again from then.
+	prev, listed := w.listed[network]
+	var again []string
+	for k, spellings := range stored {
+		if _, known := places[k]; known && listed && newest[k].After(prev) {
+			again = append(again, spellings[0])
 		}
 	}
-	since = since.Add(-models.BlockClockSlack)
-	cur, ok := w.cursors[network]
-	if !ok && fam == chain.FamilyEVM {
-		block, err := s.Store.ChainCursorOf(ctx, network, refundCursor)
+	sort.Strings(again)
+	next := make(map[string]walletPlace, len(stored))
+	var found []chain.Incoming
+	for _, g := range readGroups(fam, stored, oldest, places) {
+		got, reached, err := s.scan(ctx, network, fam, g.wallets, g.since.Add(-models.BlockClockSlack), g.cur)
+		found = append(found, got...)
 		if err != nil {
-			s.log().Warn("refund watch: stored cursor not read; scanning the recent blocks", "network", network, "err", err)
+			s.warn("scan/"+network, "refund watch: transfers not read whole; read on from where they stand on the next pass",
+				"network", network, "err", err)
 		}
-		cur = chain.TransferCursor{Block: block}
-	}
-	found, next, err := s.scan(ctx, network, fam, wallets, since, cur)
-	if err != nil {
-		s.log().Warn("refund watch: transfers not read whole", "network", network, "err", err)
-		if fam == chain.FamilyEVM && next.Block == cur.Block {
-			return 0 // the cursor stays: the next pass reads these blocks again
-		}
-	}
-	if fam == chain.FamilyEVM && cur.Block > 0 {
-		// A wallet the cursor did not cover on its last pass (a new
-		// refund's) is read over the recent blocks too: the cursor may have
-		// moved past its transfer without it.
-		var fresh []string
-		for _, a := range wallets {
-			if !w.known[network][walletKey(fam, a)] {
-				fresh = append(fresh, a)
+		for _, wallet := range g.wallets {
+			k := walletKey(fam, wallet)
+			switch {
+			case fam == chain.FamilyEVM && reached.Block > g.cur.Block:
+				next[k] = walletPlace{block: reached.Block}
+			case fam == chain.FamilySolana && reached.After[wallet] != "":
+				next[k] = walletPlace{sig: reached.After[wallet]}
+			default:
+				if p, ok := places[k]; ok {
+					next[k] = p // nothing read: where it stood (a new wallet stays new)
+				}
 			}
 		}
-		if len(fresh) > 0 {
-			back, _, err := s.Chain.FindTransfersFrom(ctx, network, fresh, since, chain.TransferCursor{})
-			if err != nil {
-				s.log().Warn("refund watch: new wallets' recent transfers not read", "network", network, "err", err)
-				return 0 // the next pass tries again, cursor unmoved
-			}
-			found = append(found, back...)
+	}
+	w.places[network] = next
+	rereadAll := true
+	for _, wallets := range rereadGroups(fam, again) {
+		got, _, err := s.scan(ctx, network, fam, wallets, prev.Add(-models.BlockClockSlack), chain.TransferCursor{})
+		found = append(found, got...)
+		if err != nil {
+			rereadAll = false // read again on the next pass
+			s.warn("reread/"+network, "refund watch: wallets with new refunds not read again; tried on the next pass",
+				"network", network, "err", err)
 		}
 	}
-	if fam == chain.FamilySolana {
-		// A wallet the node failed on keeps its place; one no longer owing
-		// a refund is forgotten (read back to its next refund's creation).
-		after := map[string]string{}
-		for _, a := range wallets {
-			if sig, ok := next.After[a]; ok {
-				after[a] = sig
-			} else if sig, ok := cur.After[a]; ok {
-				after[a] = sig
-			}
-		}
-		next = chain.TransferCursor{After: after}
-	}
-	known := make(map[string]bool, len(wallets))
-	for _, a := range wallets {
-		known[walletKey(fam, a)] = true
-	}
-	w.known[network] = known
-	w.cursors[network] = next
-	if fam == chain.FamilyEVM {
-		s.saveCursor(ctx, network, next.Block)
+	if rereadAll {
+		w.listed[network] = listedAt
 	}
 
 	// What earlier passes could not settle first, then what is new; each
@@ -209,28 +230,97 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	offered := map[string]bool{}
 	queue := append(w.retry[network], found...)
 	w.retry[network] = nil
-	n := 0
+	n, dropped := 0, 0
 	for _, in := range queue {
 		k := strings.ToLower(in.TxHash) + "/" + walletKey(fam, in.From) + "/" + walletKey(fam, in.To) + "/" + in.Units
-		source, ok := stored[walletKey(fam, in.From)]
+		spellings, ok := stored[walletKey(fam, in.From)]
 		if offered[k] || !ok {
 			continue
 		}
 		offered[k] = true
-		submitted, retry := s.settle(ctx, network, fam, source, in)
+		submitted, retry := s.settle(ctx, network, fam, spellings, in)
 		if submitted {
 			n++
 		}
-		if retry && len(w.retry[network]) < maxRetry {
-			w.retry[network] = append(w.retry[network], in)
+		if retry {
+			if len(w.retry[network]) < maxRetry {
+				w.retry[network] = append(w.retry[network], in)
+			} else {
+				dropped++
+			}
 		}
+	}
+	if dropped > 0 {
+		s.warn("dropped/"+network, "refund watch: more transfers to offer again than it keeps; the rest are found again only by a submit by hand",
+			"network", network, "dropped", dropped)
 	}
 	return n
 }
 
-// scan reads the transfers out of wallets after cur; an EVM cursor behind
-// the chain reads up to catchUpRanges log ranges in one pass. An error
-// after some ranges were read answers them with the cursor after them.
+// readGroup is wallets read together: at the same place (EVM: the new
+// ones all from the oldest of their refunds), or one Solana wallet.
+type readGroup struct {
+	key     string
+	wallets []string
+	cur     chain.TransferCursor
+	since   time.Time
+}
+
+// readGroups groups a network's wallets (stored, by key) for reading.
+func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]time.Time, places map[string]walletPlace) []*readGroup {
+	groups := map[string]*readGroup{}
+	for k, spellings := range stored {
+		wallet := spellings[0]
+		p, known := places[k]
+		gk, cur := "new", chain.TransferCursor{}
+		switch {
+		case fam == chain.FamilySolana:
+			gk = "wallet/" + k
+			if known {
+				cur.After = map[string]string{wallet: p.sig}
+			}
+		case known:
+			gk, cur.Block = fmt.Sprintf("block/%020d", p.block), p.block
+		}
+		g := groups[gk]
+		if g == nil {
+			g = &readGroup{key: gk, cur: cur, since: oldest[k]}
+			groups[gk] = g
+		}
+		g.wallets = append(g.wallets, wallet)
+		if oldest[k].Before(g.since) {
+			g.since = oldest[k]
+		}
+	}
+	out := make([]*readGroup, 0, len(groups))
+	for _, g := range groups {
+		sort.Strings(g.wallets)
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// rereadGroups groups wallets to read again: all together on EVM, one by
+// one on Solana.
+func rereadGroups(fam chain.Family, wallets []string) [][]string {
+	if len(wallets) == 0 {
+		return nil
+	}
+	if fam == chain.FamilyEVM {
+		return [][]string{wallets}
+	}
+	groups := make([][]string, 0, len(wallets))
+	for _, w := range wallets {
+		groups = append(groups, []string{w})
+	}
+	return groups
+}
+
+// scan reads the transfers out of wallets after cur (from since when cur
+// is zero); on EVM up to catchUpRanges log ranges while the chain is
+// ahead. What was read before an error is answered with the place after
+// it.
 func (s *Service) scan(ctx context.Context, network string, fam chain.Family, wallets []string, since time.Time, cur chain.TransferCursor) ([]chain.Incoming, chain.TransferCursor, error) {
 	var all []chain.Incoming
 	for i := 0; ; i++ {
@@ -239,12 +329,23 @@ func (s *Service) scan(ctx context.Context, network string, fam chain.Family, wa
 			return all, cur, err
 		}
 		all = append(all, found...)
-		behind := fam == chain.FamilyEVM && cur.Block > 0 && next.Block >= cur.Block+chain.MaxLogRange
-		if err != nil || !behind || i+1 >= catchUpRanges {
+		if fam != chain.FamilyEVM || err != nil || i+1 >= catchUpRanges || next.Block <= cur.Block ||
+			(cur.Block > 0 && next.Block-cur.Block < chain.MaxLogRange) {
 			return all, next, err
 		}
-		cur = next
+		cur = next // a whole range read, or the first from since: the chain may be further ahead
 	}
+}
+
+// warn logs a warning about key at most every warnEvery (a node down, a
+// transfer its workflow keeps refusing: not a line every second).
+func (s *Service) warn(key, msg string, args ...any) {
+	w := &s.watch
+	if _, ok := w.warned[key]; ok {
+		return
+	}
+	w.warned[key] = s.now()
+	s.log().Warn(msg, args...)
 }
 
 // walletKey is the form in which two spellings of a wallet compare equal
@@ -256,11 +357,12 @@ func walletKey(fam chain.Family, wallet string) string {
 	return wallet
 }
 
-// settle offers a transfer out of source to the pending refunds it may
-// pay, oldest first: of exactly its amount, to its destination. It
+// settle offers a transfer out of a wallet (stored in sources' spellings)
+// to the pending refunds it may pay, oldest first: of exactly its amount,
+// to its destination, all of one merchant. It
 // reports whether one took it, and whether to offer it again on the next
 // pass (the store, the node or a workflow could not answer).
-func (s *Service) settle(ctx context.Context, network string, fam chain.Family, source string, in chain.Incoming) (submitted, retry bool) {
+func (s *Service) settle(ctx context.Context, network string, fam chain.Family, sources []string, in chain.Incoming) (submitted, retry bool) {
 	units, err := strconv.ParseInt(in.Units, 10, 64)
 	if err != nil || units <= 0 {
 		return false, false
@@ -269,16 +371,31 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	if err != nil {
 		return false, false
 	}
-	refunds, err := s.Store.RefundsAwaitingTransferFrom(ctx, network, source, money.Amount(units), s.now(), candidateRefunds)
-	if err != nil {
-		s.log().Warn("refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
-		return false, true
-	}
-	for i := range refunds {
-		r := &refunds[i]
-		if walletKey(fam, r.DestinationWallet) != walletKey(fam, in.To) {
-			continue
+	var candidates []*models.Refund
+	merchants := map[string]bool{}
+	for _, source := range sources {
+		refunds, err := s.Store.RefundsAwaitingTransferFrom(ctx, network, source, money.Amount(units), s.now(), candidateRefunds)
+		if err != nil {
+			s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
+			return false, true
 		}
+		for i := range refunds {
+			if r := &refunds[i]; walletKey(fam, r.DestinationWallet) == walletKey(fam, in.To) {
+				candidates = append(candidates, r)
+				merchants[r.MerchantID] = true
+			}
+		}
+	}
+	if len(merchants) > 1 {
+		// Two merchants named the wallet theirs (nothing proves a wallet's
+		// owner): the transfer is one merchant's, and only the hash its
+		// merchant submits says whose.
+		s.warn("shared/"+network+"/"+hash, "refund watch: a transfer could pay refunds of several merchants; left for a submit by hand",
+			"network", network, "txHash", hash, "refunds", len(candidates))
+		return false, false
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].CreatedAt.Before(candidates[j].CreatedAt) })
+	for _, r := range candidates {
 		took, again := s.offer(ctx, network, hash, r)
 		if took || again {
 			return took, again
@@ -302,7 +419,7 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 		To: r.DestinationWallet, Units: strconv.FormatInt(r.Amount.Units(), 10), NotBefore: r.CreatedAt.Add(-models.BlockClockSlack)})
 	switch {
 	case err != nil:
-		s.log().Warn("refund watch: transfer not verified", "refundId", r.ID, "txHash", hash, "err", err)
+		s.warn("verify/"+hash, "refund watch: transfer not verified; offered again", "refundId", r.ID, "txHash", hash, "err", err)
 		return false, true
 	case res.Verdict == chain.VerdictPending:
 		return false, true // not confirmed (a reorg took its block): asked again
@@ -333,24 +450,10 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 		w.declined[key] = true
 		return false, false
 	default:
-		s.log().Warn("refund watch: transfer not submitted; the refund is left alone a minute", "refundId", r.ID, "txHash", hash, "err", err)
+		s.warn("submit/"+r.ID, "refund watch: transfer not submitted; the refund is left alone a minute", "refundId", r.ID, "txHash", hash, "err", err)
 		w.paused[r.ID] = s.now().Add(busyPause)
 		return false, true
 	}
-}
-
-// saveCursor stores a network's EVM cursor, at most every few seconds (a
-// restart reads those blocks again, which submits nothing twice).
-func (s *Service) saveCursor(ctx context.Context, network string, block uint64) {
-	w := &s.watch
-	if at, ok := w.saved[network]; ok && s.now().Sub(at) < 5*time.Second {
-		return
-	}
-	if err := s.Store.SaveChainCursor(ctx, network, refundCursor, block); err != nil {
-		s.log().Warn("refund watch: cursor not stored", "network", network, "err", err)
-		return
-	}
-	w.saved[network] = s.now()
 }
 
 // RunWatcher looks for pending refunds' transfers every interval until ctx
