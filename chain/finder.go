@@ -298,11 +298,11 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 			}
 			place = sig.Signature.String()
 		}
-		if !complete && ctx.Err() != nil {
-			break
-		}
 		if place != "" {
 			newest[w] = place
+		}
+		if !complete && ctx.Err() != nil {
+			break // out of time: the others keep their places
 		}
 	}
 	if len(failed) > 0 {

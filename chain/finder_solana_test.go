@@ -114,6 +114,8 @@ type walletNode struct {
 	moves   map[solana.Signature]map[solana.PublicKey][2]uint64
 	failing map[solana.Signature]bool
 	lists   int
+	// afterGet runs after each getTransaction (a pass running out of time).
+	afterGet func()
 }
 
 func (n *walletNode) GetSignaturesForAddressWithOpts(_ context.Context, _ solana.PublicKey, o *rpc.GetSignaturesForAddressOpts) ([]*rpc.TransactionSignature, error) {
@@ -133,7 +135,13 @@ func (n *walletNode) GetSignaturesForAddressWithOpts(_ context.Context, _ solana
 	return out, nil
 }
 
-func (n *walletNode) GetTransaction(_ context.Context, sig solana.Signature, _ *rpc.GetTransactionOpts) (*rpc.GetTransactionResult, error) {
+func (n *walletNode) GetTransaction(ctx context.Context, sig solana.Signature, _ *rpc.GetTransactionOpts) (*rpc.GetTransactionResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if n.afterGet != nil {
+		defer n.afterGet()
+	}
 	if n.failing[sig] {
 		return nil, errors.New("rpc: 429 too many requests")
 	}
@@ -175,8 +183,9 @@ func TestFindTransfersFromSolana(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
 	read := func(after map[string]string) ([]Incoming, map[string]string, error) {
-		out, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet.String()}, after, time.Time{},
+		out, newest, err := eachWalletTransaction(ctx, v, []string{wallet.String()}, after, time.Time{},
 			func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Incoming {
 				return v.outgoing(owner, sig, tx)
 			})
@@ -205,6 +214,16 @@ func TestFindTransfersFromSolana(t *testing.T) {
 	}
 	if got, newest, err = read(newest); err != nil || len(got) != 0 || newest[wallet.String()] != s4.String() {
 		t.Fatalf("nothing new: %s, place %s, err %v", describe(got), newest[wallet.String()], err)
+	}
+	// A pass running out of time after the first transaction keeps it and
+	// the place after it.
+	var cancel context.CancelFunc
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	node.afterGet = cancel
+	got, newest, err = read(nil)
+	if err == nil || describe(got) != strings.Join(want, " ") || newest[wallet.String()] != s1.String() {
+		t.Fatalf("out of time: %s, place %s, err %v", describe(got), newest[wallet.String()], err)
 	}
 }
 

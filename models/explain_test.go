@@ -101,7 +101,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"UnattemptedDeliveries":         func() { _, _ = st.UnattemptedDeliveries(ctx, now, 100) },
 		"RefundSourcesAwaitingTransfer": func() { _, _ = st.RefundSourcesAwaitingTransfer(ctx, now) },
 		"RefundsAwaitingTransferFrom": func() {
-			_, _ = st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, money.FromCents(1), now, 50)
+			_, _ = st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, cs.WalletAddress, true, money.FromCents(1), now, 50)
 		},
 	}
 	for name, call := range calls {

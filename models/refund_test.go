@@ -1280,20 +1280,20 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			}
 			var out []string
 			for _, r := range rows {
-				out = append(out, fmt.Sprintf("%s/%s/%s/%s", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
-					r.Newest.UTC().Format(time.RFC3339Nano)))
+				out = append(out, fmt.Sprintf("%s/%s/%s/%d/%s", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
+					r.Count, r.NewestID))
 			}
 			return strings.Join(out, " ")
 		}
 		stamp := func(r *models.Refund) string { // as stored (PostgreSQL keeps microseconds)
 			return mustRefund(t, st, r.ID).CreatedAt.UTC().Format(time.RFC3339Nano)
 		}
-		want := "base/" + refundMerchant + "/" + stamp(c) + "/" + stamp(c) + " base_sepolia/" + refundMerchant + "/" + stamp(a) + "/" + stamp(other)
+		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + " base_sepolia/" + refundMerchant + "/" + stamp(a) + "/3/" + other.ID
 		if got := sources(time.Now()); got != want {
 			t.Fatalf("sources now:\n%s\nwant\n%s", got, want)
 		}
 		from := func(network string, amount money.Amount, now time.Time) []string {
-			rows, err := st.RefundsAwaitingTransferFrom(ctx, network, refundMerchant, amount, now, 10)
+			rows, err := st.RefundsAwaitingTransferFrom(ctx, network, refundMerchant, "0x"+strings.ToUpper(refundPayer[2:]), true, amount, now, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1315,6 +1315,15 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		later := time.Now().Add(2 * time.Minute)
 		if got, want := from("base_sepolia", money.FromCents(100), later), []string{a.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("refunds of 1.00 after a window of a minute: %v, want %v", got, want)
+		}
+		// Another destination, or one spelt otherwise where case counts, is none.
+		if rows, err := st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", refundMerchant, "0x"+strings.Repeat("9", 40), true, money.FromCents(100),
+			time.Now(), 10); err != nil || len(rows) != 0 {
+			t.Fatalf("another destination: %v %v", rows, err)
+		}
+		if rows, err := st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", refundMerchant, strings.ToLower(refundPayer), false, money.FromCents(100),
+			time.Now(), 10); err != nil || len(rows) != 0 {
+			t.Fatalf("a destination spelt otherwise, case counting: %v %v", rows, err)
 		}
 		if got := sources(time.Now().Add(48 * time.Hour)); got != "" {
 			t.Fatalf("sources after every window: %q", got)

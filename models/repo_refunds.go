@@ -255,9 +255,13 @@ func (s *Store) RefundsWithoutWorkflow(ctx context.Context, before time.Time, li
 type RefundSource struct {
 	Network      string
 	SourceWallet string
-	// Oldest and Newest are when the oldest and the newest of those
-	// refunds were created.
-	Oldest, Newest time.Time
+	// Oldest is when the oldest of those refunds was created.
+	Oldest time.Time
+	// Count and NewestID change when a refund is added (or one leaves
+	// and another comes): the mark of a new refund, whatever the clocks
+	// of the processes that created them.
+	Count    int
+	NewestID string
 }
 
 // awaitingTransfer narrows q to the pending refunds no transfer was
@@ -273,32 +277,40 @@ func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 // RefundSourcesAwaitingTransfer lists, per network, the source wallets of
 // the pending refunds no transfer was submitted for whose window is still
 // open at now (the refund watcher reads the transfers out of them), each
-// with its oldest and newest such refund's creation. One row per wallet,
+// with its oldest such refund's creation and the mark of a new one. One row per wallet,
 // however many refunds it owes: a merchant's thousands of refunds cannot
 // crowd another merchant's wallet out.
 func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time) ([]RefundSource, error) {
-	// The oldest and newest refund per wallet by id (ids are time-ordered:
-	// give or take the clocks of the processes that created them, which
-	// the caller's slack covers), joined back for their creation (an
-	// aggregate of a time column is not read back alike by every driver).
+	// The oldest refund per wallet by id (ids are time-ordered: give or
+	// take the clocks of the processes that created them, which the
+	// caller's slack covers), joined back for its creation (an aggregate of
+	// a time column is not read back alike by every driver).
 	agg := awaitingTransfer(s.ctx(ctx).Model(&Refund{}), now).
-		Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id").Group("network, source_wallet")
+		Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id, COUNT(*) AS count").Group("network, source_wallet")
 	var rows []RefundSource
 	err := s.ctx(ctx).Table("(?) AS agg", agg).
-		Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, n.created_at AS newest").
-		Joins("JOIN refunds o ON o.id = agg.oldest_id").Joins("JOIN refunds n ON n.id = agg.newest_id").
+		Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, agg.count AS count, agg.newest_id AS newest_id").
+		Joins("JOIN refunds o ON o.id = agg.oldest_id").
 		Order("agg.network, agg.source_wallet").Scan(&rows).Error
 	return rows, err
 }
 
 // RefundsAwaitingTransferFrom lists the pending refunds of amount owed by
-// source on network that no transfer was submitted for and whose window is
-// still open at now, oldest first, at most limit: the refunds a transfer of
-// that amount out of source may pay.
-func (s *Store) RefundsAwaitingTransferFrom(ctx context.Context, network, source string, amount money.Amount, now time.Time, limit int) ([]Refund, error) {
+// source to destination on network that no transfer was submitted for and
+// whose window is still open at now, oldest first, at most limit: the
+// refunds a transfer of that amount from source to destination may pay.
+// caseless compares the destination without regard to case (EVM
+// addresses).
+func (s *Store) RefundsAwaitingTransferFrom(ctx context.Context, network, source, destination string, caseless bool, amount money.Amount,
+	now time.Time, limit int) ([]Refund, error) {
+	q := awaitingTransfer(s.ctx(ctx), now).Where("network = ? AND source_wallet = ? AND amount = ?", network, source, amount)
+	if caseless {
+		q = q.Where("LOWER(destination_wallet) = ?", strings.ToLower(destination))
+	} else {
+		q = q.Where("destination_wallet = ?", destination)
+	}
 	var rows []Refund
-	err := awaitingTransfer(s.ctx(ctx), now).Where("network = ? AND source_wallet = ? AND amount = ?", network, source, amount).
-		Order("created_at asc, id asc").Limit(limit).Find(&rows).Error
+	err := q.Order("created_at asc, id asc").Limit(limit).Find(&rows).Error
 	return rows, err
 }
 

@@ -43,6 +43,13 @@ const (
 	// alone (its transfer kept to offer again): a stuck workflow must not
 	// hold up every pass for the update's timeout.
 	busyPause = time.Minute
+	// recentFor is how long transfers read are kept to offer again to a
+	// refund listed later: a transfer may pay a refund created up to the
+	// block clocks' slack after it (a merchant who paid first), and the
+	// refund shows up a pass after its creation.
+	recentFor = models.BlockClockSlack + time.Minute
+	// maxRecent bounds the transfers kept so per network.
+	maxRecent = 10000
 	// warnEvery bounds the warnings about one thing that keeps failing.
 	warnEvery = 5 * time.Minute
 )
@@ -56,10 +63,11 @@ type watcher struct {
 	// is read back to its oldest pending refund's creation, less the block
 	// clocks' slack, so nothing is kept across restarts.
 	places map[string]map[string]walletPlace
-	// listed: when the last pass listed each network's wallets (by the
-	// store's clock): a known wallet with a refund created since is read
-	// again from then.
-	listed map[string]time.Time
+	// marks: each wallet's new-refund mark (RefundSource's count and
+	// newest id) as the last pass listed it; recent: the transfers read in
+	// the last recentFor, to offer again to a wallet whose mark changed.
+	marks  map[string]map[string]string
+	recent map[string][]recentTransfer
 	// retry: transfers to offer again on the next pass, per network (the
 	// node, the store or a workflow could not answer).
 	retry map[string][]chain.Incoming
@@ -69,6 +77,12 @@ type watcher struct {
 	declined map[string]bool
 	paused   map[string]time.Time
 	warned   map[string]time.Time
+}
+
+// recentTransfer is a transfer read, and when.
+type recentTransfer struct {
+	in     chain.Incoming
+	readAt time.Time
 }
 
 // walletPlace is where a wallet's reading stands: the next block (EVM) or
@@ -101,7 +115,8 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.places == nil {
-		w.places, w.retry, w.listed = map[string]map[string]walletPlace{}, map[string][]chain.Incoming{}, map[string]time.Time{}
+		w.places, w.retry = map[string]map[string]walletPlace{}, map[string][]chain.Incoming{}
+		w.marks, w.recent = map[string]map[string]string{}, map[string][]recentTransfer{}
 		w.declined, w.paused, w.warned = map[string]bool{}, map[string]time.Time{}, map[string]time.Time{}
 	}
 	if len(w.declined) > maxDeclined {
@@ -117,7 +132,6 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 			delete(w.warned, k)
 		}
 	}
-	listedAt := s.Store.Now() // the refunds' clock: one created after it is new to the next pass
 	sources, err := s.Store.RefundSourcesAwaitingTransfer(ctx, s.now())
 	if err != nil {
 		s.warn("list", "refund watch: pending refunds not listed", "err", err)
@@ -130,7 +144,8 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 	for network := range w.places {
 		if len(byNetwork[network]) == 0 {
 			delete(w.places, network) // nothing left to pay there
-			delete(w.listed, network)
+			delete(w.marks, network)
+			delete(w.recent, network)
 			delete(w.retry, network)
 		}
 	}
@@ -145,7 +160,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 			break
 		}
 		nctx, cancel := context.WithTimeout(ctx, networkBudget)
-		n += s.watchNetwork(nctx, network, byNetwork[network], listedAt)
+		n += s.watchNetwork(nctx, network, byNetwork[network])
 		cancel()
 	}
 	return n
@@ -153,7 +168,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 
 // watchNetwork reads one network's transfers out of the wallets that owe
 // refunds there, and offers each to the refunds it may pay.
-func (s *Service) watchNetwork(ctx context.Context, network string, sources []models.RefundSource, listedAt time.Time) int {
+func (s *Service) watchNetwork(ctx context.Context, network string, sources []models.RefundSource) int {
 	w := &s.watch
 	fam, ok := chain.FamilyOf(network)
 	if !ok {
@@ -163,30 +178,27 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	// their oldest refund's creation (several rows when a wallet is stored
 	// in two spellings).
 	stored := map[string][]string{}
-	oldest, newest := map[string]time.Time{}, map[string]time.Time{}
+	oldest, marks := map[string]time.Time{}, map[string]string{}
 	for _, src := range sources {
 		k := walletKey(fam, src.SourceWallet)
 		if at, ok := oldest[k]; !ok || src.Oldest.Before(at) {
 			oldest[k] = src.Oldest
 		}
-		if src.Newest.After(newest[k]) {
-			newest[k] = src.Newest
-		}
+		marks[k] += fmt.Sprintf("%d/%s;", src.Count, src.NewestID)
 		stored[k] = append(stored[k], src.SourceWallet)
 	}
 	places := w.places[network]
-	// A wallet read before has a refund created since the last pass listed
-	// them: its transfer may be in blocks read before the refund existed
-	// (a merchant who paid, then created the refund, within the block
-	// clocks' slack), so the wallet is read again from then.
-	prev, listed := w.listed[network]
-	var again []string
-	for k, spellings := range stored {
-		if _, known := places[k]; known && listed && newest[k].After(prev) {
-			again = append(again, spellings[0])
+	// A wallet read before whose mark changed has a new refund: its
+	// transfer may have been read before the refund existed (a merchant
+	// who paid, then created the refund, within the block clocks' slack),
+	// so the wallet's recent transfers are offered again.
+	changed := map[string]bool{}
+	for k := range stored {
+		if _, known := places[k]; known && w.marks[network][k] != marks[k] {
+			changed[k] = true
 		}
 	}
-	sort.Strings(again)
+	w.marks[network] = marks
 	next := make(map[string]walletPlace, len(stored))
 	var found []chain.Incoming
 	for _, g := range readGroups(fam, stored, oldest, places) {
@@ -211,24 +223,32 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 		}
 	}
 	w.places[network] = next
-	rereadAll := true
-	for _, wallets := range rereadGroups(fam, again) {
-		got, _, err := s.scan(ctx, network, fam, wallets, prev.Add(-models.BlockClockSlack), chain.TransferCursor{})
-		found = append(found, got...)
-		if err != nil {
-			rereadAll = false // read again on the next pass
-			s.warn("reread/"+network, "refund watch: wallets with new refunds not read again; tried on the next pass",
-				"network", network, "err", err)
+	// Kept to offer again: what was read in the last recentFor.
+	now := s.now()
+	recent := w.recent[network][:0]
+	for _, r := range w.recent[network] {
+		if now.Sub(r.readAt) < recentFor {
+			recent = append(recent, r)
 		}
 	}
-	if rereadAll {
-		w.listed[network] = listedAt
+	var again []chain.Incoming
+	for _, r := range recent {
+		if changed[walletKey(fam, r.in.From)] {
+			again = append(again, r.in)
+		}
 	}
+	for _, in := range found {
+		recent = append(recent, recentTransfer{in: in, readAt: now})
+	}
+	if len(recent) > maxRecent {
+		recent = recent[len(recent)-maxRecent:]
+	}
+	w.recent[network] = recent
 
 	// What earlier passes could not settle first, then what is new; each
 	// transfer once.
 	offered := map[string]bool{}
-	queue := append(w.retry[network], found...)
+	queue := append(append(w.retry[network], again...), found...)
 	w.retry[network] = nil
 	n, dropped := 0, 0
 	for _, in := range queue {
@@ -301,22 +321,6 @@ func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]
 	return out
 }
 
-// rereadGroups groups wallets to read again: all together on EVM, one by
-// one on Solana.
-func rereadGroups(fam chain.Family, wallets []string) [][]string {
-	if len(wallets) == 0 {
-		return nil
-	}
-	if fam == chain.FamilyEVM {
-		return [][]string{wallets}
-	}
-	groups := make([][]string, 0, len(wallets))
-	for _, w := range wallets {
-		groups = append(groups, []string{w})
-	}
-	return groups
-}
-
 // scan reads the transfers out of wallets after cur (from since when cur
 // is zero); on EVM up to catchUpRanges log ranges while the chain is
 // ahead. What was read before an error is answered with the place after
@@ -374,16 +378,15 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	var candidates []*models.Refund
 	merchants := map[string]bool{}
 	for _, source := range sources {
-		refunds, err := s.Store.RefundsAwaitingTransferFrom(ctx, network, source, money.Amount(units), s.now(), candidateRefunds)
+		refunds, err := s.Store.RefundsAwaitingTransferFrom(ctx, network, source, in.To, fam == chain.FamilyEVM, money.Amount(units),
+			s.now(), candidateRefunds)
 		if err != nil {
 			s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
 			return false, true
 		}
 		for i := range refunds {
-			if r := &refunds[i]; walletKey(fam, r.DestinationWallet) == walletKey(fam, in.To) {
-				candidates = append(candidates, r)
-				merchants[r.MerchantID] = true
-			}
+			candidates = append(candidates, &refunds[i])
+			merchants[refunds[i].MerchantID] = true
 		}
 	}
 	if len(merchants) > 1 {

@@ -373,4 +373,13 @@ func TestRefundWatcher(t *testing.T) {
 	expect(f.pass())
 	q := f.refund(models.ModeTest, 710, "")
 	expect(f.pass(), q.ID+"="+hQ)
+
+	// 8. More refunds of one amount to other wallets than a transfer is
+	// offered to do not hide the one it pays.
+	for range candidateRefunds + 5 {
+		f.refund(models.ModeTest, 800, wOther)
+	}
+	last := f.refund(models.ModeTest, 800, "")
+	hLast := f.chain.send("base_sepolia", wMerchant, wPayer, 8_000_000, 0)
+	expect(f.pass(), last.ID+"="+hLast)
 }
