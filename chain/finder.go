@@ -438,7 +438,7 @@ func (m *MultiVerifier) FindTransfersTo(ctx context.Context, network string, wal
 	if !ok {
 		return nil, from, fmt.Errorf("%w: %s: transfers are scanned on EVM networks only", ErrUnknownNetwork, network)
 	}
-	return ev.findTransfers(ctx, wallets, from, topicTo)
+	return ev.findTransfers(ctx, wallets, from, time.Time{}, topicTo)
 }
 
 // OutgoingFinder lists token transfers out of wallets, so a refund the
@@ -491,13 +491,10 @@ func (m *MultiVerifier) FindTransfersFrom(ctx context.Context, network string, w
 	}
 	switch v := v.(type) {
 	case *EVMVerifier:
-		found, next, err := v.findTransfersSince(ctx, wallets, cur.Block, since, topicFrom)
+		found, next, err := v.findTransfers(ctx, wallets, cur.Block, since, topicFrom)
 		return found, TransferCursor{Block: next}, err
 	case *SolanaVerifier:
-		found, newest, err := eachWalletTransaction(ctx, v, wallets, cur.After, since,
-			func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Incoming {
-				return v.outgoing(owner, sig, tx)
-			})
+		found, newest, err := eachWalletTransaction(ctx, v, wallets, cur.After, since, v.outgoing)
 		return found, TransferCursor{After: newest}, err
 	}
 	return nil, cur, fmt.Errorf("%w: %s: transfers are not scanned on this network", ErrUnknownNetwork, network)
@@ -530,14 +527,10 @@ const (
 )
 
 // findTransfers lists the canonical token's transfers whose sender
-// (topicFrom) or receiver (topicTo) is one of wallets.
-func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from uint64, side int) ([]Incoming, uint64, error) {
-	return v.findTransfersSince(ctx, wallets, from, time.Time{}, side)
-}
-
-// findTransfersSince is findTransfers; a scan from 0 with since set starts
-// at the first block mined at or after since (not at the last few hundred).
-func (v *EVMVerifier) findTransfersSince(ctx context.Context, wallets []string, from uint64, since time.Time, side int) ([]Incoming, uint64, error) {
+// (topicFrom) or receiver (topicTo) is one of wallets; a scan from 0 with
+// since set starts at the first block mined at or after since (not at the
+// last few hundred).
+func (v *EVMVerifier) findTransfers(ctx context.Context, wallets []string, from uint64, since time.Time, side int) ([]Incoming, uint64, error) {
 	lf, ok := v.client.(ethereum.LogFilterer)
 	if !ok {
 		return nil, from, fmt.Errorf("chain: %s: the RPC client cannot filter logs", v.net.Name)

@@ -185,11 +185,7 @@ func TestFindTransfersFromSolana(t *testing.T) {
 	}
 	ctx := context.Background()
 	read := func(after map[string]string) ([]Incoming, map[string]string, error) {
-		out, newest, err := eachWalletTransaction(ctx, v, []string{wallet.String()}, after, time.Time{},
-			func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Incoming {
-				return v.outgoing(owner, sig, tx)
-			})
-		return out, newest, err
+		return eachWalletTransaction(ctx, v, []string{wallet.String()}, after, time.Time{}, v.outgoing)
 	}
 	describe := func(in []Incoming) string {
 		var s []string

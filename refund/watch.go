@@ -432,14 +432,7 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 		w.declined[key] = true
 		return false, false
 	}
-	submit := s.submitFound
-	if submit == nil {
-		submit = func(ctx context.Context, sc models.Scope, id, hash string) error {
-			_, err := s.submit(ctx, sc, id, hash, true)
-			return err
-		}
-	}
-	err = submit(ctx, models.Scope{MerchantID: r.MerchantID, Mode: r.Mode}, r.ID, hash)
+	err = s.submitWatched(ctx, models.Scope{MerchantID: r.MerchantID, Mode: r.Mode}, r.ID, hash)
 	var ae *apperr.Error
 	switch {
 	case err == nil:
@@ -457,6 +450,16 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 		w.paused[r.ID] = s.now().Add(busyPause)
 		return false, true
 	}
+}
+
+// submitWatched submits a transfer the watcher found: FirstOnly, through
+// the workflow's submit update (or submitFound, in tests).
+func (s *Service) submitWatched(ctx context.Context, sc models.Scope, id, hash string) error {
+	if s.submitFound != nil {
+		return s.submitFound(ctx, sc, id, hash)
+	}
+	_, err := s.submit(ctx, sc, id, hash, true)
+	return err
 }
 
 // RunWatcher looks for pending refunds' transfers every interval until ctx
