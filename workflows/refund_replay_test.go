@@ -32,6 +32,7 @@ var refundHistoryFiles = []string{
 	"testdata/refund_watched_resend_reverted.json",
 	"testdata/refund_solana_replaced_watch.json",
 	"testdata/refund_replaced_failed.json",
+	"testdata/refund_found_on_chain.json",
 }
 
 // TestRefundReplay replays every saved refund history against the current
@@ -111,16 +112,19 @@ func TestRefundRecordHistories(t *testing.T) {
 		}
 		return run
 	}
-	submit := func(run client.WorkflowRun, hash string) error {
+	submitRequest := func(run client.WorkflowRun, req RefundSubmitRequest) error {
 		updates++
 		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: fmt.Sprintf("submit-%d", updates), WorkflowID: run.GetID(),
-			RunID: run.GetRunID(), UpdateName: RefundSubmitUpdate, Args: []any{RefundSubmitRequest{TxHash: hash}},
+			RunID: run.GetRunID(), UpdateName: RefundSubmitUpdate, Args: []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted})
 		if err != nil {
 			return err
 		}
 		var res RefundSubmitResult
 		return h.Get(ctx, &res)
+	}
+	submit := func(run client.WorkflowRun, hash string) error {
+		return submitRequest(run, RefundSubmitRequest{TxHash: hash})
 	}
 	// A saved history is kept: it is what an earlier version of the
 	// workflow wrote, which the replay test must keep replaying.
@@ -287,6 +291,19 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	fakeChain.put(refundHash(102), refundTransfer{from: source, to: destination, units: units}, 1, 2)
 	finish(run, models.RefundSucceeded, refundHistoryFiles[9])
+
+	// 11. Found on chain: the refund watcher's submit (FirstOnly) attaches
+	// a transfer; a second one, a twin refund's transfer, is refused by
+	// the validator (no event); the first lands and pays the refund.
+	run = start("rf_replay_found", time.Hour)
+	fakeChain.put(refundHash(105), refundTransfer{from: source, to: destination, units: units}, 0, 1, 2)
+	if err := submitRequest(run, RefundSubmitRequest{TxHash: refundHash(105), FirstOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := submitRequest(run, RefundSubmitRequest{TxHash: refundHash(106), FirstOnly: true}); !checkoutIsType(err, ErrTypeRefundNotOpen) {
+		t.Fatalf("a second found transfer: %v", err)
+	}
+	finish(run, models.RefundSucceeded, refundHistoryFiles[10])
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
@@ -311,5 +328,8 @@ func TestRefundRecordHistories(t *testing.T) {
 	}
 	if r := store.refund("rf_replay_solana_replaced"); r.status != models.RefundSucceeded || r.hash != solRefundSig(0) {
 		t.Fatalf("Solana replaced, watched stored %+v", r)
+	}
+	if r := store.refund("rf_replay_found"); r.status != models.RefundSucceeded || r.hash != refundHash(105) {
+		t.Fatalf("found on chain stored %+v", r)
 	}
 }
