@@ -87,6 +87,12 @@ type RefundStore interface {
 	// refund becomes succeeded with its effects, once; a refund that is
 	// not a watched failure is answered as stored.
 	FinishLateRefund(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
+	// FinishExpiredRefundLate records a transfer found on chain (verified)
+	// for a refund that failed REFUND_EXPIRED without one: the refund takes
+	// the hash and becomes succeeded with its effects, once; a hash that
+	// backs another refund, or a refund in another state, is an
+	// apperr.ErrConflict.
+	FinishExpiredRefundLate(ctx context.Context, o RefundOutcome) (FinishedRefund, error)
 	// EndRefundWatch records that the watch of a failed refund ended
 	// without a transfer paying it: the message replaces the failure
 	// message, the refund is no longer watched, and the amount it held is
@@ -180,6 +186,21 @@ func (a *RefundActivities) FinishLateRefund(ctx context.Context, o RefundOutcome
 		return RefundFinish{}, temporal.NewNonRetryableApplicationError("a late outcome needs refund, status succeeded and hash", ErrTypeInvalidInput, nil)
 	}
 	return a.finish(ctx, a.Store.FinishLateRefund, o)
+}
+
+// FinishExpiredRefundLate records the transfer found late for a refund
+// that failed REFUND_EXPIRED (RefundStore.FinishExpiredRefundLate), then
+// starts the deliveries of its event. Both steps are idempotent; a
+// conflict (the hash backs another refund, the refund moved on) is final.
+func (a *RefundActivities) FinishExpiredRefundLate(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.RefundID == "" || o.Status != "succeeded" || o.TxHash == "" {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError("a late outcome needs refund, status succeeded and hash", ErrTypeInvalidInput, nil)
+	}
+	out, err := a.finish(ctx, a.Store.FinishExpiredRefundLate, o)
+	if errors.Is(err, apperr.ErrConflict) {
+		return RefundFinish{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundTxClaimed, err)
+	}
+	return out, err
 }
 
 // NoteRefundWatch records what a refund's watch learned while it goes on.

@@ -103,6 +103,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"RefundsAwaitingTransferFrom": func() {
 			_, _ = st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, cs.WalletAddress, true, money.FromCents(1), now, 50)
 		},
+		"ExpiredRefundsAwaitingTransferFrom": func() {
+			_, _ = st.ExpiredRefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, cs.WalletAddress, true, money.FromCents(1), now, 50)
+		},
 	}
 	for name, call := range calls {
 		qs := st.CaptureQueries(call)

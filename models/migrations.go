@@ -442,6 +442,17 @@ func migrations() []*gormigrate.Migration {
 					(network, source_wallet, amount, created_at) WHERE status = 'pending' AND tx_hash IS NULL`).Error
 			},
 		},
+		{
+			// The refund watcher also reads, for a week after their window,
+			// the wallets of refunds that failed REFUND_EXPIRED without a
+			// hash (a transfer sent late is recorded): a partial index of
+			// those refunds alone.
+			ID: "20261201_0024_refunds_expired_awaiting_transfer_index",
+			Migrate: func(tx *gorm.DB) error {
+				return tx.Exec(`CREATE INDEX IF NOT EXISTS idx_refunds_expired_awaiting_transfer ON refunds
+					(network, source_wallet, amount, expires_at) WHERE status = 'failed' AND failure_reason = 'REFUND_EXPIRED' AND tx_hash IS NULL`).Error
+			},
+		},
 	}
 }
 

@@ -1260,7 +1260,7 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			return r
 		}
 		a := mustRefundOf(f, money.FromCents(100))
-		f.submitted(t, money.FromCents(100))
+		_, submittedHash := f.submitted(t, money.FromCents(100))
 		failed := mustRefundOf(f, money.FromCents(100))
 		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: failed.ID, Status: models.RefundFailed, Reason: "REFUND_EXPIRED"}); err != nil {
 			t.Fatal(err)
@@ -1288,7 +1288,8 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		stamp := func(r *models.Refund) string { // as stored (PostgreSQL keeps microseconds)
 			return mustRefund(t, st, r.ID).CreatedAt.UTC().Format(time.RFC3339Nano)
 		}
-		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + " base_sepolia/" + refundMerchant + "/" + stamp(a) + "/3/" + other.ID
+		// The expired refund counts too (a transfer sent late is recorded).
+		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + " base_sepolia/" + refundMerchant + "/" + stamp(a) + "/4/" + other.ID
 		if got := sources(time.Now()); got != want {
 			t.Fatalf("sources now:\n%s\nwant\n%s", got, want)
 		}
@@ -1325,8 +1326,78 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			time.Now(), 10); err != nil || len(rows) != 0 {
 			t.Fatalf("a destination spelt otherwise, case counting: %v %v", rows, err)
 		}
-		if got := sources(time.Now().Add(48 * time.Hour)); got != "" {
-			t.Fatalf("sources after every window: %q", got)
+		// Past every window the expired refund is still watched, for
+		// ExpiredRefundWatch after its own.
+		if got, want := sources(time.Now().Add(48*time.Hour)), "base_sepolia/"+refundMerchant+"/"+stamp(failed)+"/1/"+failed.ID; got != want {
+			t.Fatalf("sources after every window:\n%s\nwant\n%s", got, want)
+		}
+		if got := sources(time.Now().Add(24*time.Hour + models.ExpiredRefundWatch + time.Minute)); got != "" {
+			t.Fatalf("sources after the expired refund's watch: %q", got)
+		}
+		expired := func(amount money.Amount, now time.Time) []string {
+			rows, err := st.ExpiredRefundsAwaitingTransferFrom(ctx, "base_sepolia", refundMerchant, "0x"+strings.ToUpper(refundPayer[2:]), true, amount, now, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range rows {
+				ids = append(ids, r.ID)
+			}
+			return ids
+		}
+		if got, want := expired(money.FromCents(100), time.Now()), []string{failed.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("expired refunds of 1.00: %v, want %v", got, want)
+		}
+		if got := expired(money.FromCents(200), time.Now()); len(got) != 0 {
+			t.Fatalf("expired refunds of 2.00: %v", got)
+		}
+		if got := expired(money.FromCents(100), time.Now().Add(24*time.Hour+models.ExpiredRefundWatch+time.Minute)); len(got) != 0 {
+			t.Fatalf("expired refunds after their watch: %v", got)
+		}
+
+		// The transfer found late: a pending refund, or a hash that backs
+		// another refund, is a conflict; the expired one takes it, once.
+		if err := st.CreateWebhookEndpoint(ctx, &models.WebhookEndpoint{MerchantID: f.m.ID, Mode: models.ModeTest, URL: "https://hooks.example.com/r",
+			Events: models.StringList{"payment.refunded"}, Secret: "whsec_dGVzdA=="}); err != nil {
+			t.Fatal(err)
+		}
+		late := func(id, hash string) (models.RefundFinish, error) {
+			return st.FinishExpiredRefundLate(ctx, models.RefundOutcome{RefundID: id, Status: models.RefundSucceeded, TxHash: hash, At: time.Now()})
+		}
+		before := f.reload(t)
+		if _, err := late(a.ID, f.hash()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a pending refund: %v", err)
+		}
+		if _, err := late(failed.ID, submittedHash); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("another refund's hash: %v", err)
+		}
+		if r := mustRefund(t, st, failed.ID); r.Status != models.RefundFailed || r.TxHash != nil {
+			t.Fatalf("after the refusals: %+v", r)
+		}
+		h := f.hash()
+		fin, err := late(failed.ID, h)
+		if err != nil || fin.Status != models.RefundSucceeded || fin.FullyRefunded || len(fin.Deliveries) != 1 {
+			t.Fatalf("the late transfer: %+v %v", fin, err)
+		}
+		r := mustRefund(t, st, failed.ID)
+		if r.Status != models.RefundSucceeded || r.TxHash == nil || *r.TxHash != h || r.FailureReason != "" || r.SucceededAt == nil || r.SubmittedAt == nil {
+			t.Fatalf("stored %+v", r)
+		}
+		after := f.reload(t)
+		if after.RefundedAmount != before.RefundedAmount+money.FromCents(100) || after.RefundReserved != before.RefundReserved+money.FromCents(100) {
+			t.Fatalf("refunded %s -> %s, reserved %s -> %s", before.RefundedAmount, after.RefundedAmount, before.RefundReserved, after.RefundReserved)
+		}
+		if rep, err := late(failed.ID, h); err != nil || fmt.Sprint(rep.Deliveries) != fmt.Sprint(fin.Deliveries) {
+			t.Fatalf("repeated: %+v %v", rep, err)
+		}
+		if _, err := late(failed.ID, f.hash()); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a second hash: %v", err)
+		}
+		if got := f.reload(t); got.RefundedAmount != after.RefundedAmount || got.RefundReserved != after.RefundReserved {
+			t.Fatalf("counted twice: refunded %s reserved %s", got.RefundedAmount, got.RefundReserved)
+		}
+		if got := expired(money.FromCents(100), time.Now()); len(got) != 0 {
+			t.Fatalf("expired refunds once recorded: %v", got)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sort"
 	"strings"
 	"time"
 
@@ -264,6 +265,15 @@ type RefundSource struct {
 	NewestID string
 }
 
+// ReasonRefundExpired is the failure of a refund no transfer was
+// submitted for within its window.
+const ReasonRefundExpired = "REFUND_EXPIRED"
+
+// ExpiredRefundWatch is how long after its window a refund that failed
+// REFUND_EXPIRED is still watched for its transfer: a merchant who pays it
+// late sees it succeed (FinishExpiredRefundLate), since the money left.
+const ExpiredRefundWatch = 7 * 24 * time.Hour
+
 // awaitingTransfer narrows q to the pending refunds no transfer was
 // submitted for whose window is still open at now.
 func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
@@ -274,25 +284,69 @@ func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 	return q.Where("status = '"+RefundPending+"' AND tx_hash IS NULL AND expires_at > ?", now.UTC())
 }
 
+// expiredAwaitingTransfer narrows q to the refunds that failed
+// REFUND_EXPIRED without a hash within ExpiredRefundWatch before now (the
+// partial index idx_refunds_expired_awaiting_transfer, migration 0024: its
+// predicate written into the SQL likewise).
+func expiredAwaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
+	return q.Where("status = '"+RefundFailed+"' AND failure_reason = '"+ReasonRefundExpired+"' AND tx_hash IS NULL AND expires_at > ?",
+		now.Add(-ExpiredRefundWatch).UTC())
+}
+
 // RefundSourcesAwaitingTransfer lists, per network, the source wallets of
-// the pending refunds no transfer was submitted for whose window is still
-// open at now (the refund watcher reads the transfers out of them), each
-// with its oldest such refund's creation and the mark of a new one. One row per wallet,
-// however many refunds it owes: a merchant's thousands of refunds cannot
-// crowd another merchant's wallet out.
+// the refunds a transfer may still pay: pending ones no transfer was
+// submitted for whose window is still open at now, and ones that failed
+// REFUND_EXPIRED within ExpiredRefundWatch (the refund watcher reads the
+// transfers out of them), each with its oldest such refund's creation and
+// the mark of a new one. One row per wallet, however many refunds it owes:
+// a merchant's thousands of refunds cannot crowd another merchant's wallet
+// out.
 func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time) ([]RefundSource, error) {
-	// The oldest refund per wallet by id (ids are time-ordered: give or
-	// take the clocks of the processes that created them, which the
-	// caller's slack covers), joined back for its creation (an aggregate of
-	// a time column is not read back alike by every driver).
-	agg := awaitingTransfer(s.ctx(ctx).Model(&Refund{}), now).
-		Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id, COUNT(*) AS count").Group("network, source_wallet")
-	var rows []RefundSource
-	err := s.ctx(ctx).Table("(?) AS agg", agg).
-		Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, agg.count AS count, agg.newest_id AS newest_id").
-		Joins("JOIN refunds o ON o.id = agg.oldest_id").
-		Order("agg.network, agg.source_wallet").Scan(&rows).Error
-	return rows, err
+	type key struct{ network, wallet string }
+	merged := map[key]*RefundSource{}
+	var order []key
+	for _, scope := range []func(*gorm.DB, time.Time) *gorm.DB{awaitingTransfer, expiredAwaitingTransfer} {
+		// The oldest refund per wallet by id (ids are time-ordered: give
+		// or take the clocks of the processes that created them, which the
+		// caller's slack covers), joined back for its creation (an
+		// aggregate of a time column is not read back alike by every
+		// driver).
+		agg := scope(s.ctx(ctx).Model(&Refund{}), now).
+			Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id, COUNT(*) AS count").Group("network, source_wallet")
+		var rows []RefundSource
+		if err := s.ctx(ctx).Table("(?) AS agg", agg).
+			Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, agg.count AS count, agg.newest_id AS newest_id").
+			Joins("JOIN refunds o ON o.id = agg.oldest_id").Scan(&rows).Error; err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			k := key{r.Network, r.SourceWallet}
+			m := merged[k]
+			if m == nil {
+				m = &RefundSource{Network: r.Network, SourceWallet: r.SourceWallet, Oldest: r.Oldest}
+				merged[k] = m
+				order = append(order, k)
+			}
+			if r.Oldest.Before(m.Oldest) {
+				m.Oldest = r.Oldest
+			}
+			m.Count += r.Count
+			if r.NewestID > m.NewestID {
+				m.NewestID = r.NewestID
+			}
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].network != order[j].network {
+			return order[i].network < order[j].network
+		}
+		return order[i].wallet < order[j].wallet
+	})
+	out := make([]RefundSource, 0, len(order))
+	for _, k := range order {
+		out = append(out, *merged[k])
+	}
+	return out, nil
 }
 
 // RefundsAwaitingTransferFrom lists the pending refunds of amount owed by
@@ -303,7 +357,20 @@ func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time
 // addresses).
 func (s *Store) RefundsAwaitingTransferFrom(ctx context.Context, network, source, destination string, caseless bool, amount money.Amount,
 	now time.Time, limit int) ([]Refund, error) {
-	q := awaitingTransfer(s.ctx(ctx), now).Where("network = ? AND source_wallet = ? AND amount = ?", network, source, amount)
+	return s.refundsOwedFrom(ctx, awaitingTransfer, network, source, destination, caseless, amount, now, limit)
+}
+
+// ExpiredRefundsAwaitingTransferFrom is RefundsAwaitingTransferFrom for
+// the refunds that failed REFUND_EXPIRED without a hash within
+// ExpiredRefundWatch before now: the refunds a transfer sent late may pay.
+func (s *Store) ExpiredRefundsAwaitingTransferFrom(ctx context.Context, network, source, destination string, caseless bool,
+	amount money.Amount, now time.Time, limit int) ([]Refund, error) {
+	return s.refundsOwedFrom(ctx, expiredAwaitingTransfer, network, source, destination, caseless, amount, now, limit)
+}
+
+func (s *Store) refundsOwedFrom(ctx context.Context, scope func(*gorm.DB, time.Time) *gorm.DB, network, source, destination string,
+	caseless bool, amount money.Amount, now time.Time, limit int) ([]Refund, error) {
+	q := scope(s.ctx(ctx), now).Where("network = ? AND source_wallet = ? AND amount = ?", network, source, amount)
 	if caseless {
 		q = q.Where("LOWER(destination_wallet) = ?", strings.ToLower(destination))
 	} else {
@@ -644,6 +711,57 @@ func (s *Store) FinishLateRefund(ctx context.Context, o RefundOutcome) (RefundFi
 		if res.RowsAffected != 1 {
 			return fmt.Errorf("models: refund %s changed during its late outcome", r.ID)
 		}
+		var err error
+		out, err = s.refunded(tx, &r, true, at)
+		return err
+	})
+	return out, err
+}
+
+// FinishExpiredRefundLate records the transfer of a refund that failed
+// REFUND_EXPIRED without one, found on chain after the window (verified:
+// o.TxHash from the refund's source wallet to its destination, of its
+// amount, mined after its creation): the refund takes the hash and becomes
+// succeeded, its amount refunded (and reserved again: the failure gave it
+// back) and payment.refunded emitted, in one database transaction. The
+// money left the merchant's wallet, so the record follows the chain even
+// when a refund made since has taken the same amount (the transaction then
+// shows more refunded than it received, as FinishLateRefund's). The same
+// hash again answers what was stored; a hash that backs another refund of
+// the merchant, or a refund in any other state, is an apperr.ErrConflict.
+func (s *Store) FinishExpiredRefundLate(ctx context.Context, o RefundOutcome) (RefundFinish, error) {
+	if o.Status != RefundSucceeded || o.TxHash == "" {
+		return RefundFinish{}, fmt.Errorf("models: a late refund outcome is a success with its hash")
+	}
+	var out RefundFinish
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Refund
+		if err := s.forUpdate(tx).Where("id = ?", o.RefundID).Take(&r).Error; err != nil {
+			return notFound(err)
+		}
+		switch {
+		case r.Status == RefundSucceeded && r.TxHash != nil && *r.TxHash == o.TxHash:
+			out = RefundFinish{Status: r.Status}
+			var err error
+			out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
+			return err
+		case r.Status != RefundFailed || r.FailureReason != ReasonRefundExpired || r.TxHash != nil:
+			return apperr.Conflict("refund is " + r.Status + ", not expired without a transfer")
+		}
+		at := o.At.UTC()
+		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND failure_reason = ? AND tx_hash IS NULL", r.ID, RefundFailed, ReasonRefundExpired).
+			Updates(map[string]any{"tx_hash": o.TxHash, "status": RefundSucceeded, "submitted_at": at, "succeeded_at": at,
+				"failure_reason": "", "failure_message": "", "updated_at": s.Now()})
+		if isUniqueViolation(res.Error) {
+			return apperr.Conflict("this transaction hash already backs another refund")
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("models: refund %s changed during its late outcome", r.ID)
+		}
+		r.TxHash = &o.TxHash
 		var err error
 		out, err = s.refunded(tx, &r, true, at)
 		return err

@@ -63,11 +63,19 @@ type Service struct {
 	// Chain, when set, lets the watcher (RunWatcher) find the transfers of
 	// pending refunds whose hash was never submitted.
 	Chain Chain
+	// LateOfferDelay is how long after it was read a transfer no pending
+	// refund took waits before it is offered to the refunds that failed
+	// REFUND_EXPIRED (0: DefaultLateOfferDelay): a merchant who pays first
+	// and creates the refund after sees that refund take it, not an
+	// expired twin of it.
+	LateOfferDelay time.Duration
 
 	watch watcher
 	// submitFound submits a transfer the watcher found (tests; nil: the
-	// workflow's submit update, FirstOnly).
+	// workflow's submit update, FirstOnly); recordFound records one found
+	// for an expired refund (tests; nil: RefundLateTransferWorkflow).
 	submitFound func(ctx context.Context, sc models.Scope, id, hash string) error
+	recordFound func(ctx context.Context, r *models.Refund, hash string) error
 }
 
 func (s *Service) now() time.Time {
@@ -154,9 +162,28 @@ func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
 	if s.Temporal == nil {
 		return ErrNoTemporal
 	}
-	units := r.Amount.Units()
+	in := s.workflowInput(r)
+	if r.Status == models.RefundSubmitted && r.TxHash != nil {
+		// Resumed from the read model: straight to verification.
+		at := r.UpdatedAt
+		if r.SubmittedAt != nil {
+			at = *r.SubmittedAt
+		}
+		in.Carry = &workflows.RefundCarry{Status: r.Status, TxHash: *r.TxHash, SubmittedAt: at}
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(r, workflows.RefundWorkflowID(r.ID), enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE),
+		workflows.RefundWorkflow, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &already) {
+		return err
+	}
+	return s.Store.MarkRefundWorkflowStarted(ctx, r.ID)
+}
+
+// workflowInput is the refund's workflow input (without a carry).
+func (s *Service) workflowInput(r *models.Refund) workflows.RefundInput {
 	in := workflows.RefundInput{RefundID: r.ID, MerchantID: r.MerchantID, Network: r.Network, SourceWallet: r.SourceWallet,
-		DestinationWallet: r.DestinationWallet, Units: units, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		DestinationWallet: r.DestinationWallet, Units: r.Amount.Units(), CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		NotFoundWindow: s.NotFoundWindow}
 	if in.NotFoundWindow <= 0 {
 		in.NotFoundWindow = DefaultNotFoundWindow
@@ -166,31 +193,45 @@ func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
 			in.PollInterval = n.PollInterval
 		}
 	}
-	if r.Status == models.RefundSubmitted && r.TxHash != nil {
-		// Resumed from the read model: straight to verification.
-		at := r.UpdatedAt
-		if r.SubmittedAt != nil {
-			at = *r.SubmittedAt
-		}
-		in.Carry = &workflows.RefundCarry{Status: r.Status, TxHash: *r.TxHash, SubmittedAt: at}
-	}
-	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    workflows.RefundWorkflowID(r.ID),
+	return in
+}
+
+// startOptions starts one of the refund's workflows under id: its search
+// attributes and memo name the refund's merchant, network and wallets.
+func (s *Service) startOptions(r *models.Refund, id string, reuse enums.WorkflowIdReusePolicy) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                    id,
 		TaskQueue:             s.TaskQueue,
-		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy: reuse,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.MerchantIDAttr.ValueSet(r.MerchantID),
 			workflows.NetworkAttr.ValueSet(r.Network),
 		),
 		Memo: map[string]any{"amount": r.Amount.String(), "network": r.Network, "transactionId": r.TransactionID,
 			"mode": string(r.Mode), "sourceWallet": r.SourceWallet, "destinationWallet": r.DestinationWallet,
-			"expiresAt": r.ExpiresAt.Format(time.RFC3339)},
-	}, workflows.RefundWorkflow, in)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if err != nil && !errors.As(err, &already) {
-		return err
+			"expiresAt": r.ExpiresAt.Format(time.RFC3339), "refundId": r.ID},
 	}
-	return s.Store.MarkRefundWorkflowStarted(ctx, r.ID)
+}
+
+// recordLate starts the recording of a transfer found on chain for a
+// refund that failed REFUND_EXPIRED (RefundLateTransferWorkflow; or
+// recordFound, in tests): one workflow per refund and transfer, started
+// again only after the last closed. errSubmitBusy when one is running.
+func (s *Service) recordLate(ctx context.Context, r *models.Refund, hash string) error {
+	if s.recordFound != nil {
+		return s.recordFound(ctx, r, hash)
+	}
+	if s.Temporal == nil {
+		return ErrNoTemporal
+	}
+	opts := s.startOptions(r, workflows.RefundLateWorkflowID(r.ID, hash), enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.RefundLateTransferWorkflow,
+		workflows.RefundLateInput{Refund: s.workflowInput(r), TxHash: hash})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return errSubmitBusy
+	}
+	return err
 }
 
 // Submit attaches the merchant's transfer to one of the scope's refunds

@@ -69,8 +69,9 @@ type watcher struct {
 	marks  map[string]map[string]string
 	recent map[string][]recentTransfer
 	// retry: transfers to offer again on the next pass, per network (the
-	// node, the store or a workflow could not answer).
-	retry map[string][]chain.Incoming
+	// node, the store or a workflow could not answer; or one no pending
+	// refund took waits out the late offer's delay).
+	retry map[string][]recentTransfer
 	// declined: transfers offered to a refund and refused for good, not
 	// offered again (network/hash/refund); paused: refunds whose workflow
 	// did not answer, until when; warned: when a warning was last logged.
@@ -115,7 +116,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.places == nil {
-		w.places, w.retry = map[string]map[string]walletPlace{}, map[string][]chain.Incoming{}
+		w.places, w.retry = map[string]map[string]walletPlace{}, map[string][]recentTransfer{}
 		w.marks, w.recent = map[string]map[string]string{}, map[string][]recentTransfer{}
 		w.declined, w.paused, w.warned = map[string]bool{}, map[string]time.Time{}, map[string]time.Time{}
 	}
@@ -231,15 +232,16 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 			recent = append(recent, r)
 		}
 	}
-	var again []chain.Incoming
+	var again, read []recentTransfer
 	for _, r := range recent {
 		if changed[walletKey(fam, r.in.From)] {
-			again = append(again, r.in)
+			again = append(again, r)
 		}
 	}
 	for _, in := range found {
-		recent = append(recent, recentTransfer{in: in, readAt: now})
+		read = append(read, recentTransfer{in: in, readAt: now})
 	}
+	recent = append(recent, read...)
 	if len(recent) > maxRecent {
 		recent = recent[len(recent)-maxRecent:]
 	}
@@ -248,23 +250,24 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	// What earlier passes could not settle first, then what is new; each
 	// transfer once.
 	offered := map[string]bool{}
-	queue := append(append(w.retry[network], again...), found...)
+	queue := append(append(w.retry[network], again...), read...)
 	w.retry[network] = nil
 	n, dropped := 0, 0
-	for _, in := range queue {
+	for _, t := range queue {
+		in := t.in
 		k := strings.ToLower(in.TxHash) + "/" + walletKey(fam, in.From) + "/" + walletKey(fam, in.To) + "/" + in.Units
 		spellings, ok := stored[walletKey(fam, in.From)]
 		if offered[k] || !ok {
 			continue
 		}
 		offered[k] = true
-		submitted, retry := s.settle(ctx, network, fam, spellings, in)
+		submitted, retry := s.settle(ctx, network, fam, spellings, t)
 		if submitted {
 			n++
 		}
 		if retry {
 			if len(w.retry[network]) < maxRetry {
-				w.retry[network] = append(w.retry[network], in)
+				w.retry[network] = append(w.retry[network], t)
 			} else {
 				dropped++
 			}
@@ -362,11 +365,15 @@ func walletKey(fam chain.Family, wallet string) string {
 }
 
 // settle offers a transfer out of a wallet (stored in sources' spellings)
-// to the pending refunds it may pay, oldest first: of exactly its amount,
-// to its destination, all of one merchant. It
-// reports whether one took it, and whether to offer it again on the next
-// pass (the store, the node or a workflow could not answer).
-func (s *Service) settle(ctx context.Context, network string, fam chain.Family, sources []string, in chain.Incoming) (submitted, retry bool) {
+// to the refunds it may pay: of exactly its amount, to its destination,
+// all of one merchant; the pending ones first, oldest first, then, once
+// the transfer was read LateOfferDelay ago, the ones that failed
+// REFUND_EXPIRED within models.ExpiredRefundWatch, oldest first (the money
+// left late: the refund is recorded succeeded). It reports whether one
+// took it, and whether to offer it again on the next pass (the store, the
+// node or a workflow could not answer; or the late offer's delay runs).
+func (s *Service) settle(ctx context.Context, network string, fam chain.Family, sources []string, t recentTransfer) (submitted, retry bool) {
+	in := t.in
 	units, err := strconv.ParseInt(in.Units, 10, 64)
 	if err != nil || units <= 0 {
 		return false, false
@@ -375,18 +382,22 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	if err != nil {
 		return false, false
 	}
-	var candidates []*models.Refund
+	var pending, expired []*models.Refund
 	merchants := map[string]bool{}
 	for _, source := range sources {
-		refunds, err := s.Store.RefundsAwaitingTransferFrom(ctx, network, source, in.To, fam == chain.FamilyEVM, money.Amount(units),
-			s.now(), candidateRefunds)
-		if err != nil {
-			s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
-			return false, true
-		}
-		for i := range refunds {
-			candidates = append(candidates, &refunds[i])
-			merchants[refunds[i].MerchantID] = true
+		for _, list := range []struct {
+			into *[]*models.Refund
+			find func(context.Context, string, string, string, bool, money.Amount, time.Time, int) ([]models.Refund, error)
+		}{{&pending, s.Store.RefundsAwaitingTransferFrom}, {&expired, s.Store.ExpiredRefundsAwaitingTransferFrom}} {
+			refunds, err := list.find(ctx, network, source, in.To, fam == chain.FamilyEVM, money.Amount(units), s.now(), candidateRefunds)
+			if err != nil {
+				s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
+				return false, true
+			}
+			for i := range refunds {
+				*list.into = append(*list.into, &refunds[i])
+				merchants[refunds[i].MerchantID] = true
+			}
 		}
 	}
 	if len(merchants) > 1 {
@@ -394,22 +405,45 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 		// owner): the transfer is one merchant's, and only the hash its
 		// merchant submits says whose.
 		s.warn("shared/"+network+"/"+hash, "refund watch: a transfer could pay refunds of several merchants; left for a submit by hand",
-			"network", network, "txHash", hash, "refunds", len(candidates))
+			"network", network, "txHash", hash, "refunds", len(pending)+len(expired))
 		return false, false
 	}
-	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].CreatedAt.Before(candidates[j].CreatedAt) })
-	for _, r := range candidates {
-		took, again := s.offer(ctx, network, hash, r)
-		if took || again {
+	for _, list := range [][]*models.Refund{pending, expired} {
+		sort.SliceStable(list, func(i, j int) bool { return list[i].CreatedAt.Before(list[j].CreatedAt) })
+	}
+	for _, r := range pending {
+		if took, again := s.offer(ctx, network, hash, r, false); took || again {
+			return took, again
+		}
+	}
+	if len(expired) > 0 && s.now().Sub(t.readAt) < s.lateOfferDelay() {
+		return false, true // a refund created after its transfer may take it yet
+	}
+	for _, r := range expired {
+		if took, again := s.offer(ctx, network, hash, r, true); took || again {
 			return took, again
 		}
 	}
 	return false, false
 }
 
-// offer verifies a transfer as the refund's and submits it. It reports
+// DefaultLateOfferDelay is Service.LateOfferDelay's default: the
+// transfers read are kept as long (recentFor) to offer again to a refund
+// listed after them.
+const DefaultLateOfferDelay = recentFor
+
+func (s *Service) lateOfferDelay() time.Duration {
+	if s.LateOfferDelay > 0 {
+		return s.LateOfferDelay
+	}
+	return DefaultLateOfferDelay
+}
+
+// offer verifies a transfer as the refund's and submits it to the
+// refund's workflow; late, for a refund that failed REFUND_EXPIRED, it
+// starts the recording of it (recordLate), once confirmed. It reports
 // whether the refund took it, and whether to offer it again later.
-func (s *Service) offer(ctx context.Context, network, hash string, r *models.Refund) (submitted, retry bool) {
+func (s *Service) offer(ctx context.Context, network, hash string, r *models.Refund, late bool) (submitted, retry bool) {
 	w := &s.watch
 	key := network + "/" + hash + "/" + r.ID
 	if w.declined[key] {
@@ -432,14 +466,23 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 		w.declined[key] = true
 		return false, false
 	}
-	err = s.submitWatched(ctx, models.Scope{MerchantID: r.MerchantID, Mode: r.Mode}, r.ID, hash)
+	if late {
+		err = s.recordLate(ctx, r, hash)
+	} else {
+		err = s.submitWatched(ctx, models.Scope{MerchantID: r.MerchantID, Mode: r.Mode}, r.ID, hash)
+	}
 	var ae *apperr.Error
 	switch {
+	case err == nil && late:
+		// Its workflow decides; not offered to it again meanwhile.
+		w.declined[key] = true
+		s.log().Info("refund watch: transfer found on chain for a refund that expired; recording it", "refundId", r.ID, "txHash", hash)
+		return true, false
 	case err == nil:
 		s.log().Info("refund watch: transfer found on chain and submitted", "refundId", r.ID, "txHash", hash)
 		return true, false
 	case errors.Is(err, errSubmitBusy):
-		return false, true // the merchant's own submit is being handled: asked again
+		return false, true // the merchant's own submit (or a late recording) is being handled: asked again
 	case errors.As(err, &ae) && !errors.Is(err, apperr.ErrUnavailable):
 		// The refund moved on meanwhile (submitted by hand, ended) or the
 		// transfer backs another refund: nothing to do.

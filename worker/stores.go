@@ -67,6 +67,11 @@ func (r refundStore) FinishLateRefund(ctx context.Context, o activities.RefundOu
 	return activities.FinishedRefund(f), err
 }
 
+func (r refundStore) FinishExpiredRefundLate(ctx context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	f, err := r.s.FinishExpiredRefundLate(ctx, models.RefundOutcome(o))
+	return activities.FinishedRefund(f), err
+}
+
 // deliveryStore adapts the store to activities.DeliveryStore.
 type deliveryStore struct{ s *models.Store }
 

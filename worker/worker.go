@@ -149,6 +149,7 @@ func New(c client.Client, cfg Config) ([]sdkworker.Worker, error) {
 	})
 	// Refunds wait on the chain like checkouts: same queue, same verifier.
 	cw.RegisterWorkflow(workflows.RefundWorkflow)
+	cw.RegisterWorkflow(workflows.RefundLateTransferWorkflow)
 	cw.RegisterActivity(&activities.RefundActivities{
 		Store:      refundStore{cfg.Store},
 		Verifier:   cfg.Verifier,

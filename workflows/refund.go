@@ -34,7 +34,7 @@ const (
 // package chain: INVALID_TRANSFER, TX_REVERTED, TX_NOT_FOUND).
 const (
 	// ReasonRefundExpired: no transfer was submitted within the window.
-	ReasonRefundExpired = "REFUND_EXPIRED"
+	ReasonRefundExpired = models.ReasonRefundExpired
 )
 
 // RefundWorkflowID is the workflow id of a refund: refund:<refundId>.

@@ -261,6 +261,31 @@ func (s *refundFakeStore) FinishLateRefund(_ context.Context, o activities.Refun
 	return s.finished(o.RefundID, r), s.leave(refundFinishLateMethod)
 }
 
+// FinishExpiredRefundLate makes a refund that failed REFUND_EXPIRED
+// without a hash succeeded with the late transfer: its amount reserved
+// and refunded again, payment.refunded emitted once.
+func (s *refundFakeStore) FinishExpiredRefundLate(_ context.Context, o activities.RefundOutcome) (activities.FinishedRefund, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.claimable("FinishExpiredRefundLate", o.RefundID, o.TxHash)
+	if err != nil {
+		return activities.FinishedRefund{}, err
+	}
+	switch {
+	case r.status == models.RefundSucceeded && r.hash == o.TxHash:
+	case r.status == models.RefundFailed && r.reason == ReasonRefundExpired && r.hash == "":
+		s.reserved += r.units
+		s.refunded += r.units
+		r.full = s.refunded >= refundTxnUnits
+		r.hash, s.claims[o.TxHash] = o.TxHash, o.RefundID
+		r.status, r.reason, r.message = models.RefundSucceeded, "", ""
+		s.events = append(s.events, o.RefundID+" payment.refunded")
+	default:
+		return activities.FinishedRefund{}, apperr.Conflict("refund is " + r.status + ", not expired without a transfer")
+	}
+	return s.finished(o.RefundID, r), s.leave("FinishExpiredRefundLate")
+}
+
 // NoteRefundWatch replaces the message of a watched failure, still
 // watched.
 func (s *refundFakeStore) NoteRefundWatch(_ context.Context, id, hash, message string) error {
