@@ -13,6 +13,7 @@ import (
 
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/workflows"
 )
 
 // TestRefundFoundOnChain pays refunds on a dev chain the way a merchant
@@ -132,5 +133,59 @@ func TestRefundFoundOnChain(t *testing.T) {
 	txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200)
 	if units(txn["refundedAmount"]) != 1_000_000+2*1_500_000+500_000+250_000 {
 		t.Fatalf("refunded %v, want 4.75", txn["refundedAmount"])
+	}
+}
+
+// TestExpiredRefundPaidLate pays a refund on a dev chain after its window
+// ended (it failed REFUND_EXPIRED, its amount refundable again), the way a
+// merchant paying from a wallet app late does, never submitting a hash: a
+// transfer one unit short leaves it expired; the merchant's transfer of its
+// amount to its destination makes it succeed with that hash, recorded by a
+// RefundLateTransferWorkflow an operator sees beside the refund's own, its
+// payment.refunded delivered and its amount refunded on the transaction.
+func TestExpiredRefundPaidLate(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{watchRefunds: true, refundWindow: 2 * time.Second})
+	key, session := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "payment.refunded")
+	paid := s.paidOnDevChain(dc, key, session, "12.50")
+	txID := paid.TxID()
+
+	id := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID, "amount": "1.00"}, 201)["id"].(string)
+	if r := s.waitRefund(key, id, "failed", 20*time.Second); r["failureReason"] != "REFUND_EXPIRED" {
+		t.Fatalf("the refund after its window: %v", r)
+	}
+	if txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(txn["refundedAmount"]) != 0 {
+		t.Fatalf("refunded %v after the refund expired", txn["refundedAmount"])
+	}
+	merchant, customer := devchain.MerchantKey(), dc.Customer()
+	send := func(u int64) string {
+		t.Helper()
+		h, err := devchain.PayUSDC(ctx, dc.RPCURL(), merchant, dc.USDC(), customer, big.NewInt(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ToLower(h)
+	}
+	short := send(999_999)
+	hash := send(1_000_000)
+	done := s.waitRefund(key, id, "succeeded", 40*time.Second)
+	if done["txHash"] != hash {
+		t.Fatalf("the expired refund paid late: %v (paid %s, short %s)", done, hash, short)
+	}
+	got := rc.waitFor("payment.refunded", 20*time.Second, func(g []received) bool { return len(delivered2xx(g)) >= 1 })
+	if d := got[0].Payload["data"].(map[string]any); got[0].VerifyErr != nil || d["refundId"] != id || d["txHash"] != hash {
+		t.Fatalf("payment.refunded of a refund paid late: %+v", got[0])
+	}
+	if txn := s.call("GET", "/api/transactions/"+txID, key, nil, 200); units(txn["refundedAmount"]) != 1_000_000 {
+		t.Fatalf("refunded %v, want 1.00", txn["refundedAmount"])
+	}
+	var res workflows.RefundLateResult
+	if err := s.temporal.GetWorkflow(ctx, workflows.RefundLateWorkflowID(id, hash), "").Get(ctx, &res); err != nil || !res.Recorded {
+		t.Fatalf("the late transfer's workflow: %+v %v", res, err)
+	}
+	if _, err := s.temporal.DescribeWorkflowExecution(ctx, workflows.RefundLateWorkflowID(id, short), ""); err == nil {
+		t.Fatal("a transfer one unit short was offered to the refund")
 	}
 }

@@ -125,6 +125,8 @@ type stackOptions struct {
 	noPollCache bool
 	// refundNotFound is the refunds' not-found window (0: an hour).
 	refundNotFound time.Duration
+	// refundWindow is how long a refund waits for its transfer (0: a day).
+	refundWindow time.Duration
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -191,8 +193,11 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.refundNotFound == 0 {
 		o.refundNotFound = time.Hour
 	}
-	refunds := &refund.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Window: 24 * time.Hour,
-		NotFoundWindow: o.refundNotFound, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// A transfer no pending refund took is offered to the expired ones a
+	// second after it was read (a day's refunds, not a test's, need the
+	// default's minutes).
+	refunds := &refund.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Window: cmp.Or(o.refundWindow, 24*time.Hour),
+		NotFoundWindow: o.refundNotFound, LateOfferDelay: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if mv, ok := o.verifier.(*chain.MultiVerifier); ok && o.watchRefunds {
 		refunds.Chain = mv
 		ctx, cancel := context.WithCancel(context.Background())

@@ -181,6 +181,15 @@ func (f *watchFixture) restart() {
 		f.submitted = append(f.submitted, id+"="+hash)
 		return nil
 	}
+	f.svc.recordFound = func(ctx context.Context, r *models.Refund, hash string) error {
+		// As RefundLateTransferWorkflow records it, verified.
+		if _, err := f.st.FinishExpiredRefundLate(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash,
+			At: time.Now()}); err != nil {
+			return err
+		}
+		f.submitted = append(f.submitted, "late:"+r.ID+"="+hash)
+		return nil
+	}
 }
 
 func (f *watchFixture) refundOf(txn *models.Transaction, cents int64, dest string) *models.Refund {
@@ -229,9 +238,23 @@ func (f *watchFixture) pending(r *models.Refund) {
 	}
 }
 
+// fail ends a refund so that no transfer is looked for any more (a
+// failure other than REFUND_EXPIRED: one that expired is still watched).
 func (f *watchFixture) fail(r *models.Refund) {
 	f.t.Helper()
-	if _, err := f.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, Reason: "REFUND_EXPIRED"}); err != nil {
+	f.failWith(r, chain.ReasonInvalidTransfer)
+}
+
+// expire fails a refund REFUND_EXPIRED, as its workflow does at the end of
+// its window.
+func (f *watchFixture) expire(r *models.Refund) {
+	f.t.Helper()
+	f.failWith(r, models.ReasonRefundExpired)
+}
+
+func (f *watchFixture) failWith(r *models.Refund, reason string) {
+	f.t.Helper()
+	if _, err := f.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: r.ID, Status: models.RefundFailed, Reason: reason}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -382,4 +405,42 @@ func TestRefundWatcher(t *testing.T) {
 	last := f.refund(models.ModeTest, 800, "")
 	hLast := f.chain.send("base_sepolia", wMerchant, wPayer, 8_000_000, 0)
 	expect(f.pass(), last.ID+"="+hLast)
+
+	// 9. A refund that expired without a transfer: one the merchant sends
+	// late is recorded (its own workflow verifies it again), once the
+	// delay for a refund created after it has passed; a pending refund of
+	// the same amount and destination takes a transfer first, also one
+	// read before that refund was created.
+	late := func(d time.Duration) { f.svc.Now = func() time.Time { return time.Now().Add(d) } }
+	x := f.refund(models.ModeTest, 900, "")
+	f.expire(x)
+	hX := f.chain.send("base_sepolia", wMerchant, wPayer, 9_000_000, 0)
+	expect(f.pass())
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass(), "late:"+x.ID+"="+hX)
+	f.svc.Now = nil
+	if got, err := f.st.RefundByID(context.Background(), x.ID); err != nil || got.Status != models.RefundSucceeded || *got.TxHash != hX {
+		t.Fatalf("the expired refund paid late: %+v %v", got, err)
+	}
+	y, z := f.refund(models.ModeTest, 950, ""), f.refund(models.ModeTest, 950, "")
+	f.expire(y)
+	hZ := f.chain.send("base_sepolia", wMerchant, wPayer, 9_500_000, 0)
+	expect(f.pass(), z.ID+"="+hZ)
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass())
+	f.svc.Now = nil
+	y2 := f.refund(models.ModeTest, 960, "")
+	f.expire(y2)
+	hZ2 := f.chain.send("base_sepolia", wMerchant, wPayer, 9_600_000, 0)
+	expect(f.pass())
+	z2 := f.refund(models.ModeTest, 960, "")
+	expect(f.pass(), z2.ID+"="+hZ2)
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass())
+	f.svc.Now = nil
+	for _, r := range []*models.Refund{y, y2} {
+		if got, err := f.st.RefundByID(context.Background(), r.ID); err != nil || got.Status != models.RefundFailed || got.TxHash != nil {
+			t.Fatalf("an expired twin of a pending refund: %+v %v", got, err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,29 @@ var refundHistoryFiles = []string{
 // workflow code: a change that is not deterministic fails here.
 func TestRefundReplay(t *testing.T) {
 	replayHistories(t, refundHistoryFiles, RefundWorkflow)
+}
+
+// refundLateHistoryFiles are the saved histories of
+// RefundLateTransferWorkflow, recorded by TestRefundRecordHistories.
+var refundLateHistoryFiles = []string{
+	"testdata/refund_late_transfer.json",
+}
+
+// TestRefundLateReplay replays them against the current code.
+func TestRefundLateReplay(t *testing.T) {
+	replayHistories(t, refundLateHistoryFiles, RefundLateTransferWorkflow)
+}
+
+// TestRefundLateReplayDetectsNondeterminism: a late recording that records
+// a side effect first no longer replays them.
+func TestRefundLateReplayDetectsNondeterminism(t *testing.T) {
+	replayMustDiverge(t, refundLateHistoryFiles, "RefundLateTransferWorkflow", func(ctx workflow.Context, in RefundLateInput) (RefundLateResult, error) {
+		var v int
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return 1 }).Get(&v); err != nil {
+			return RefundLateResult{}, err
+		}
+		return RefundLateTransferWorkflow(ctx, in)
+	})
 }
 
 // refundWaitFirst is RefundWorkflow with one change that breaks
@@ -89,6 +113,7 @@ func TestRefundRecordHistories(t *testing.T) {
 	queue := "refund-record-" + time.Now().UTC().Format("150405.000")
 	w := worker.New(c, queue, worker.Options{})
 	w.RegisterWorkflow(RefundWorkflow)
+	w.RegisterWorkflow(RefundLateTransferWorkflow)
 	w.RegisterActivity(&activities.RefundActivities{Store: store, Verifier: fakeChain, Dispatcher: &checkoutFakeDispatcher{}})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -304,6 +329,32 @@ func TestRefundRecordHistories(t *testing.T) {
 		t.Fatalf("a second found transfer: %v", err)
 	}
 	finish(run, models.RefundSucceeded, refundHistoryFiles[10])
+
+	// 12. Expired, then paid late: the refund fails REFUND_EXPIRED after a
+	// 1 s window; the watcher's find starts RefundLateTransferWorkflow,
+	// which checks the transfer (unseen, seen, confirmed) and records it.
+	run = start("rf_replay_expired_late", time.Second)
+	finish(run, models.RefundFailed, filepath.Join(t.TempDir(), "expired.json"))
+	fakeChain.put(refundHash(107), refundTransfer{from: source, to: destination, units: units}, 0, 1, 2)
+	now := time.Now()
+	lateIn := RefundLateInput{TxHash: refundHash(107), Refund: RefundInput{RefundID: "rf_replay_expired_late", MerchantID: "mer_replay",
+		Network: network, SourceWallet: source, DestinationWallet: destination, Units: units, CreatedAt: now.Add(-time.Minute),
+		ExpiresAt: now.Add(-time.Second), PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour}}
+	late, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: RefundLateWorkflowID(lateIn.Refund.RefundID, lateIn.TxHash) + "-" + queue,
+		TaskQueue: queue, TypedSearchAttributes: temporal.NewSearchAttributes(MerchantIDAttr.ValueSet("mer_replay"), NetworkAttr.ValueSet(network))},
+		RefundLateTransferWorkflow, lateIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lateRes RefundLateResult
+	if err := late.Get(ctx, &lateRes); err != nil || !lateRes.Recorded {
+		t.Fatalf("the late transfer: %+v %v", lateRes, err)
+	}
+	if _, err := os.Stat(refundLateHistoryFiles[0]); err == nil {
+		t.Logf("kept %s (delete it to record it again)", refundLateHistoryFiles[0])
+	} else {
+		webhookSaveHistory(ctx, t, c, late.GetID(), late.GetRunID(), refundLateHistoryFiles[0])
+	}
 	store.check(t)
 	if r := store.refund("rf_replay_wrong_sender"); r.reason != chain.ReasonInvalidTransfer {
 		t.Fatalf("wrong sender stored %+v", r)
