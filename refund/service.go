@@ -315,10 +315,14 @@ func (s *Service) precheck(r *models.Refund, hash string) error {
 		return nil
 	case r.TxHash != nil:
 		return apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
+	case r.Status == models.RefundFailed && r.FailureReason == models.ReasonRefundExpired:
+		return apperr.Conflict("refund is failed (REFUND_EXPIRED): its window passed; a transfer sent for it within a week after is found on chain " +
+			"and makes it succeeded, no hash needed")
 	case r.Status != models.RefundPending:
 		return apperr.Conflict("refund is " + r.Status)
 	case !s.now().Before(r.ExpiresAt):
-		return apperr.Conflict("the refund window has passed; the refund fails and its amount is free for a new refund")
+		return apperr.Conflict("the refund window has passed; the refund fails and its amount is free for a new refund " +
+			"(a transfer sent for it within a week is found on chain and recorded)")
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paygate/paygate/models"
 )
 
 // The API's answers as the dashboard reads them (api/openapi.yaml).
@@ -158,6 +160,20 @@ type dRefund struct {
 // a new refund of it would pay twice.
 func (r dRefund) Watched() bool {
 	return r.Status == "failed" && r.WatchedUntil != nil && (r.AmountHeld || time.Now().Before(*r.WatchedUntil))
+}
+
+// LateUntil is, for a refund that failed REFUND_EXPIRED without a
+// transfer, until when a transfer sent for it late is still found on chain
+// (and makes it succeeded): a week after its window (the worker's
+// models.ExpiredRefundWatch); zero otherwise, or once that has passed.
+func (r dRefund) LateUntil() time.Time {
+	if r.Status != "failed" || r.TxHash != nil || r.FailureReason == nil || *r.FailureReason != models.ReasonRefundExpired {
+		return time.Time{}
+	}
+	if until := r.ExpiresAt.Add(models.ExpiredRefundWatch); time.Now().Before(until) {
+		return until
+	}
+	return time.Time{}
 }
 
 // WatchEnded says the watch's end has passed while the refund still holds

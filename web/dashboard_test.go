@@ -541,6 +541,21 @@ func TestDashboardPayments(t *testing.T) {
 	if err != nil || pd.Transaction == nil {
 		t.Fatalf("payment %v", err)
 	}
+	// A refund that expired without a transfer: its amount free again, a
+	// transfer sent late still found for a week.
+	ex, err := d.st.CreateRefund(context.Background(), models.RefundRequest{Scope: models.Scope{MerchantID: a.id, Mode: models.ModeTest},
+		TransactionID: pd.Transaction.ID, Amount: money.FromCents(100), InitiatedBy: models.InitiatedByMerchant, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.st.FinishRefund(context.Background(), models.RefundOutcome{RefundID: ex.ID, Status: models.RefundFailed, Reason: models.ReasonRefundExpired,
+		Message: "no refund transfer was submitted within 1h0m0s", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.get("/dashboard/test/payments/" + paid.ID).text("#refund-" + ex.ID); !strings.Contains(got, "Its amount is refundable again. A transfer of exactly 1.00 USDC from") ||
+		!strings.Contains(got, "is still found on chain, and this refund then succeeds with it") {
+		t.Fatalf("an expired refund: %q", got)
+	}
 	rf, err := d.st.CreateRefund(context.Background(), models.RefundRequest{Scope: models.Scope{MerchantID: a.id, Mode: models.ModeTest},
 		TransactionID: pd.Transaction.ID, InitiatedBy: models.InitiatedByMerchant, Window: time.Hour})
 	if err != nil {
