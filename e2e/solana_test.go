@@ -16,6 +16,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devrefund"
 	"github.com/paygate/paygate/chain/soldev"
 )
 
@@ -261,6 +262,41 @@ func TestSolanaRefundFoundOnChain(t *testing.T) {
 	if d := got[0].Payload["data"].(map[string]any); got[0].VerifyErr != nil || d["refundId"] != r || d["txHash"] != p.Signature ||
 		d["network"] != "solana_devnet" {
 		t.Fatalf("payment.refunded of a refund found on chain: %+v", got[0])
+	}
+}
+
+// TestSolanaExpiredRefundPaidLate: a solana_devnet refund left to expire
+// (REFUND_EXPIRED) and then paid from the merchant's wallet, never
+// submitted, as `paygate dev refund --no-submit` pays it: the refund
+// watcher finds the transfer and the refund succeeds with it. The dev
+// payer refuses to submit a hash for the expired refund (the API would
+// answer 409).
+func TestSolanaExpiredRefundPaidLate(t *testing.T) {
+	ctx := context.Background()
+	s, sc := solanaDevStack(t, stackOptions{watch: true, watchRefunds: true, refundWindow: 2 * time.Second})
+	key, session := s.merchant()
+	link := s.solanaLinkTo(key, session, soldev.Merchant)
+	id := s.openSolanaSession(link)["id"].(string)
+	if _, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(id, "complete", 30*time.Second)
+	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	r := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID, "amount": "1.00"}, 201)["id"].(string)
+	if got := s.waitRefund(key, r, "failed", 20*time.Second); got["failureReason"] != "REFUND_EXPIRED" {
+		t.Fatalf("the refund after its window: %v", got)
+	}
+	o := soldev.RefundPayOptions{APIBase: s.http.URL, APIKey: key, RefundID: r, RPCURL: sc.RPCURL()}
+	if _, err := soldev.PayRefund(ctx, o); !errors.Is(err, devrefund.ErrExpiredNeedsNoSubmit) {
+		t.Fatalf("paying an expired refund with its hash submitted: %v", err)
+	}
+	o.NoSubmit = true
+	p, err := soldev.PayRefund(ctx, o)
+	if err != nil || p.Submitted || !p.Late {
+		t.Fatalf("paying an expired refund late: %+v %v", p, err)
+	}
+	if done := s.waitRefund(key, r, "succeeded", 40*time.Second); done["txHash"] != p.Signature {
+		t.Fatalf("the expired refund paid late: %v (paid %s)", done, p.Signature)
 	}
 }
 

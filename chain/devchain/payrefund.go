@@ -14,6 +14,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/paygate/paygate/chain/devrefund"
 )
 
 // RefundPayOptions says how [PayRefund] pays a refund.
@@ -55,17 +57,9 @@ type RefundPayment struct {
 	// refund's status it answered.
 	Submitted bool
 	Status    string
-}
-
-// refundView is what a merchant's wallet reads from GET /api/refunds/{id}.
-type refundView struct {
-	ID                string `json:"id"`
-	Network           string `json:"network"`
-	Status            string `json:"status"`
-	SourceWallet      string `json:"sourceWallet"`
-	DestinationWallet string `json:"destinationWallet"`
-	TokenAddress      string `json:"tokenAddress"`
-	AmountUnits       string `json:"amountUnits"`
+	// Late: the refund had expired without a transfer (paid late, never
+	// submitted: the worker's refund watcher records it).
+	Late bool
 }
 
 // PayRefund pays a refund as the merchant's wallet would: it reads the
@@ -83,14 +77,14 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 	}
 	base := strings.TrimSuffix(opts.APIBase, "/")
 	var got struct {
-		Data refundView `json:"data"`
+		Data devrefund.View `json:"data"`
 	}
 	if err := callAPI(ctx, http.MethodGet, base+"/api/refunds/"+opts.RefundID, opts.APIKey, nil, &got); err != nil {
 		return RefundPayment{}, err
 	}
 	r := got.Data
-	if r.Status != "pending" {
-		return RefundPayment{}, fmt.Errorf("refund %s is %s: only a pending refund takes a transfer", opts.RefundID, r.Status)
+	if err := r.Payable(opts.NoSubmit); err != nil {
+		return RefundPayment{}, err
 	}
 	if !common.IsHexAddress(r.TokenAddress) || !common.IsHexAddress(r.DestinationWallet) {
 		return RefundPayment{}, fmt.Errorf("refund %s is on %s, which a dev chain cannot pay", opts.RefundID, r.Network)
@@ -121,7 +115,8 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 			return RefundPayment{}, err
 		}
 	}
-	out := RefundPayment{RefundID: r.ID, Network: r.Network, RPCURL: rpcURL, From: from.Hex(), To: r.DestinationWallet, Units: units}
+	out := RefundPayment{RefundID: r.ID, Network: r.Network, RPCURL: rpcURL, From: from.Hex(), To: r.DestinationWallet, Units: units,
+		Late: r.Late()}
 	hash, err := PayUSDC(ctx, rpcURL, key, common.HexToAddress(r.TokenAddress), common.HexToAddress(r.DestinationWallet), units)
 	if err != nil {
 		return out, err
@@ -132,7 +127,7 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 	}
 	body, _ := json.Marshal(map[string]string{"txHash": hash})
 	var answer struct {
-		Data refundView `json:"data"`
+		Data devrefund.View `json:"data"`
 	}
 	if err := callAPI(ctx, http.MethodPost, base+"/api/refunds/"+opts.RefundID+"/submit", opts.APIKey, body, &answer); err != nil {
 		return out, fmt.Errorf("submit %s to refund %s: %w", hash, opts.RefundID, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/devrefund"
 )
 
 // ErrNotSolanaRefund is returned by [PayRefund] for a refund on a network
@@ -63,23 +64,15 @@ type RefundPayment struct {
 	// refund's status it answered.
 	Submitted bool
 	Status    string
-}
-
-// refundView is what a merchant's wallet reads from GET /api/refunds/{id}.
-type refundView struct {
-	ID                string `json:"id"`
-	Network           string `json:"network"`
-	Status            string `json:"status"`
-	SourceWallet      string `json:"sourceWallet"`
-	DestinationWallet string `json:"destinationWallet"`
-	TokenAddress      string `json:"tokenAddress"`
-	AmountUnits       string `json:"amountUnits"`
+	// Late: the refund had expired without a transfer (paid late, never
+	// submitted: the worker's refund watcher records it).
+	Late bool
 }
 
 // readRefund reads a refund with GET /api/refunds/{id}.
-func readRefund(ctx context.Context, base, apiKey, id string) (refundView, error) {
+func readRefund(ctx context.Context, base, apiKey, id string) (devrefund.View, error) {
 	var got struct {
-		Data refundView `json:"data"`
+		Data devrefund.View `json:"data"`
 	}
 	err := callJSONAuth(ctx, http.MethodGet, base+"/api/refunds/"+id, apiKey, nil, &got)
 	return got.Data, err
@@ -124,8 +117,8 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 	if !isSolana(r.Network) {
 		return RefundPayment{}, fmt.Errorf("%w: refund %s is on %q", ErrNotSolanaRefund, opts.RefundID, r.Network)
 	}
-	if r.Status != "pending" {
-		return RefundPayment{}, fmt.Errorf("refund %s is %s: only a pending refund takes a transfer", opts.RefundID, r.Status)
+	if err := r.Payable(opts.NoSubmit); err != nil {
+		return RefundPayment{}, err
 	}
 	mint, err := solana.PublicKeyFromBase58(r.TokenAddress)
 	if err != nil {
@@ -153,7 +146,7 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 		return RefundPayment{}, fmt.Errorf("soldev: amount %s out of range", units)
 	}
 
-	out := RefundPayment{RefundID: r.ID, Network: r.Network, From: from, To: to, Units: units}
+	out := RefundPayment{RefundID: r.ID, Network: r.Network, From: from, To: to, Units: units, Late: r.Late()}
 	sent, err := SendToken(ctx, opts.RPCURL, key, mint, to, units.Uint64())
 	if err != nil {
 		return out, err
@@ -164,7 +157,7 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 	}
 	body, _ := json.Marshal(map[string]string{"txHash": out.Signature})
 	var answer struct {
-		Data refundView `json:"data"`
+		Data devrefund.View `json:"data"`
 	}
 	if err := callJSONAuth(ctx, http.MethodPost, base+"/api/refunds/"+opts.RefundID+"/submit", opts.APIKey, body, &answer); err != nil {
 		return out, fmt.Errorf("submit %s to refund %s: %w", out.Signature, opts.RefundID, err)

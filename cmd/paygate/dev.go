@@ -20,6 +20,7 @@ import (
 
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/chain/soldev"
+	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/temporaldev"
 )
 
@@ -307,7 +308,8 @@ Flags go before or after the argument:
   --units N            send another amount in USDC base units (a short one fails the refund)
   --no-submit          broadcast only; print the hash (the worker's refund watcher finds the
                        transfer on chain and the refund succeeds all the same, as for a merchant
-                       paying from a wallet app)
+                       paying from a wallet app); a refund that expired (REFUND_EXPIRED) is paid
+                       late so, and the worker records it
 `
 
 // runDevRefund pays a refund from the dev chain's merchant wallet
@@ -347,7 +349,7 @@ func runDevRefund(ctx context.Context, args []string) error {
 			fee = " (its fee paid by the dev chain's mint authority: the wallet holds no SOL)"
 		}
 		fmt.Printf("paid %s USDC units from %s to %s on %s%s\n", sp.Units, sp.From, sp.To, sp.Network, fee)
-		printRefundTx(base, sp.RefundID, sp.Signature, sp.Submitted, sp.Status)
+		printRefundTx(base, sp.RefundID, sp.Signature, sp.Submitted, sp.Late, sp.Status)
 		return nil
 	}
 	p, err := devchain.PayRefund(ctx, opts)
@@ -355,13 +357,19 @@ func runDevRefund(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("paid %s USDC units from %s to %s on %s (%s)\n", p.Units, p.From, p.To, p.Network, p.RPCURL)
-	printRefundTx(base, p.RefundID, p.TxHash, p.Submitted, p.Status)
+	printRefundTx(base, p.RefundID, p.TxHash, p.Submitted, p.Late, p.Status)
 	return nil
 }
 
-// printRefundTx says what became of a refund's transfer.
-func printRefundTx(base, refundID, hash string, submitted bool, status string) {
-	if !submitted {
+// printRefundTx says what became of a refund's transfer (late: paid after
+// the refund expired).
+func printRefundTx(base, refundID, hash string, submitted, late bool, status string) {
+	switch {
+	case late:
+		fmt.Printf("tx %s (the refund had expired: the worker finds the transfer on chain and records it, about %s after it reads it); watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
+			hash, refund.DefaultLateOfferDelay, base, refundID)
+		return
+	case !submitted:
 		fmt.Printf("tx %s (not submitted: the worker finds it on chain once confirmed); watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
 			hash, base, refundID)
 		return
