@@ -446,11 +446,21 @@ func migrations() []*gormigrate.Migration {
 			// The refund watcher also reads, for a week after their window,
 			// the wallets of refunds that failed REFUND_EXPIRED without a
 			// hash (a transfer sent late is recorded): a partial index of
-			// those refunds alone.
+			// those refunds alone. And the watcher asks whether a hash backs
+			// a refund of any merchant (the unique index leads with the
+			// merchant): an index of the refunds' hashes.
 			ID: "20261201_0024_refunds_expired_awaiting_transfer_index",
 			Migrate: func(tx *gorm.DB) error {
-				return tx.Exec(`CREATE INDEX IF NOT EXISTS idx_refunds_expired_awaiting_transfer ON refunds
-					(network, source_wallet, amount, expires_at) WHERE status = 'failed' AND failure_reason = 'REFUND_EXPIRED' AND tx_hash IS NULL`).Error
+				for _, q := range []string{
+					`CREATE INDEX IF NOT EXISTS idx_refunds_expired_awaiting_transfer ON refunds
+					(network, source_wallet, amount, expires_at) WHERE status = 'failed' AND failure_reason = 'REFUND_EXPIRED' AND tx_hash IS NULL`,
+					`CREATE INDEX IF NOT EXISTS idx_refunds_tx_hash ON refunds (tx_hash, network) WHERE tx_hash IS NOT NULL`,
+				} {
+					if err := tx.Exec(q).Error; err != nil {
+						return err
+					}
+				}
+				return nil
 			},
 		},
 	}

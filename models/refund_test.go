@@ -1280,8 +1280,8 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			}
 			var out []string
 			for _, r := range rows {
-				out = append(out, fmt.Sprintf("%s/%s/%s/%d/%s", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
-					r.Count, r.NewestID))
+				out = append(out, fmt.Sprintf("%s/%s/%s/%d/%s/%d/%v", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
+					r.Count, r.NewestID, r.Expired, r.Pending))
 			}
 			return strings.Join(out, " ")
 		}
@@ -1289,7 +1289,7 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			return mustRefund(t, st, r.ID).CreatedAt.UTC().Format(time.RFC3339Nano)
 		}
 		// The expired refund counts too (a transfer sent late is recorded).
-		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + " base_sepolia/" + refundMerchant + "/" + stamp(a) + "/4/" + other.ID
+		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + "/0/true base_sepolia/" + refundMerchant + "/" + stamp(a) + "/4/" + other.ID + "/1/true"
 		if got := sources(time.Now()); got != want {
 			t.Fatalf("sources now:\n%s\nwant\n%s", got, want)
 		}
@@ -1328,10 +1328,12 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		}
 		// Past every window the expired refund is still watched, for
 		// ExpiredRefundWatch after its own.
-		if got, want := sources(time.Now().Add(48*time.Hour)), "base_sepolia/"+refundMerchant+"/"+stamp(failed)+"/1/"+failed.ID; got != want {
+		// Its reading starts at its window's end: a transfer sent late.
+		expiresAt := mustRefund(t, st, failed.ID).ExpiresAt.UTC().Format(time.RFC3339Nano)
+		if got, want := sources(time.Now().Add(48*time.Hour)), "base_sepolia/"+refundMerchant+"/"+expiresAt+"/1/"+failed.ID+"/1/false"; got != want {
 			t.Fatalf("sources after every window:\n%s\nwant\n%s", got, want)
 		}
-		if got := sources(time.Now().Add(24*time.Hour + models.ExpiredRefundWatch + time.Minute)); got != "" {
+		if got := sources(time.Now().Add(24*time.Hour + models.ExpiredRefundWatch + time.Hour)); got != "" {
 			t.Fatalf("sources after the expired refund's watch: %q", got)
 		}
 		expired := func(amount money.Amount, now time.Time) []string {
@@ -1351,7 +1353,7 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		if got := expired(money.FromCents(200), time.Now()); len(got) != 0 {
 			t.Fatalf("expired refunds of 2.00: %v", got)
 		}
-		if got := expired(money.FromCents(100), time.Now().Add(24*time.Hour+models.ExpiredRefundWatch+time.Minute)); len(got) != 0 {
+		if got := expired(money.FromCents(100), time.Now().Add(24*time.Hour+models.ExpiredRefundWatch+time.Hour)); len(got) != 0 {
 			t.Fatalf("expired refunds after their watch: %v", got)
 		}
 
@@ -1367,6 +1369,14 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		before := f.reload(t)
 		if _, err := late(a.ID, f.hash()); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("a pending refund: %v", err)
+		}
+		for _, c := range []struct {
+			network, hash string
+			want          bool
+		}{{"base_sepolia", submittedHash, true}, {"base", submittedHash, false}, {"base_sepolia", f.hash(), false}} {
+			if taken, err := st.RefundHashTaken(ctx, c.network, c.hash); err != nil || taken != c.want {
+				t.Fatalf("hash %s on %s taken: %v %v", c.hash, c.network, taken, err)
+			}
 		}
 		if _, err := late(failed.ID, submittedHash); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("another refund's hash: %v", err)

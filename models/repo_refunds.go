@@ -260,9 +260,14 @@ type RefundSource struct {
 	Oldest time.Time
 	// Count and NewestID change when a refund is added (or one leaves
 	// and another comes): the mark of a new refund, whatever the clocks
-	// of the processes that created them.
+	// of the processes that created them. Expired counts those that
+	// failed REFUND_EXPIRED (it changes when a pending one expires).
 	Count    int
 	NewestID string
+	Expired  int
+	// Pending says the wallet owes a pending refund (not only expired
+	// ones).
+	Pending bool
 }
 
 // ReasonRefundExpired is the failure of a refund no transfer was
@@ -273,6 +278,12 @@ const ReasonRefundExpired = "REFUND_EXPIRED"
 // REFUND_EXPIRED is still watched for its transfer: a merchant who pays it
 // late sees it succeed (FinishExpiredRefundLate), since the money left.
 const ExpiredRefundWatch = 7 * 24 * time.Hour
+
+// expiredRefundListed is how long after its window an expired refund is
+// listed for the watcher: the week, and the time a transfer sent at its
+// end takes to be read, confirmed and offered (the watcher's delay of
+// about eleven minutes), with room to spare.
+const expiredRefundListed = ExpiredRefundWatch + 30*time.Minute
 
 // awaitingTransfer narrows q to the pending refunds no transfer was
 // submitted for whose window is still open at now.
@@ -290,32 +301,38 @@ func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 // predicate written into the SQL likewise).
 func expiredAwaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 	return q.Where("status = '"+RefundFailed+"' AND failure_reason = '"+ReasonRefundExpired+"' AND tx_hash IS NULL AND expires_at > ?",
-		now.Add(-ExpiredRefundWatch).UTC())
+		now.Add(-expiredRefundListed).UTC())
 }
 
 // RefundSourcesAwaitingTransfer lists, per network, the source wallets of
 // the refunds a transfer may still pay: pending ones no transfer was
 // submitted for whose window is still open at now, and ones that failed
 // REFUND_EXPIRED within ExpiredRefundWatch (the refund watcher reads the
-// transfers out of them), each with its oldest such refund's creation and
-// the mark of a new one. One row per wallet, however many refunds it owes:
-// a merchant's thousands of refunds cannot crowd another merchant's wallet
-// out.
+// transfers out of them), each with where its reading must start (its
+// oldest pending refund's creation; an expired refund's transfer, sent
+// late, from its window's end) and the mark of a new one. One row per
+// wallet, however many refunds it owes: a merchant's thousands of refunds
+// cannot crowd another merchant's wallet out.
 func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time) ([]RefundSource, error) {
 	type key struct{ network, wallet string }
 	merged := map[key]*RefundSource{}
 	var order []key
-	for _, scope := range []func(*gorm.DB, time.Time) *gorm.DB{awaitingTransfer, expiredAwaitingTransfer} {
+	for i, scope := range []func(*gorm.DB, time.Time) *gorm.DB{awaitingTransfer, expiredAwaitingTransfer} {
+		expired := i == 1
 		// The oldest refund per wallet by id (ids are time-ordered: give
 		// or take the clocks of the processes that created them, which the
-		// caller's slack covers), joined back for its creation (an
-		// aggregate of a time column is not read back alike by every
-		// driver).
+		// caller's slack covers; and every refund has the same window),
+		// joined back for its creation or its window's end (an aggregate
+		// of a time column is not read back alike by every driver).
 		agg := scope(s.ctx(ctx).Model(&Refund{}), now).
 			Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id, COUNT(*) AS count").Group("network, source_wallet")
+		from := "o.created_at"
+		if expired {
+			from = "o.expires_at"
+		}
 		var rows []RefundSource
 		if err := s.ctx(ctx).Table("(?) AS agg", agg).
-			Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, agg.count AS count, agg.newest_id AS newest_id").
+			Select("agg.network AS network, agg.source_wallet AS source_wallet, "+from+" AS oldest, agg.count AS count, agg.newest_id AS newest_id").
 			Joins("JOIN refunds o ON o.id = agg.oldest_id").Scan(&rows).Error; err != nil {
 			return nil, err
 		}
@@ -333,6 +350,11 @@ func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time
 			m.Count += r.Count
 			if r.NewestID > m.NewestID {
 				m.NewestID = r.NewestID
+			}
+			if expired {
+				m.Expired += r.Count
+			} else {
+				m.Pending = true
 			}
 		}
 	}
@@ -366,6 +388,15 @@ func (s *Store) RefundsAwaitingTransferFrom(ctx context.Context, network, source
 func (s *Store) ExpiredRefundsAwaitingTransferFrom(ctx context.Context, network, source, destination string, caseless bool,
 	amount money.Amount, now time.Time, limit int) ([]Refund, error) {
 	return s.refundsOwedFrom(ctx, expiredAwaitingTransfer, network, source, destination, caseless, amount, now, limit)
+}
+
+// RefundHashTaken says whether txHash backs a refund of any merchant on
+// network: the refund watcher offers such a transfer to no other refund (a
+// wallet two merchants named theirs pays one refund with it, not two).
+func (s *Store) RefundHashTaken(ctx context.Context, network, txHash string) (bool, error) {
+	var n int64
+	err := s.ctx(ctx).Model(&Refund{}).Where("tx_hash = ? AND network = ?", txHash, network).Limit(1).Count(&n).Error
+	return n > 0, err
 }
 
 func (s *Store) refundsOwedFrom(ctx context.Context, scope func(*gorm.DB, time.Time) *gorm.DB, network, source, destination string,

@@ -225,6 +225,7 @@ func (s *Service) recordLate(ctx context.Context, r *models.Refund, hash string)
 		return ErrNoTemporal
 	}
 	opts := s.startOptions(r, workflows.RefundLateWorkflowID(r.ID, hash), enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true // one running: busy, asked again
 	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.RefundLateTransferWorkflow,
 		workflows.RefundLateInput{Refund: s.workflowInput(r), TxHash: hash})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted

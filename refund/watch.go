@@ -52,6 +52,10 @@ const (
 	maxRecent = 10000
 	// warnEvery bounds the warnings about one thing that keeps failing.
 	warnEvery = 5 * time.Minute
+	// recordingFor is how long a late recording is taken to run
+	// (RefundLateTransferWorkflow: the transfer was confirmed when it
+	// started; unseen, it gives up after the not-found window).
+	recordingFor = time.Hour
 )
 
 // watcher is the refund watcher's state between passes.
@@ -60,8 +64,9 @@ type watcher struct {
 	// places: where each source wallet's reading stands, per network (EVM:
 	// the next block; Solana: the newest signature read). A wallet without
 	// one (new, or back after its refunds were paid, or after a restart)
-	// is read back to its oldest pending refund's creation, less the block
-	// clocks' slack, so nothing is kept across restarts.
+	// is read back to its oldest pending refund's creation (an expired
+	// one's window's end), less the block clocks' slack, so nothing is
+	// kept across restarts.
 	places map[string]map[string]walletPlace
 	// marks: each wallet's new-refund mark (RefundSource's count and
 	// newest id) as the last pass listed it; recent: the transfers read in
@@ -78,6 +83,10 @@ type watcher struct {
 	declined map[string]bool
 	paused   map[string]time.Time
 	warned   map[string]time.Time
+	// recording: expired refunds a late recording was started for, until
+	// when it is taken to run (its workflow decides; another transfer is
+	// not offered to the refund meanwhile, but kept to offer again).
+	recording map[string]time.Time
 }
 
 // recentTransfer is a transfer read, and when.
@@ -119,6 +128,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 		w.places, w.retry = map[string]map[string]walletPlace{}, map[string][]recentTransfer{}
 		w.marks, w.recent = map[string]map[string]string{}, map[string][]recentTransfer{}
 		w.declined, w.paused, w.warned = map[string]bool{}, map[string]time.Time{}, map[string]time.Time{}
+		w.recording = map[string]time.Time{}
 	}
 	if len(w.declined) > maxDeclined {
 		w.declined = map[string]bool{} // offered again once, refused again
@@ -126,6 +136,11 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 	for id, until := range w.paused {
 		if !s.now().Before(until) {
 			delete(w.paused, id)
+		}
+	}
+	for id, until := range w.recording {
+		if !s.now().Before(until) {
+			delete(w.recording, id)
 		}
 	}
 	for k, at := range w.warned {
@@ -179,13 +194,16 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	// their oldest refund's creation (several rows when a wallet is stored
 	// in two spellings).
 	stored := map[string][]string{}
-	oldest, marks := map[string]time.Time{}, map[string]string{}
+	oldest, marks, pending := map[string]time.Time{}, map[string]string{}, map[string]bool{}
 	for _, src := range sources {
 		k := walletKey(fam, src.SourceWallet)
 		if at, ok := oldest[k]; !ok || src.Oldest.Before(at) {
 			oldest[k] = src.Oldest
 		}
-		marks[k] += fmt.Sprintf("%d/%s;", src.Count, src.NewestID)
+		// A refund expiring changes the mark too: a transfer read while it
+		// was closing is offered to it again, late.
+		marks[k] += fmt.Sprintf("%d/%d/%s;", src.Count, src.Expired, src.NewestID)
+		pending[k] = pending[k] || src.Pending
 		stored[k] = append(stored[k], src.SourceWallet)
 	}
 	places := w.places[network]
@@ -202,7 +220,7 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	w.marks[network] = marks
 	next := make(map[string]walletPlace, len(stored))
 	var found []chain.Incoming
-	for _, g := range readGroups(fam, stored, oldest, places) {
+	for _, g := range readGroups(fam, stored, oldest, pending, places) {
 		got, reached, err := s.scan(ctx, network, fam, g.wallets, g.since.Add(-models.BlockClockSlack), g.cur)
 		found = append(found, got...)
 		if err != nil {
@@ -281,7 +299,9 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 }
 
 // readGroup is wallets read together: at the same place (EVM: the new
-// ones all from the oldest of their refunds), or one Solana wallet.
+// ones all from the oldest of their refunds, those that owe pending
+// refunds apart from those that owe expired ones alone, which read back a
+// week), or one Solana wallet.
 type readGroup struct {
 	key     string
 	wallets []string
@@ -290,7 +310,8 @@ type readGroup struct {
 }
 
 // readGroups groups a network's wallets (stored, by key) for reading.
-func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]time.Time, places map[string]walletPlace) []*readGroup {
+func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]time.Time, pending map[string]bool,
+	places map[string]walletPlace) []*readGroup {
 	groups := map[string]*readGroup{}
 	for k, spellings := range stored {
 		wallet := spellings[0]
@@ -304,6 +325,8 @@ func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]
 			}
 		case known:
 			gk, cur.Block = fmt.Sprintf("block/%020d", p.block), p.block
+		case !pending[k]:
+			gk = "new/expired"
 		}
 		g := groups[gk]
 		if g == nil {
@@ -382,6 +405,14 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	if err != nil {
 		return false, false
 	}
+	// A hash that backs a refund already (of any merchant: a wallet two
+	// named theirs) pays no other.
+	if taken, err := s.Store.RefundHashTaken(ctx, network, hash); err != nil {
+		s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
+		return false, true
+	} else if taken {
+		return false, false
+	}
 	var pending, expired []*models.Refund
 	merchants := map[string]bool{}
 	for _, source := range sources {
@@ -419,12 +450,20 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	if len(expired) > 0 && s.now().Sub(t.readAt) < s.lateOfferDelay() {
 		return false, true // a refund created after its transfer may take it yet
 	}
+	// An expired refund whose late recording runs (its workflow decides
+	// on another transfer) is passed over, and the transfer kept: if that
+	// recording fails, the refund may take this one.
+	busy := false
 	for _, r := range expired {
+		if _, recording := s.watch.recording[r.ID]; recording {
+			busy = true
+			continue
+		}
 		if took, again := s.offer(ctx, network, hash, r, true); took || again {
 			return took, again
 		}
 	}
-	return false, false
+	return false, busy
 }
 
 // DefaultLateOfferDelay is Service.LateOfferDelay's default: the
@@ -446,6 +485,9 @@ func (s *Service) lateOfferDelay() time.Duration {
 func (s *Service) offer(ctx context.Context, network, hash string, r *models.Refund, late bool) (submitted, retry bool) {
 	w := &s.watch
 	key := network + "/" + hash + "/" + r.ID
+	if late {
+		key = "late/" + key // refused while pending (its window closing) is no answer for later
+	}
 	if w.declined[key] {
 		return false, false
 	}
@@ -474,8 +516,10 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 	var ae *apperr.Error
 	switch {
 	case err == nil && late:
-		// Its workflow decides; not offered to it again meanwhile.
+		// Its workflow decides; nothing else is offered to the refund
+		// meanwhile.
 		w.declined[key] = true
+		w.recording[r.ID] = s.now().Add(recordingFor)
 		s.log().Info("refund watch: transfer found on chain for a refund that expired; recording it", "refundId", r.ID, "txHash", hash)
 		return true, false
 	case err == nil:

@@ -128,6 +128,9 @@ type watchFixture struct {
 	submitted []string // refundId=hash
 	submitErr map[string]error
 	seqTx     int
+	// recordings: late recordings started, recorded (as their workflow
+	// would, verified) at the start of the next pass.
+	recordings []models.RefundOutcome
 }
 
 func newWatchFixture(t *testing.T) *watchFixture {
@@ -182,14 +185,22 @@ func (f *watchFixture) restart() {
 		return nil
 	}
 	f.svc.recordFound = func(ctx context.Context, r *models.Refund, hash string) error {
-		// As RefundLateTransferWorkflow records it, verified.
-		if _, err := f.st.FinishExpiredRefundLate(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash,
-			At: time.Now()}); err != nil {
-			return err
-		}
+		f.recordings = append(f.recordings, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash})
 		f.submitted = append(f.submitted, "late:"+r.ID+"="+hash)
 		return nil
 	}
+}
+
+// flush records the late recordings started, as RefundLateTransferWorkflow
+// does a moment after its start (one the store refuses is not recorded).
+func (f *watchFixture) flush() {
+	for _, o := range f.recordings {
+		o.At = time.Now()
+		if _, err := f.st.FinishExpiredRefundLate(context.Background(), o); err != nil && !errors.Is(err, apperr.ErrConflict) {
+			f.t.Fatal(err)
+		}
+	}
+	f.recordings = nil
 }
 
 func (f *watchFixture) refundOf(txn *models.Transaction, cents int64, dest string) *models.Refund {
@@ -210,6 +221,7 @@ func (f *watchFixture) refund(mode models.Mode, cents int64, dest string) *model
 // pass runs one watcher pass and returns what it submitted.
 func (f *watchFixture) pass() []string {
 	f.t.Helper()
+	f.flush()
 	before := len(f.submitted)
 	n := f.svc.WatchOnce(context.Background())
 	got := f.submitted[before:]
@@ -419,6 +431,7 @@ func TestRefundWatcher(t *testing.T) {
 	late(DefaultLateOfferDelay + time.Second)
 	expect(f.pass(), "late:"+x.ID+"="+hX)
 	f.svc.Now = nil
+	f.flush()
 	if got, err := f.st.RefundByID(context.Background(), x.ID); err != nil || got.Status != models.RefundSucceeded || *got.TxHash != hX {
 		t.Fatalf("the expired refund paid late: %+v %v", got, err)
 	}
@@ -442,5 +455,50 @@ func TestRefundWatcher(t *testing.T) {
 		if got, err := f.st.RefundByID(context.Background(), r.ID); err != nil || got.Status != models.RefundFailed || got.TxHash != nil {
 			t.Fatalf("an expired twin of a pending refund: %+v %v", got, err)
 		}
+	}
+
+	// 10. Two expired twins, each paid late, both transfers offered in one
+	// pass: the recording of the first runs, so the second goes to the
+	// other twin.
+	ta, tb := f.refund(models.ModeTest, 970, ""), f.refund(models.ModeTest, 970, "")
+	f.expire(ta)
+	f.expire(tb)
+	h1 := f.chain.send("base_sepolia", wMerchant, wPayer, 9_700_000, 0)
+	h2 := f.chain.send("base_sepolia", wMerchant, wPayer, 9_700_000, 0)
+	expect(f.pass())
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass(), "late:"+ta.ID+"="+h1, "late:"+tb.ID+"="+h2)
+	expect(f.pass())
+	f.svc.Now = nil
+
+	// 11. A transfer read while its refund's window closes (the submit
+	// refused: the window passed) is offered to it once it has expired.
+	closing := f.refund(models.ModeTest, 980, "")
+	f.submitErr[closing.ID] = apperr.Conflict("the refund window has passed; the refund fails and its amount is free for a new refund")
+	hClosing := f.chain.send("base_sepolia", wMerchant, wPayer, 9_800_000, 0)
+	expect(f.pass())
+	f.expire(closing)
+	expect(f.pass())
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass(), "late:"+closing.ID+"="+hClosing)
+	f.svc.Now = nil
+
+	// 12. A transfer whose hash backs another merchant's refund (both named
+	// the wallet theirs) pays no expired refund of this one.
+	third := f.merchant("third@example.com")
+	theirsPaid := f.refundOf(f.paid(third, models.ModeTest), 990, "")
+	mineExpired := f.refund(models.ModeTest, 990, "")
+	f.expire(mineExpired)
+	hTheirs := f.chain.send("base_sepolia", wMerchant, wPayer, 9_900_000, 0)
+	if err := f.st.SubmitRefundTx(context.Background(), theirsPaid.ID, hTheirs, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	expect(f.pass())
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass())
+	f.svc.Now = nil
+	f.flush()
+	if got, err := f.st.RefundByID(context.Background(), mineExpired.ID); err != nil || got.Status != models.RefundFailed {
+		t.Fatalf("an expired refund and another merchant's transfer: %+v %v", got, err)
 	}
 }
