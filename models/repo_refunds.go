@@ -332,7 +332,7 @@ func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time
 		}
 		var rows []RefundSource
 		if err := s.ctx(ctx).Table("(?) AS agg", agg).
-			Select("agg.network AS network, agg.source_wallet AS source_wallet, "+from+" AS oldest, agg.count AS count, agg.newest_id AS newest_id").
+			Select("agg.network AS network, agg.source_wallet AS source_wallet, " + from + " AS oldest, agg.count AS count, agg.newest_id AS newest_id").
 			Joins("JOIN refunds o ON o.id = agg.oldest_id").Scan(&rows).Error; err != nil {
 			return nil, err
 		}
