@@ -149,3 +149,55 @@ func attr(tab *browser.Tab, sel, name string) string {
 	tab.Eval(fmt.Sprintf(`document.querySelector(%q).getAttribute(%q)`, sel, name), &v)
 	return v
 }
+
+// TestDashboardExpiredRefundPaidLateInBrowser: a refund left to expire
+// shows, on its payment's page, that a transfer sent late is still found
+// and until when; the merchant pays it late and pastes the hash into its
+// "Paid it late?" form: the transfer is checked on chain and recorded, the
+// page says so, and the refund shows succeeded. Screenshot:
+// dash-refund-late.
+func TestDashboardExpiredRefundPaidLateInBrowser(t *testing.T) {
+	if !browser.Available() {
+		if ciMode() {
+			t.Fatal("chromium is not installed: make chromium")
+		}
+		t.Skip("chromium is not installed: make chromium")
+	}
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{pages: true, refundWindow: 2 * time.Second})
+	email, password := "late@roastery.example", "correct horse battery staple"
+	d := s.call("POST", "/api/auth/signup", "", map[string]any{"email": email, "password": password, "businessName": "Roastery"}, 201)
+	key, session := d["testKey"].(map[string]any)["fullKey"].(string), d["sessionToken"].(string)
+	paid := s.paidOnDevChain(dc, key, session, "20.00")
+	id := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": paid.TxID(), "amount": "2.50", "reason": "returned"}, 201)["id"].(string)
+	s.waitRefund(key, id, "failed", 20*time.Second)
+
+	b := browser.Start(t, browser.Timeout(3*time.Minute), browser.ActionTimeout(30*time.Second))
+	tab := b.NewTab(browser.Desktop)
+	base := s.http.URL
+	page := base + "/dashboard/test/payments/" + paid.SessionID
+	tab.Navigate(base + "/dashboard/login?next=" + strings.TrimPrefix(page, base))
+	tab.SetValue("#email", email)
+	tab.SetValue("#password", password)
+	tab.Click("#login-form button[type=submit]")
+	tab.WaitVisible("#refunds")
+	sel := "#refund-" + id
+	if got := pageText(tab, sel); !strings.Contains(got, "REFUND_EXPIRED") || !strings.Contains(got, "Its amount is refundable again") ||
+		!strings.Contains(got, "is still found on chain") {
+		t.Fatalf("the expired refund: %q", got)
+	}
+	hash, err := devchain.PayUSDC(ctx, dc.RPCURL(), devchain.MerchantKey(), dc.USDC(), common.HexToAddress(dc.Customer().Hex()), big.NewInt(2_500_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.Click(sel + " details summary")
+	tab.SetValue(sel+" input[name=txHash]", hash)
+	tab.Screenshot("dash-refund-late")
+	tab.Click(sel + " form button[type=submit]")
+	tab.WaitText(".notice", "Transfer recorded")
+	if got := pageText(tab, sel); !strings.Contains(got, "succeeded") || !strings.Contains(got, strings.ToLower(hash)) ||
+		!strings.Contains(got, "landed after the refund had been marked failed") {
+		t.Fatalf("the refund paid late: %q", got)
+	}
+	tab.AssertNoConsoleErrors()
+}

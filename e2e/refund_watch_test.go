@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/ecdsa"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -187,5 +188,59 @@ func TestExpiredRefundPaidLate(t *testing.T) {
 	}
 	if _, err := s.temporal.DescribeWorkflowExecution(ctx, workflows.RefundLateWorkflowID(id, short), ""); err == nil {
 		t.Fatal("a transfer one unit short was offered to the refund")
+	}
+}
+
+// TestExpiredRefundSubmittedLate: without the refund watcher, a merchant
+// who paid an expired refund late submits the hash: a transfer one unit
+// short, or the payment's own transaction, is a 409 saying why; the
+// merchant's transfer makes the refund succeed with it (200, its
+// payment.refunded delivered); the same hash again answers the same, and
+// another hash is a 409.
+func TestExpiredRefundSubmittedLate(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{refundWindow: 2 * time.Second})
+	key, session := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "payment.refunded")
+	paid := s.paidOnDevChain(dc, key, session, "12.50")
+	id := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": paid.TxID(), "amount": "1.00"}, 201)["id"].(string)
+	if r := s.waitRefund(key, id, "failed", 20*time.Second); r["failureReason"] != "REFUND_EXPIRED" {
+		t.Fatalf("the refund after its window: %v", r)
+	}
+	send := func(u int64) string {
+		t.Helper()
+		h, err := devchain.PayUSDC(ctx, dc.RPCURL(), devchain.MerchantKey(), dc.USDC(), dc.Customer(), big.NewInt(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ToLower(h)
+	}
+	submit := func(hash string, want int) map[string]any {
+		t.Helper()
+		return s.call("POST", "/api/refunds/"+id+"/submit", key, map[string]any{"txHash": hash}, want)
+	}
+	short := send(999_999)
+	if e := submit(short, 409); !strings.Contains(fmt.Sprint(e), "does not pay this refund (INVALID_TRANSFER)") {
+		t.Fatalf("a short transfer: %v", e)
+	}
+	if e := submit(strings.ToLower(paid.TxHash), 409); !strings.Contains(fmt.Sprint(e), "does not pay this refund") {
+		t.Fatalf("the payment's own transaction: %v", e)
+	}
+	hash := send(1_000_000)
+	r := submit(hash, 200)
+	if r["status"] != "succeeded" || r["txHash"] != hash {
+		t.Fatalf("the expired refund's transfer submitted late: %v", r)
+	}
+	if again := submit(hash, 200); again["status"] != "succeeded" || again["txHash"] != hash {
+		t.Fatalf("the same hash again: %v", again)
+	}
+	submit(send(1_000_000), 409)
+	got := rc.waitFor("payment.refunded", 20*time.Second, func(g []received) bool { return len(delivered2xx(g)) >= 1 })
+	if d := got[0].Payload["data"].(map[string]any); got[0].VerifyErr != nil || d["refundId"] != id || d["txHash"] != hash {
+		t.Fatalf("payment.refunded of a refund submitted late: %+v", got[0])
+	}
+	if txn := s.call("GET", "/api/transactions/"+paid.TxID(), key, nil, 200); units(txn["refundedAmount"]) != 1_000_000 {
+		t.Fatalf("refunded %v, want 1.00", txn["refundedAmount"])
 	}
 }

@@ -260,6 +260,9 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 	if firstOnly && r.TxHash != nil {
 		return nil, apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
 	}
+	if !firstOnly && r.Status == models.RefundFailed && r.FailureReason == models.ReasonRefundExpired && r.TxHash == nil {
+		return s.submitLate(ctx, sc, r, h)
+	}
 	if err := s.precheck(r, h); err != nil {
 		return nil, err
 	}
@@ -303,6 +306,48 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 	return s.Store.RefundOf(ctx, sc, id)
 }
 
+// submitLate takes the hash of a transfer sent for a refund that failed
+// REFUND_EXPIRED (the merchant paid it late, and has the hash): it starts
+// (or joins) the recording of that transfer, RefundLateTransferWorkflow,
+// and waits for its answer up to the update timeout: recorded, the refund
+// is answered succeeded; a transfer that does not pay it is a 409 saying
+// why; one not confirmed yet a 503 with Retry-After (the same submit again
+// joins the same check). More than a week after the window, or a hash that
+// backs another refund, is a 409.
+func (s *Service) submitLate(ctx context.Context, sc models.Scope, r *models.Refund, hash string) (*models.Refund, error) {
+	if !s.now().Before(r.ExpiresAt.Add(models.ExpiredRefundWatch)) {
+		return nil, apperr.Conflict("refund is failed (REFUND_EXPIRED) more than a week ago; create a new refund")
+	}
+	taken, err := s.Store.RefundHashTaken(ctx, r.Network, hash)
+	if err != nil {
+		return nil, err
+	}
+	if taken {
+		return nil, apperr.Conflict("this transaction hash already backs another refund")
+	}
+	if s.Temporal == nil {
+		return nil, ErrNoTemporal
+	}
+	wctx, cancel := context.WithTimeout(ctx, workflows.UpdateTimeout(s.UpdateTimeout))
+	defer cancel()
+	run, err := s.Temporal.ExecuteWorkflow(wctx, s.startOptions(r, workflows.RefundLateWorkflowID(r.ID, hash), enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE),
+		workflows.RefundLateTransferWorkflow, workflows.RefundLateInput{Refund: s.workflowInput(r), TxHash: hash})
+	var res workflows.RefundLateResult
+	if err == nil {
+		err = run.Get(wctx, &res)
+	}
+	switch {
+	case workflows.UpdateUnanswered(ctx, wctx, err):
+		return nil, apperr.Unavailable("the transfer is being checked on chain (not confirmed yet, or the service is busy): the refund succeeds once it is; "+
+			"submit the same hash again to see", workflows.UnavailableRetryAfter)
+	case err != nil:
+		return nil, err
+	case !res.Recorded:
+		return nil, apperr.Conflict(fmt.Sprintf("the transfer does not pay this refund (%s): %s", res.Reason, res.Message))
+	}
+	return s.Store.RefundOf(ctx, sc, r.ID)
+}
+
 // precheck answers from the read model what is already decided. Another
 // hash for a submitted refund, or for a failed one still watched, is a
 // replacement (a speed-up or re-send): the workflow decides (it refuses it
@@ -316,9 +361,6 @@ func (s *Service) precheck(r *models.Refund, hash string) error {
 		return nil
 	case r.TxHash != nil:
 		return apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
-	case r.Status == models.RefundFailed && r.FailureReason == models.ReasonRefundExpired:
-		return apperr.Conflict("refund is failed (REFUND_EXPIRED): its window passed; a transfer sent for it within a week after is found on chain " +
-			"and makes it succeeded, no hash needed")
 	case r.Status != models.RefundPending:
 		return apperr.Conflict("refund is " + r.Status)
 	case !s.now().Before(r.ExpiresAt):

@@ -307,12 +307,17 @@ func (p *Pages) paymentRefundSubmitForm(c *gin.Context) {
 		return
 	}
 	hash := strings.TrimSpace(c.PostForm("txHash"))
+	var got dRefund
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/v1/refunds/" + rid + "/submit", query: modeQuery(c, nil),
-		json: map[string]string{"txHash": hash}}, nil); err != nil {
+		json: map[string]string{"txHash": hash}}, &got); err != nil {
 		p.renderPaymentWith(c, err.Status, nil, refundForm{Idem: newIdempotencyKey(), Error: err, Failed: rid})
 		return
 	}
-	back(c, "/payments/"+id, "refund.submitted", "refund-"+rid)
+	done := "refund.submitted"
+	if got.Status == "succeeded" {
+		done = "refund.recorded" // an expired refund's transfer, sent late, verified
+	}
+	back(c, "/payments/"+id, done, "refund-"+rid)
 }
 
 // networks is the chain registry (explorer links).

@@ -531,6 +531,7 @@ var notices = map[string]string{
 	"exception.resolved": "Exception resolved into a transaction.", "exception.dismissed": "Exception dismissed.",
 	"refund.created":   "Refund created: send its transfer from your wallet; it is found on chain, or enter its transaction hash below.",
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
+	"refund.recorded":  "Transfer recorded: it was confirmed on chain, and the refund succeeded with it.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
 	"subscription.cancel": "The subscription ends with its current period.",
 	"subscription.cancel_pending": "Cancellation taken: a payment of the renewal due is being confirmed; if it lands, the subscription " +

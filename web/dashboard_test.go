@@ -556,6 +556,9 @@ func TestDashboardPayments(t *testing.T) {
 		!strings.Contains(got, "is still found on chain, and this refund then succeeds with it") {
 		t.Fatalf("an expired refund: %q", got)
 	}
+	if action, _ := a.get("/dashboard/test/payments/" + paid.ID).doc.Find("#refund-" + ex.ID + " details form").Attr("action"); action != "/dashboard/test/payments/"+paid.ID+"/refunds/"+ex.ID+"/submit" {
+		t.Fatalf("an expired refund's late hash form %q", action)
+	}
 	rf, err := d.st.CreateRefund(context.Background(), models.RefundRequest{Scope: models.Scope{MerchantID: a.id, Mode: models.ModeTest},
 		TransactionID: pd.Transaction.ID, InitiatedBy: models.InitiatedByMerchant, Window: time.Hour})
 	if err != nil {
