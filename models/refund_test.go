@@ -1280,8 +1280,8 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			}
 			var out []string
 			for _, r := range rows {
-				out = append(out, fmt.Sprintf("%s/%s/%s/%d/%s/%d/%v", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
-					r.Count, r.NewestID, r.Expired, r.Pending))
+				out = append(out, fmt.Sprintf("%s/%s/%s/%d/%s/%d", r.Network, r.SourceWallet, r.Oldest.UTC().Format(time.RFC3339Nano),
+					r.Count, r.NewestID, r.Expired))
 			}
 			return strings.Join(out, " ")
 		}
@@ -1289,7 +1289,7 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 			return mustRefund(t, st, r.ID).CreatedAt.UTC().Format(time.RFC3339Nano)
 		}
 		// The expired refund counts too (a transfer sent late is recorded).
-		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + "/0/true base_sepolia/" + refundMerchant + "/" + stamp(a) + "/4/" + other.ID + "/1/true"
+		want := "base/" + refundMerchant + "/" + stamp(c) + "/1/" + c.ID + "/0 base_sepolia/" + refundMerchant + "/" + stamp(a) + "/4/" + other.ID + "/1"
 		if got := sources(time.Now()); got != want {
 			t.Fatalf("sources now:\n%s\nwant\n%s", got, want)
 		}
@@ -1330,7 +1330,7 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		// ExpiredRefundWatch after its own.
 		// Its reading starts at its window's end: a transfer sent late.
 		expiresAt := mustRefund(t, st, failed.ID).ExpiresAt.UTC().Format(time.RFC3339Nano)
-		if got, want := sources(time.Now().Add(48*time.Hour)), "base_sepolia/"+refundMerchant+"/"+expiresAt+"/1/"+failed.ID+"/1/false"; got != want {
+		if got, want := sources(time.Now().Add(48*time.Hour)), "base_sepolia/"+refundMerchant+"/"+expiresAt+"/1/"+failed.ID+"/1"; got != want {
 			t.Fatalf("sources after every window:\n%s\nwant\n%s", got, want)
 		}
 		if got := sources(time.Now().Add(24*time.Hour + models.ExpiredRefundWatch + time.Hour)); got != "" {
@@ -1380,6 +1380,13 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		}
 		if _, err := late(failed.ID, submittedHash); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("another refund's hash: %v", err)
+		}
+		// Another merchant's refund's hash (both named the wallet theirs).
+		of := newRefundFixture(t, st, models.ModeTest)
+		of.seq = 1000 // a hash of its own
+		_, theirs := of.submitted(t, money.FromCents(100))
+		if _, err := late(failed.ID, theirs); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("another merchant's refund's hash: %v", err)
 		}
 		if r := mustRefund(t, st, failed.ID); r.Status != models.RefundFailed || r.TxHash != nil {
 			t.Fatalf("after the refusals: %+v", r)

@@ -265,9 +265,6 @@ type RefundSource struct {
 	Count    int
 	NewestID string
 	Expired  int
-	// Pending says the wallet owes a pending refund (not only expired
-	// ones).
-	Pending bool
 }
 
 // ReasonRefundExpired is the failure of a refund no transfer was
@@ -279,11 +276,12 @@ const ReasonRefundExpired = "REFUND_EXPIRED"
 // late sees it succeed (FinishExpiredRefundLate), since the money left.
 const ExpiredRefundWatch = 7 * 24 * time.Hour
 
-// expiredRefundListed is how long after its window an expired refund is
-// listed for the watcher: the week, and the time a transfer sent at its
-// end takes to be read, confirmed and offered (the watcher's delay of
-// about eleven minutes), with room to spare.
-const expiredRefundListed = ExpiredRefundWatch + 30*time.Minute
+// ExpiredRefundListed is how long after its window an expired refund
+// still takes a transfer (listed for the watcher, or submitted by hand):
+// the week, and the time a transfer sent at its end takes to be read,
+// confirmed and offered (the watcher's delay of about eleven minutes),
+// with room to spare.
+const ExpiredRefundListed = ExpiredRefundWatch + 30*time.Minute
 
 // awaitingTransfer narrows q to the pending refunds no transfer was
 // submitted for whose window is still open at now.
@@ -301,7 +299,7 @@ func awaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 // predicate written into the SQL likewise).
 func expiredAwaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 	return q.Where("status = '"+RefundFailed+"' AND failure_reason = '"+ReasonRefundExpired+"' AND tx_hash IS NULL AND expires_at > ?",
-		now.Add(-expiredRefundListed).UTC())
+		now.Add(-ExpiredRefundListed).UTC())
 }
 
 // RefundSourcesAwaitingTransfer lists, per network, the source wallets of
@@ -353,8 +351,6 @@ func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time
 			}
 			if expired {
 				m.Expired += r.Count
-			} else {
-				m.Pending = true
 			}
 		}
 	}
@@ -778,6 +774,16 @@ func (s *Store) FinishExpiredRefundLate(ctx context.Context, o RefundOutcome) (R
 			return err
 		case r.Status != RefundFailed || r.FailureReason != ReasonRefundExpired || r.TxHash != nil:
 			return apperr.Conflict("refund is " + r.Status + ", not expired without a transfer")
+		}
+		// A hash that backs a refund of another merchant (both named the
+		// wallet theirs) pays no second one (the unique index is per
+		// merchant).
+		var others int64
+		if err := tx.Model(&Refund{}).Where("tx_hash = ? AND network = ? AND id <> ?", o.TxHash, r.Network, r.ID).Count(&others).Error; err != nil {
+			return err
+		}
+		if others > 0 {
+			return apperr.Conflict("this transaction hash already backs another refund")
 		}
 		at := o.At.UTC()
 		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND failure_reason = ? AND tx_hash IS NULL", r.ID, RefundFailed, ReasonRefundExpired).

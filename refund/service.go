@@ -312,11 +312,11 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 // and waits for its answer up to the update timeout: recorded, the refund
 // is answered succeeded; a transfer that does not pay it is a 409 saying
 // why; one not confirmed yet a 503 with Retry-After (the same submit again
-// joins the same check). More than a week after the window, or a hash that
-// backs another refund, is a 409.
+// joins the same check; so does a check that could not answer). More than
+// a week after the window, or a hash that backs another refund, is a 409.
 func (s *Service) submitLate(ctx context.Context, sc models.Scope, r *models.Refund, hash string) (*models.Refund, error) {
-	if !s.now().Before(r.ExpiresAt.Add(models.ExpiredRefundWatch)) {
-		return nil, apperr.Conflict("refund is failed (REFUND_EXPIRED) more than a week ago; create a new refund")
+	if !s.now().Before(r.ExpiresAt.Add(models.ExpiredRefundListed)) {
+		return nil, apperr.Conflict("refund is failed (REFUND_EXPIRED) more than a week ago: a transfer sent for it is no longer recorded")
 	}
 	taken, err := s.Store.RefundHashTaken(ctx, r.Network, hash)
 	if err != nil {
@@ -341,7 +341,10 @@ func (s *Service) submitLate(ctx context.Context, sc models.Scope, r *models.Ref
 		return nil, apperr.Unavailable("the transfer is being checked on chain (not confirmed yet, or the service is busy): the refund succeeds once it is; "+
 			"submit the same hash again to see", workflows.UnavailableRetryAfter)
 	case err != nil:
-		return nil, err
+		// The check could not answer (its workflow failed or was ended by
+		// an operator): the same hash again starts it afresh.
+		s.log().WarnContext(ctx, "refund: late transfer not checked", "refundId", r.ID, "txHash", hash, "err", err)
+		return nil, apperr.Unavailable("the transfer could not be checked on chain; submit the same hash again shortly", workflows.UnavailableRetryAfter)
 	case !res.Recorded:
 		return nil, apperr.Conflict(fmt.Sprintf("the transfer does not pay this refund (%s): %s", res.Reason, res.Message))
 	}

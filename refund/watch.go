@@ -83,10 +83,19 @@ type watcher struct {
 	declined map[string]bool
 	paused   map[string]time.Time
 	warned   map[string]time.Time
-	// recording: expired refunds a late recording was started for, until
-	// when it is taken to run (its workflow decides; another transfer is
-	// not offered to the refund meanwhile, but kept to offer again).
-	recording map[string]time.Time
+	// recording: expired refunds a late recording runs for (started by
+	// the watcher, or by the merchant's submit of the hash), with its hash
+	// and until when it is taken to run: its workflow decides; its
+	// transfer waits for it, and another is not offered to the refund
+	// meanwhile but kept to offer again (to a twin, or to it if the
+	// recording fails).
+	recording map[string]lateRecording
+}
+
+// lateRecording is a late recording running for a refund.
+type lateRecording struct {
+	hash  string
+	until time.Time
 }
 
 // recentTransfer is a transfer read, and when.
@@ -128,7 +137,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 		w.places, w.retry = map[string]map[string]walletPlace{}, map[string][]recentTransfer{}
 		w.marks, w.recent = map[string]map[string]string{}, map[string][]recentTransfer{}
 		w.declined, w.paused, w.warned = map[string]bool{}, map[string]time.Time{}, map[string]time.Time{}
-		w.recording = map[string]time.Time{}
+		w.recording = map[string]lateRecording{}
 	}
 	if len(w.declined) > maxDeclined {
 		w.declined = map[string]bool{} // offered again once, refused again
@@ -138,8 +147,11 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 			delete(w.paused, id)
 		}
 	}
-	for id, until := range w.recording {
-		if !s.now().Before(until) {
+	for id, rec := range w.recording {
+		// Over: its time is up, or the refund is no longer expired
+		// without a transfer (recorded, by this hash or another).
+		r, err := s.Store.RefundByID(ctx, id)
+		if !s.now().Before(rec.until) || (err == nil && (r.TxHash != nil || r.Status != models.RefundFailed)) {
 			delete(w.recording, id)
 		}
 	}
@@ -194,7 +206,7 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	// their oldest refund's creation (several rows when a wallet is stored
 	// in two spellings).
 	stored := map[string][]string{}
-	oldest, marks, pending := map[string]time.Time{}, map[string]string{}, map[string]bool{}
+	oldest, marks, expiredToo := map[string]time.Time{}, map[string]string{}, map[string]bool{}
 	for _, src := range sources {
 		k := walletKey(fam, src.SourceWallet)
 		if at, ok := oldest[k]; !ok || src.Oldest.Before(at) {
@@ -203,7 +215,7 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 		// A refund expiring changes the mark too: a transfer read while it
 		// was closing is offered to it again, late.
 		marks[k] += fmt.Sprintf("%d/%d/%s;", src.Count, src.Expired, src.NewestID)
-		pending[k] = pending[k] || src.Pending
+		expiredToo[k] = expiredToo[k] || src.Expired > 0
 		stored[k] = append(stored[k], src.SourceWallet)
 	}
 	places := w.places[network]
@@ -220,7 +232,7 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 	w.marks[network] = marks
 	next := make(map[string]walletPlace, len(stored))
 	var found []chain.Incoming
-	for _, g := range readGroups(fam, stored, oldest, pending, places) {
+	for _, g := range readGroups(fam, stored, oldest, expiredToo, places) {
 		got, reached, err := s.scan(ctx, network, fam, g.wallets, g.since.Add(-models.BlockClockSlack), g.cur)
 		found = append(found, got...)
 		if err != nil {
@@ -299,9 +311,9 @@ func (s *Service) watchNetwork(ctx context.Context, network string, sources []mo
 }
 
 // readGroup is wallets read together: at the same place (EVM: the new
-// ones all from the oldest of their refunds, those that owe pending
-// refunds apart from those that owe expired ones alone, which read back a
-// week), or one Solana wallet.
+// ones all from the oldest of their refunds, those that owe expired
+// refunds, which read back up to a week, apart from those that owe
+// pending ones alone), or one Solana wallet.
 type readGroup struct {
 	key     string
 	wallets []string
@@ -310,7 +322,7 @@ type readGroup struct {
 }
 
 // readGroups groups a network's wallets (stored, by key) for reading.
-func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]time.Time, pending map[string]bool,
+func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]time.Time, expiredToo map[string]bool,
 	places map[string]walletPlace) []*readGroup {
 	groups := map[string]*readGroup{}
 	for k, spellings := range stored {
@@ -325,7 +337,7 @@ func readGroups(fam chain.Family, stored map[string][]string, oldest map[string]
 			}
 		case known:
 			gk, cur.Block = fmt.Sprintf("block/%020d", p.block), p.block
-		case !pending[k]:
+		case expiredToo[k]:
 			gk = "new/expired"
 		}
 		g := groups[gk]
@@ -450,12 +462,16 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	if len(expired) > 0 && s.now().Sub(t.readAt) < s.lateOfferDelay() {
 		return false, true // a refund created after its transfer may take it yet
 	}
-	// An expired refund whose late recording runs (its workflow decides
-	// on another transfer) is passed over, and the transfer kept: if that
-	// recording fails, the refund may take this one.
+	// An expired refund whose late recording runs is passed over (its
+	// workflow decides on another transfer), and the transfer kept: if
+	// that recording fails, the refund may take this one. The transfer a
+	// recording runs for waits for it.
 	busy := false
 	for _, r := range expired {
-		if _, recording := s.watch.recording[r.ID]; recording {
+		if rec, recording := s.watch.recording[r.ID]; recording {
+			if rec.hash == hash {
+				return false, true
+			}
 			busy = true
 			continue
 		}
@@ -516,12 +532,16 @@ func (s *Service) offer(ctx context.Context, network, hash string, r *models.Ref
 	var ae *apperr.Error
 	switch {
 	case err == nil && late:
-		// Its workflow decides; nothing else is offered to the refund
-		// meanwhile.
-		w.declined[key] = true
-		w.recording[r.ID] = s.now().Add(recordingFor)
+		// Its workflow decides; the transfer waits for it (recorded, its
+		// hash is taken; not, it is offered again), and nothing else is
+		// offered to the refund meanwhile.
+		w.recording[r.ID] = lateRecording{hash: hash, until: s.now().Add(recordingFor)}
 		s.log().Info("refund watch: transfer found on chain for a refund that expired; recording it", "refundId", r.ID, "txHash", hash)
-		return true, false
+		return true, true
+	case late && errors.Is(err, errSubmitBusy):
+		// Its recording runs already (the merchant submitted the hash).
+		w.recording[r.ID] = lateRecording{hash: hash, until: s.now().Add(recordingFor)}
+		return false, true
 	case err == nil:
 		s.log().Info("refund watch: transfer found on chain and submitted", "refundId", r.ID, "txHash", hash)
 		return true, false

@@ -131,6 +131,9 @@ type watchFixture struct {
 	// recordings: late recordings started, recorded (as their workflow
 	// would, verified) at the start of the next pass.
 	recordings []models.RefundOutcome
+	// handRecording: late recordings the merchant's submit started
+	// (refundId=hash): the watcher's start of the same finds it busy.
+	handRecording map[string]bool
 }
 
 func newWatchFixture(t *testing.T) *watchFixture {
@@ -185,6 +188,9 @@ func (f *watchFixture) restart() {
 		return nil
 	}
 	f.svc.recordFound = func(ctx context.Context, r *models.Refund, hash string) error {
+		if f.handRecording[r.ID+"="+hash] {
+			return errSubmitBusy
+		}
 		f.recordings = append(f.recordings, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash})
 		f.submitted = append(f.submitted, "late:"+r.ID+"="+hash)
 		return nil
@@ -500,5 +506,31 @@ func TestRefundWatcher(t *testing.T) {
 	f.flush()
 	if got, err := f.st.RefundByID(context.Background(), mineExpired.ID); err != nil || got.Status != models.RefundFailed {
 		t.Fatalf("an expired refund and another merchant's transfer: %+v %v", got, err)
+	}
+
+	// 13. Expired twins: the merchant submitted the older's hash by hand
+	// (its recording runs); the watcher reads that transfer and the
+	// younger's: the younger's goes to the younger, not to the older
+	// whose recording would refuse it.
+	older, younger := f.refund(models.ModeTest, 1010, ""), f.refund(models.ModeTest, 1010, "")
+	f.expire(older)
+	f.expire(younger)
+	hOlder := f.chain.send("base_sepolia", wMerchant, wPayer, 10_100_000, 0)
+	hYounger := f.chain.send("base_sepolia", wMerchant, wPayer, 10_100_000, 0)
+	f.handRecording = map[string]bool{older.ID + "=" + hOlder: true}
+	expect(f.pass())
+	late(DefaultLateOfferDelay + time.Second)
+	expect(f.pass(), "late:"+younger.ID+"="+hYounger)
+	if _, err := f.st.FinishExpiredRefundLate(context.Background(), models.RefundOutcome{RefundID: older.ID, Status: models.RefundSucceeded,
+		TxHash: hOlder, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	expect(f.pass())
+	expect(f.pass())
+	f.svc.Now = nil
+	for r, h := range map[*models.Refund]string{older: hOlder, younger: hYounger} {
+		if got, err := f.st.RefundByID(context.Background(), r.ID); err != nil || got.Status != models.RefundSucceeded || *got.TxHash != h {
+			t.Fatalf("twins, one submitted by hand: %+v %v", got, err)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 		return RefundPayment{}, err
 	}
 	r := got.Data
-	if err := r.Payable(opts.NoSubmit); err != nil {
+	if err := r.Payable(); err != nil {
 		return RefundPayment{}, err
 	}
 	if !common.IsHexAddress(r.TokenAddress) || !common.IsHexAddress(r.DestinationWallet) {

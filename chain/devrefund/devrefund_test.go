@@ -1,31 +1,23 @@
 package devrefund
 
-import (
-	"errors"
-	"testing"
-)
+import "testing"
 
 func TestPayable(t *testing.T) {
 	s := func(v string) *string { return &v }
 	cases := []struct {
-		name     string
-		v        View
-		noSubmit bool
-		ok       bool
-		expired  bool
+		name string
+		v    View
+		ok   bool
 	}{
-		{"pending", View{Status: "pending"}, false, true, false},
-		{"pending, not submitted", View{Status: "pending"}, true, true, false},
-		{"expired, not submitted", View{Status: "failed", FailureReason: s("REFUND_EXPIRED")}, true, true, false},
-		{"expired, submitted", View{Status: "failed", FailureReason: s("REFUND_EXPIRED")}, false, false, true},
-		{"expired with a hash", View{Status: "failed", FailureReason: s("REFUND_EXPIRED"), TxHash: s("0xab")}, true, false, false},
-		{"failed otherwise", View{Status: "failed", FailureReason: s("TX_REVERTED")}, true, false, false},
-		{"submitted", View{Status: "submitted", TxHash: s("0xab")}, true, false, false},
-		{"succeeded", View{Status: "succeeded", TxHash: s("0xab")}, true, false, false},
+		{"pending", View{Status: "pending"}, true},
+		{"expired", View{Status: "failed", FailureReason: s("REFUND_EXPIRED")}, true},
+		{"expired with a hash", View{Status: "failed", FailureReason: s("REFUND_EXPIRED"), TxHash: s("0xab")}, false},
+		{"failed otherwise", View{Status: "failed", FailureReason: s("TX_REVERTED")}, false},
+		{"submitted", View{Status: "submitted", TxHash: s("0xab")}, false},
+		{"succeeded", View{Status: "succeeded", TxHash: s("0xab")}, false},
 	}
 	for _, c := range cases {
-		err := c.v.Payable(c.noSubmit)
-		if (err == nil) != c.ok || errors.Is(err, ErrExpiredNeedsNoSubmit) != c.expired {
+		if err := c.v.Payable(); (err == nil) != c.ok {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}

@@ -117,7 +117,7 @@ func PayRefund(ctx context.Context, opts RefundPayOptions) (RefundPayment, error
 	if !isSolana(r.Network) {
 		return RefundPayment{}, fmt.Errorf("%w: refund %s is on %q", ErrNotSolanaRefund, opts.RefundID, r.Network)
 	}
-	if err := r.Payable(opts.NoSubmit); err != nil {
+	if err := r.Payable(); err != nil {
 		return RefundPayment{}, err
 	}
 	mint, err := solana.PublicKeyFromBase58(r.TokenAddress)

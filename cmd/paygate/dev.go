@@ -308,8 +308,8 @@ Flags go before or after the argument:
   --units N            send another amount in USDC base units (a short one fails the refund)
   --no-submit          broadcast only; print the hash (the worker's refund watcher finds the
                        transfer on chain and the refund succeeds all the same, as for a merchant
-                       paying from a wallet app); a refund that expired (REFUND_EXPIRED) is paid
-                       late so, and the worker records it
+                       paying from a wallet app); a refund that expired (REFUND_EXPIRED) can be
+                       paid late, with or without its hash submitted, and is recorded
 `
 
 // runDevRefund pays a refund from the dev chain's merchant wallet
@@ -365,7 +365,7 @@ func runDevRefund(ctx context.Context, args []string) error {
 // the refund expired).
 func printRefundTx(base, refundID, hash string, submitted, late bool, status string) {
 	switch {
-	case late:
+	case late && !submitted:
 		fmt.Printf("tx %s (the refund had expired: the worker finds the transfer on chain and records it, about %s after it reads it); watch it: curl -H 'Authorization: Bearer $PAYGATE_API_KEY' %s/api/refunds/%s\n",
 			hash, refund.DefaultLateOfferDelay, base, refundID)
 		return
