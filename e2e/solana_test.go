@@ -231,12 +231,7 @@ func TestSolanaRefundFoundOnChain(t *testing.T) {
 	link := s.solanaLinkTo(key, session, soldev.Merchant)
 	rc := newReceiver(t, nil)
 	s.webhookEndpoint(session, rc, "payment.refunded")
-	id := s.openSolanaSession(link)["id"].(string)
-	if _, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(id, "complete", 30*time.Second)
-	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	txID := s.paidOnSolana(sc, key, link)
 	r := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID, "amount": "1.00"}, 201)["id"].(string)
 	pay := func(o soldev.RefundPayOptions) soldev.RefundPayment {
 		t.Helper()
@@ -273,12 +268,7 @@ func TestSolanaExpiredRefundPaidLate(t *testing.T) {
 	s, sc := solanaDevStack(t, stackOptions{watch: true, watchRefunds: true, refundWindow: 2 * time.Second})
 	key, session := s.merchant()
 	link := s.solanaLinkTo(key, session, soldev.Merchant)
-	id := s.openSolanaSession(link)["id"].(string)
-	if _, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.waitStatus(id, "complete", 30*time.Second)
-	txID := s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
+	txID := s.paidOnSolana(sc, key, link)
 	r := s.call("POST", "/api/refunds", key, map[string]any{"transactionId": txID, "amount": "1.00"}, 201)["id"].(string)
 	if got := s.waitRefund(key, r, "failed", 20*time.Second); got["failureReason"] != "REFUND_EXPIRED" {
 		t.Fatalf("the refund after its window: %v", got)
@@ -290,6 +280,18 @@ func TestSolanaExpiredRefundPaidLate(t *testing.T) {
 	if done := s.waitRefund(key, r, "succeeded", 40*time.Second); done["txHash"] != p.Signature {
 		t.Fatalf("the expired refund paid late: %v (paid %s)", done, p.Signature)
 	}
+}
+
+// paidOnSolana opens a session of a solana_devnet link, pays it from the
+// dev customer's wallet and returns its transaction's id once complete.
+func (s *stack) paidOnSolana(sc *soldev.Chain, key, link string) string {
+	s.t.Helper()
+	id := s.openSolanaSession(link)["id"].(string)
+	if _, err := soldev.PaySession(context.Background(), s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitStatus(id, "complete", 30*time.Second)
+	return s.call("GET", "/api/transactions?limit=1", key, nil, 200)["data"].([]any)[0].(map[string]any)["id"].(string)
 }
 
 // solanaLink gives the merchant a fresh Solana wallet (beside the EVM one)

@@ -277,6 +277,18 @@ func (f *watchFixture) failWith(r *models.Refund, reason string) {
 	}
 }
 
+// expiredTwinsPaid makes two test refunds of cents to the payer, both
+// expired, and sends a transfer of their amount for each (older first).
+func (f *watchFixture) expiredTwinsPaid(cents int64) (older, younger *models.Refund, hOlder, hYounger string) {
+	f.t.Helper()
+	older, younger = f.refund(models.ModeTest, cents, ""), f.refund(models.ModeTest, cents, "")
+	f.expire(older)
+	f.expire(younger)
+	hOlder = f.chain.send("base_sepolia", wMerchant, wPayer, cents*10_000, 0)
+	hYounger = f.chain.send("base_sepolia", wMerchant, wPayer, cents*10_000, 0)
+	return older, younger, hOlder, hYounger
+}
+
 // TestRefundWatcher drives the refund watcher over a fake EVM chain and a
 // real store: what it submits, what it leaves, what it offers again, and
 // where each wallet's reading goes.
@@ -466,11 +478,7 @@ func TestRefundWatcher(t *testing.T) {
 	// 10. Two expired twins, each paid late, both transfers offered in one
 	// pass: the recording of the first runs, so the second goes to the
 	// other twin.
-	ta, tb := f.refund(models.ModeTest, 970, ""), f.refund(models.ModeTest, 970, "")
-	f.expire(ta)
-	f.expire(tb)
-	h1 := f.chain.send("base_sepolia", wMerchant, wPayer, 9_700_000, 0)
-	h2 := f.chain.send("base_sepolia", wMerchant, wPayer, 9_700_000, 0)
+	ta, tb, h1, h2 := f.expiredTwinsPaid(970)
 	expect(f.pass())
 	late(DefaultLateOfferDelay + time.Second)
 	expect(f.pass(), "late:"+ta.ID+"="+h1, "late:"+tb.ID+"="+h2)
@@ -512,11 +520,7 @@ func TestRefundWatcher(t *testing.T) {
 	// (its recording runs); the watcher reads that transfer and the
 	// younger's: the younger's goes to the younger, not to the older
 	// whose recording would refuse it.
-	older, younger := f.refund(models.ModeTest, 1010, ""), f.refund(models.ModeTest, 1010, "")
-	f.expire(older)
-	f.expire(younger)
-	hOlder := f.chain.send("base_sepolia", wMerchant, wPayer, 10_100_000, 0)
-	hYounger := f.chain.send("base_sepolia", wMerchant, wPayer, 10_100_000, 0)
+	older, younger, hOlder, hYounger := f.expiredTwinsPaid(1010)
 	f.handRecording = map[string]bool{older.ID + "=" + hOlder: true}
 	expect(f.pass())
 	late(DefaultLateOfferDelay + time.Second)

@@ -198,16 +198,7 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 			r.since = in.Carry.LastSeenAt
 		}
 	}
-	r.effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeRefundTxClaimed, activities.ErrTypeInvalidInput, activities.ErrTypeRefundOutcomeMismatch}},
-	})
-	r.verify = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	r.effects, r.verify = refundActivityContexts(ctx)
 	if err := r.registerHandlers(ctx); err != nil {
 		return RefundResult{}, err
 	}
@@ -224,6 +215,24 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundResult, error) 
 		}
 	}
 	return r.confirm(ctx, 0)
+}
+
+// refundActivityContexts are the activity options of a refund's
+// workflows: effects (store writes, retried until they answer; a claimed
+// hash, a bad input or an outcome for another transfer are final) and
+// verify (chain checks, given up after five minutes: the loop asks again).
+func refundActivityContexts(ctx workflow.Context) (effects, verify workflow.Context) {
+	effects = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrTypeRefundTxClaimed, activities.ErrTypeInvalidInput, activities.ErrTypeRefundOutcomeMismatch}},
+	})
+	verify = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	return effects, verify
 }
 
 func (r *refund) registerHandlers(ctx workflow.Context) error {

@@ -61,16 +61,7 @@ func RefundLateTransferWorkflow(ctx workflow.Context, in RefundLateInput) (Refun
 	if ri.NotFoundWindow <= 0 {
 		ri.NotFoundWindow = time.Hour
 	}
-	effects := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeRefundTxClaimed, activities.ErrTypeInvalidInput}},
-	})
-	verify := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	effects, verify := refundActivityContexts(ctx)
 	r := refund{in: ri, state: RefundState{TxHash: in.TxHash}}
 	t := r.transfer()
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Late transfer**: refund %s failed REFUND_EXPIRED; checking transfer `%s` on %s every %s "+
