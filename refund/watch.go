@@ -68,8 +68,8 @@ type watcher struct {
 	// one's window's end), less the block clocks' slack, so nothing is
 	// kept across restarts.
 	places map[string]map[string]walletPlace
-	// marks: each wallet's new-refund mark (RefundSource's count and
-	// newest id) as the last pass listed it; recent: the transfers read in
+	// marks: each wallet's new-refund mark (RefundSource's count, expired
+	// count and newest id) as the last pass listed it; recent: the transfers read in
 	// the last recentFor, to offer again to a wallet whose mark changed.
 	marks  map[string]map[string]string
 	recent map[string][]recentTransfer
