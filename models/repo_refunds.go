@@ -390,9 +390,21 @@ func (s *Store) ExpiredRefundsAwaitingTransferFrom(ctx context.Context, network,
 // network: the refund watcher offers such a transfer to no other refund (a
 // wallet two merchants named theirs pays one refund with it, not two).
 func (s *Store) RefundHashTaken(ctx context.Context, network, txHash string) (bool, error) {
+	return hashTaken(s.ctx(ctx), network, txHash)
+}
+
+// hashTaken is RefundHashTaken on q (a database transaction's, too).
+func hashTaken(q *gorm.DB, network, txHash string) (bool, error) {
 	var n int64
-	err := s.ctx(ctx).Model(&Refund{}).Where("tx_hash = ? AND network = ?", txHash, network).Limit(1).Count(&n).Error
+	err := q.Model(&Refund{}).Where("tx_hash = ? AND network = ?", txHash, network).Limit(1).Count(&n).Error
 	return n > 0, err
+}
+
+// ExpiredWithoutTransfer says the refund failed REFUND_EXPIRED and no
+// transfer backs it: one sent late may still make it succeeded
+// (FinishExpiredRefundLate).
+func (r *Refund) ExpiredWithoutTransfer() bool {
+	return r.Status == RefundFailed && r.FailureReason == ReasonRefundExpired && r.TxHash == nil
 }
 
 func (s *Store) refundsOwedFrom(ctx context.Context, scope func(*gorm.DB, time.Time) *gorm.DB, network, source, destination string,
@@ -772,17 +784,16 @@ func (s *Store) FinishExpiredRefundLate(ctx context.Context, o RefundOutcome) (R
 			var err error
 			out.FullyRefunded, out.Deliveries, err = s.refundEventDeliveries(tx, r.ID)
 			return err
-		case r.Status != RefundFailed || r.FailureReason != ReasonRefundExpired || r.TxHash != nil:
+		case !r.ExpiredWithoutTransfer():
 			return apperr.Conflict("refund is " + r.Status + ", not expired without a transfer")
 		}
-		// A hash that backs a refund of another merchant (both named the
-		// wallet theirs) pays no second one (the unique index is per
-		// merchant).
-		var others int64
-		if err := tx.Model(&Refund{}).Where("tx_hash = ? AND network = ? AND id <> ?", o.TxHash, r.Network, r.ID).Count(&others).Error; err != nil {
+		// A hash that backs a refund (this one has none) of another
+		// merchant (both named the wallet theirs) pays no second one (the
+		// unique index is per merchant).
+		switch taken, err := hashTaken(tx, r.Network, o.TxHash); {
+		case err != nil:
 			return err
-		}
-		if others > 0 {
+		case taken:
 			return apperr.Conflict("this transaction hash already backs another refund")
 		}
 		at := o.At.UTC()

@@ -260,7 +260,7 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 	if firstOnly && r.TxHash != nil {
 		return nil, apperr.Conflict("the refund already has a transaction hash (refund is " + r.Status + ")")
 	}
-	if !firstOnly && r.Status == models.RefundFailed && r.FailureReason == models.ReasonRefundExpired && r.TxHash == nil {
+	if !firstOnly && r.ExpiredWithoutTransfer() {
 		return s.submitLate(ctx, sc, r, h)
 	}
 	if err := s.precheck(r, h); err != nil {

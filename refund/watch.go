@@ -151,7 +151,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 		// Over: its time is up, or the refund is no longer expired
 		// without a transfer (recorded, by this hash or another).
 		r, err := s.Store.RefundByID(ctx, id)
-		if !s.now().Before(rec.until) || (err == nil && (r.TxHash != nil || r.Status != models.RefundFailed)) {
+		if !s.now().Before(rec.until) || (err == nil && !r.ExpiredWithoutTransfer()) {
 			delete(w.recording, id)
 		}
 	}
