@@ -246,13 +246,17 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 
 // eachWalletTransaction reads, oldest first, each successful transaction
 // that touched a wallet's associated USDC account after the signature
-// after[wallet] (or any), the newest solanaSignaturesPerReference of them
-// (when since is set: page after page back to since, up to
-// solanaSignaturePages pages, none whose block time is before it), and
-// returns what read makes of them and the newest signature read per
-// wallet. A wallet the node fails on (its list, or one of its
-// transactions) keeps what was read and its place after it, so the next
-// pass reads on from there; the error says so.
+// after[wallet] (every one since it, listed page after page), or, for a
+// wallet without a place, the newest solanaSignaturesPerReference (when
+// since is set: every one back to since, none whose block time is before
+// it), and returns what read makes of them and the place reached per
+// wallet. At most solanaReadsPerPass transactions are read per wallet: a
+// wallet with more new ones (a busy wallet, or a stranger's flood of dust
+// transfers into it) keeps its place after the last one read, and the
+// next pass goes on from there, so none is skipped. A wallet the node
+// fails on (its list, or one of its transactions) keeps what was read and
+// its place after it, so the next pass reads on from there; the error says
+// so.
 func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallets []string, after map[string]string, since time.Time,
 	read func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []T) ([]T, map[string]string, error) {
 	sl, ok := v.client.(solanaSignatureLister)
@@ -272,7 +276,10 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 			continue
 		}
 		sigs, err := walletSignatures(ctx, sl, ata, after[w], since)
-		if err != nil {
+		if errors.Is(err, errSignaturesCut) {
+			// Listed as far as the bound: the oldest are lost, said once.
+			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
+		} else if err != nil {
 			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
 			if ctx.Err() != nil {
 				break
@@ -280,14 +287,19 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 			continue
 		}
 		// Oldest first; place is the newest signature read so far, where a
-		// failure leaves the wallet (the next pass reads on from there).
-		place, complete := after[w], true
+		// failure or the pass's bound leaves the wallet (the next pass reads
+		// on from there).
+		place, complete, reads := after[w], true, 0
 		for i := len(sigs) - 1; i >= 0; i-- {
 			sig := sigs[i]
 			if sig == nil {
 				continue
 			}
 			if sig.Err == nil && (since.IsZero() || sig.BlockTime == nil || !sig.BlockTime.Time().Before(since)) {
+				if reads == solanaReadsPerPass {
+					break
+				}
+				reads++
 				tx, err := v.get(ctx, sig.Signature, rpc.CommitmentConfirmed)
 				if err != nil {
 					failed = append(failed, err)
@@ -311,19 +323,32 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 	return out, newest, nil
 }
 
-// solanaSignaturePages bounds the pages of signatures read back to a
-// scan's since (a wallet with more new transactions than that loses the
-// oldest: its refunds are submitted by hand).
-const solanaSignaturePages = 10
+// solanaListPages bounds the pages of signatures listed back to a wallet's
+// place or to a scan's since: a hundred thousand signatures. A wallet with
+// more than that between two passes loses the oldest (the error says so;
+// a payment among them is still found by its reference or submitted, a
+// refund submitted by hand).
+const solanaListPages = 100
+
+// solanaReadsPerPass bounds the transactions read per wallet and pass
+// (each is a getTransaction): the rest wait for the next pass, in order.
+const solanaReadsPerPass = 1000
+
+// errSignaturesCut: a wallet's listing reached solanaListPages before its
+// place (or since); what was listed is returned with it.
+var errSignaturesCut = errors.New("more new signatures than the listing's bound; the oldest are not read")
 
 // walletSignatures lists an account's signatures newer than the signature
-// after (all of them when "": the newest solanaSignaturesPerReference, or,
-// when since is set, page after page back to since), newest first.
+// after, page after page back to it, or, when after is "", the newest
+// solanaSignaturesPerReference (when since is set: page after page back to
+// since), newest first. Listing stops at solanaListPages pages, with
+// errSignaturesCut beside what was listed.
 func walletSignatures(ctx context.Context, sl solanaSignatureLister, account solana.PublicKey, after string, since time.Time) ([]*rpc.TransactionSignature, error) {
 	limit := solanaSignaturesPerReference
 	opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed}
+	placed := false
 	if sig, err := solana.SignatureFromBase58(after); err == nil {
-		opts.Until = sig
+		opts.Until, placed = sig, true
 	}
 	var all []*rpc.TransactionSignature
 	for page := 0; ; page++ {
@@ -332,12 +357,15 @@ func walletSignatures(ctx context.Context, sl solanaSignatureLister, account sol
 			return nil, err
 		}
 		all = append(all, sigs...)
-		if since.IsZero() || len(sigs) < limit || page+1 >= solanaSignaturePages {
+		if (!placed && since.IsZero()) || len(sigs) < limit {
 			return all, nil
 		}
 		last := sigs[len(sigs)-1]
-		if last == nil || last.BlockTime == nil || last.BlockTime.Time().Before(since) {
+		if last == nil || (!since.IsZero() && (last.BlockTime == nil || last.BlockTime.Time().Before(since))) {
 			return all, nil
+		}
+		if page+1 >= solanaListPages {
+			return all, errSignaturesCut
 		}
 		opts.Before = last.Signature
 	}

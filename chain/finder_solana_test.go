@@ -223,30 +223,89 @@ func TestFindTransfersFromSolana(t *testing.T) {
 	}
 }
 
-// A wallet read back to a time pages through its signatures to it (up to
-// solanaSignaturePages pages); without one, one page.
-func TestWalletSignaturesPageBackToSince(t *testing.T) {
+// floodedNode is a wallet's USDC account with n signatures, one a second
+// back from now, newest first; signature i+1 is the (i+1)th newest.
+func floodedNode(n int, now time.Time) *walletNode {
 	node := &walletNode{}
-	now := time.Now()
-	for i := range 2_500 {
+	for i := range n {
 		var s solana.Signature
 		binary.BigEndian.PutUint32(s[:], uint32(i+1))
 		bt := solana.UnixTimeSeconds(now.Add(-time.Duration(i) * time.Second).Unix())
 		node.sigs = append(node.sigs, &rpc.TransactionSignature{Signature: s, BlockTime: &bt})
 	}
+	return node
+}
+
+// A wallet read back to a time pages through its signatures to it, and one
+// read from its place pages back to that place; without either, one page.
+// Listing stops at solanaListPages pages and says so.
+func TestWalletSignaturesPageBackToSince(t *testing.T) {
+	now := time.Now()
+	node := floodedNode(2_500, now)
 	account := solana.NewWallet().PublicKey()
 	for _, c := range []struct {
+		after       string
 		since       time.Time
 		want, lists int
 	}{
-		{time.Time{}, solanaSignaturesPerReference, 1},
-		{now.Add(-time.Hour), 2_500, 3},
-		{now.Add(-1_500 * time.Second), 2_000, 2}, // the page that reaches since is the last
+		{"", time.Time{}, solanaSignaturesPerReference, 1},
+		{"", now.Add(-time.Hour), 2_500, 3},
+		{"", now.Add(-1_500 * time.Second), 2_000, 2}, // the page that reaches since is the last
+		{node.sigs[2_400].Signature.String(), time.Time{}, 2_400, 3},
+		{node.sigs[2_000].Signature.String(), time.Time{}, 2_000, 3}, // a full page ends short of the place: one more asked
+		{node.sigs[2_400].Signature.String(), now.Add(-1_500 * time.Second), 2_000, 2},
 	} {
 		node.lists = 0
-		sigs, err := walletSignatures(context.Background(), node, account, "", c.since)
+		sigs, err := walletSignatures(context.Background(), node, account, c.after, c.since)
 		if err != nil || len(sigs) != c.want || node.lists != c.lists {
-			t.Fatalf("since %v: %d signatures in %d pages (%v), want %d in %d", c.since, len(sigs), node.lists, err, c.want, c.lists)
+			t.Fatalf("after %.8s since %v: %d signatures in %d pages (%v), want %d in %d", c.after, c.since, len(sigs), node.lists, err, c.want, c.lists)
 		}
+	}
+	big := floodedNode(solanaListPages*solanaSignaturesPerReference+10, now)
+	big.lists = 0
+	sigs, err := walletSignatures(context.Background(), big, account, big.sigs[len(big.sigs)-1].Signature.String(), time.Time{})
+	if !errors.Is(err, errSignaturesCut) || len(sigs) != solanaListPages*solanaSignaturesPerReference || big.lists != solanaListPages {
+		t.Fatalf("past the bound: %d signatures in %d pages (%v)", len(sigs), big.lists, err)
+	}
+}
+
+// A wallet flooded with more new transactions between two passes than a
+// pass reads (a stranger's dust transfers around a customer's payment) is
+// read oldest first, solanaReadsPerPass a pass, from its place: every
+// transaction is read once, none skipped, in order.
+func TestWalletReadOnAfterAFlood(t *testing.T) {
+	node := floodedNode(2_600, time.Now())
+	v, err := NewSolanaVerifier(Network{Name: NetworkSolanaDevnet, Family: FamilySolana, USDC: solana.NewWallet().PublicKey().String()}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wallet := solana.NewWallet().PublicKey().String()
+	// The place: the oldest signature, read on an earlier pass.
+	after := map[string]string{wallet: node.sigs[len(node.sigs)-1].Signature.String()}
+	var read []uint32
+	for pass := 1; pass <= 4; pass++ {
+		got, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet}, after, time.Time{},
+			func(_ solana.PublicKey, sig *rpc.TransactionSignature, _ *rpc.GetTransactionResult) []uint32 {
+				return []uint32{binary.BigEndian.Uint32(sig.Signature[:4])}
+			})
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		if want := min(solanaReadsPerPass, 2_599-len(read)); len(got) != want {
+			t.Fatalf("pass %d read %d transactions, want %d", pass, len(got), want)
+		}
+		read = append(read, got...)
+		after = newest
+	}
+	if len(read) != 2_599 {
+		t.Fatalf("read %d transactions in all, want 2,599", len(read))
+	}
+	for i, n := range read { // oldest (2,599th newest) first, the newest last
+		if n != uint32(2_599-i) {
+			t.Fatalf("transaction %d read is the %dth newest, want the %dth", i, n, 2_599-i)
+		}
+	}
+	if after[wallet] != node.sigs[0].Signature.String() {
+		t.Fatalf("place after the flood: %s, want the newest", after[wallet])
 	}
 }
