@@ -1,0 +1,117 @@
+package refund
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/workflows"
+)
+
+// lateClient is a Temporal client whose RefundLateTransferWorkflow answers
+// through get; every other call is the nil interface's (a panic: the
+// submit of an expired refund makes no other).
+type lateClient struct {
+	client.Client
+	get     func(ctx context.Context, out any) error
+	started []string
+}
+
+func (c *lateClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	c.started = append(c.started, o.ID)
+	return lateRun{get: c.get}, nil
+}
+
+type lateRun struct {
+	client.WorkflowRun
+	get func(ctx context.Context, out any) error
+}
+
+func (r lateRun) Get(ctx context.Context, out any) error { return r.get(ctx, out) }
+
+// The submit of a hash for a refund that expired without one answers what
+// its RefundLateTransferWorkflow decided: 409 with the reason it gives, 503
+// with Retry-After while it has not answered and when it failed (the same
+// hash again starts it afresh), the refund once recorded; and 409 without
+// starting it for a hash another refund holds or a refund expired more
+// than a week ago.
+func TestSubmitLateAnswers(t *testing.T) {
+	f := newWatchFixture(t)
+	ctx := context.Background()
+	r := f.refund(models.ModeTest, 500, "")
+	f.expire(r)
+	sc := models.Scope{MerchantID: r.MerchantID, Mode: r.Mode}
+	tc := &lateClient{}
+	f.svc.Temporal, f.svc.UpdateTimeout = tc, 50*time.Millisecond
+	hash := fmt.Sprintf("0x%064x", 0xabc)
+	answer := func(res workflows.RefundLateResult, err error) func(context.Context, any) error {
+		return func(_ context.Context, out any) error {
+			if err == nil {
+				*out.(*workflows.RefundLateResult) = res
+			}
+			return err
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		get      func(context.Context, any) error
+		kind     error
+		contains string
+		retry    bool
+	}{
+		{"refused", answer(workflows.RefundLateResult{Reason: "INVALID_TRANSFER", Message: "the amount differs"}, nil),
+			apperr.ErrConflict, "(INVALID_TRANSFER): the amount differs", false},
+		{"taken meanwhile", answer(workflows.RefundLateResult{Reason: "NOT_RECORDED", Message: "this transaction hash already backs another refund"}, nil),
+			apperr.ErrConflict, "already backs another refund", false},
+		{"unconfirmed", func(ctx context.Context, _ any) error { <-ctx.Done(); return ctx.Err() },
+			apperr.ErrUnavailable, "being checked on chain", true},
+		{"workflow failed", answer(workflows.RefundLateResult{}, errors.New("workflow execution error: terminated")),
+			apperr.ErrUnavailable, "could not be checked", true},
+	} {
+		tc.get = c.get
+		_, err := f.svc.Submit(ctx, sc, r.ID, hash)
+		var ae *apperr.Error
+		if !errors.As(err, &ae) || !errors.Is(err, c.kind) || !strings.Contains(ae.Message, c.contains) || (ae.RetryAfter > 0) != c.retry {
+			t.Fatalf("%s: %v (%#v), want %v containing %q, Retry-After %v", c.name, err, ae, c.kind, c.contains, c.retry)
+		}
+	}
+	if want := workflows.RefundLateWorkflowID(r.ID, hash); len(tc.started) != 4 || tc.started[3] != want {
+		t.Fatalf("workflows started: %v, want 4 of %s", tc.started, want)
+	}
+
+	// Recorded: the refund as the store has it now.
+	tc.get = func(ctx context.Context, out any) error {
+		if _, err := f.st.FinishExpiredRefundLate(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash, At: time.Now()}); err != nil {
+			return err
+		}
+		*out.(*workflows.RefundLateResult) = workflows.RefundLateResult{Recorded: true, Status: models.RefundSucceeded}
+		return nil
+	}
+	got, err := f.svc.Submit(ctx, sc, r.ID, hash)
+	if err != nil || got.Status != models.RefundSucceeded || got.TxHash == nil || *got.TxHash != hash {
+		t.Fatalf("recorded: %+v, %v", got, err)
+	}
+
+	// Decided without a workflow: a hash another refund holds, a refund
+	// expired more than a week ago.
+	started := len(tc.started)
+	other := f.refund(models.ModeTest, 700, "")
+	f.expire(other)
+	if _, err := f.svc.Submit(ctx, sc, other.ID, hash); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "already backs another refund") {
+		t.Fatalf("a hash another refund holds: %v", err)
+	}
+	f.svc.Now = func() time.Time { return other.ExpiresAt.Add(models.ExpiredRefundListed + time.Second) }
+	if _, err := f.svc.Submit(ctx, sc, other.ID, fmt.Sprintf("0x%064x", 0xdef)); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "more than a week ago") {
+		t.Fatalf("a week on: %v", err)
+	}
+	if len(tc.started) != started {
+		t.Fatalf("workflows started for answers the store gives: %v", tc.started[started:])
+	}
+}
