@@ -103,7 +103,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"RefundsAwaitingTransferFrom": func() {
 			_, _ = st.RefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, cs.WalletAddress, true, money.FromCents(1), now, 50)
 		},
-		"RefundHashTaken": func() { _, _ = st.RefundHashTaken(ctx, "base_sepolia", "0x"+strings.Repeat("ab", 32)) },
+		"RefundHashTaken":            func() { _, _ = st.RefundHashTaken(ctx, "", "base_sepolia", "0x"+strings.Repeat("ab", 32)) },
+		"RefundHashTaken (merchant)": func() { _, _ = st.RefundHashTaken(ctx, link.MerchantID, "base_sepolia", "0x"+strings.Repeat("ab", 32)) },
 		"ExpiredRefundsAwaitingTransferFrom": func() {
 			_, _ = st.ExpiredRefundsAwaitingTransferFrom(ctx, "base_sepolia", link.MerchantWalletAddress, cs.WalletAddress, true, money.FromCents(1), now, 50)
 		},

@@ -1368,23 +1368,23 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		if _, err := late(a.ID, f.hash()); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("a pending refund: %v", err)
 		}
+		// Another merchant's refund's hash (both named the wallet theirs).
+		of := newRefundFixture(t, st, models.ModeTest)
+		of.seq = 1000 // a hash of its own
+		theirsRefund, theirs := of.submitted(t, money.FromCents(100))
 		for _, c := range []struct {
-			network, hash string
-			want          bool
-		}{{"base_sepolia", submittedHash, true}, {"base", submittedHash, false}, {"base_sepolia", f.hash(), false}} {
-			if taken, err := st.RefundHashTaken(ctx, c.network, c.hash); err != nil || taken != c.want {
-				t.Fatalf("hash %s on %s taken: %v %v", c.hash, c.network, taken, err)
+			merchant, network, hash string
+			want                    bool
+		}{
+			{"", "base_sepolia", submittedHash, true}, {"", "base", submittedHash, false}, {"", "base_sepolia", f.hash(), false},
+			{f.m.ID, "base_sepolia", submittedHash, true}, {f.m.ID, "base_sepolia", theirs, false}, {"", "base_sepolia", theirs, true},
+		} {
+			if taken, err := st.RefundHashTaken(ctx, c.merchant, c.network, c.hash); err != nil || taken != c.want {
+				t.Fatalf("hash %s on %s taken (merchant %q): %v %v", c.hash, c.network, c.merchant, taken, err)
 			}
 		}
 		if _, err := late(failed.ID, submittedHash); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("another refund's hash: %v", err)
-		}
-		// Another merchant's refund's hash (both named the wallet theirs).
-		of := newRefundFixture(t, st, models.ModeTest)
-		of.seq = 1000 // a hash of its own
-		_, theirs := of.submitted(t, money.FromCents(100))
-		if _, err := late(failed.ID, theirs); !errors.Is(err, apperr.ErrConflict) {
-			t.Fatalf("another merchant's refund's hash: %v", err)
 		}
 		if r := mustRefund(t, st, failed.ID); r.Status != models.RefundFailed || r.TxHash != nil {
 			t.Fatalf("after the refusals: %+v", r)
@@ -1413,6 +1413,24 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		}
 		if got := expired(money.FromCents(100), time.Now()); len(got) != 0 {
 			t.Fatalf("expired refunds once recorded: %v", got)
+		}
+
+		// A hash that another merchant's refund holds (a stranger who named
+		// the wallet theirs too, and submitted it first) is recorded for
+		// this merchant's expired refund all the same: each merchant's
+		// refunds are judged apart, and theirs is left as it was.
+		second, err := f.refund(money.FromCents(100), models.InitiatedByAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishRefund(ctx, models.RefundOutcome{RefundID: second.ID, Status: models.RefundFailed, Reason: models.ReasonRefundExpired}); err != nil {
+			t.Fatal(err)
+		}
+		if fin, err := late(second.ID, theirs); err != nil || fin.Status != models.RefundSucceeded {
+			t.Fatalf("another merchant's refund's hash: %+v %v", fin, err)
+		}
+		if r := mustRefund(t, st, theirsRefund.ID); r.Status != models.RefundSubmitted || r.TxHash == nil || *r.TxHash != theirs {
+			t.Fatalf("the other merchant's refund after: %+v", r)
 		}
 	})
 }

@@ -386,17 +386,21 @@ func (s *Store) ExpiredRefundsAwaitingTransferFrom(ctx context.Context, network,
 	return s.refundsOwedFrom(ctx, expiredAwaitingTransfer, network, source, destination, caseless, amount, now, limit)
 }
 
-// RefundHashTaken says whether txHash backs a refund of any merchant on
-// network: the refund watcher offers such a transfer to no other refund (a
-// wallet two merchants named theirs pays one refund with it, not two).
-func (s *Store) RefundHashTaken(ctx context.Context, network, txHash string) (bool, error) {
-	return hashTaken(s.ctx(ctx), network, txHash)
-}
-
-// hashTaken is RefundHashTaken on q (a database transaction's, too).
-func hashTaken(q *gorm.DB, network, txHash string) (bool, error) {
+// RefundHashTaken says whether txHash backs a refund on network: of the
+// merchant merchantID, or of any merchant when merchantID is "". The
+// refund watcher offers a transfer whose hash backs a refund of any
+// merchant to no other refund (a wallet two merchants named theirs pays one
+// refund with it, not two); a merchant's own submit is refused only a hash
+// that backs another refund of that merchant (a stranger who named the
+// merchant's wallet theirs and submitted its hash first cannot keep the
+// merchant from recording its own transfer).
+func (s *Store) RefundHashTaken(ctx context.Context, merchantID, network, txHash string) (bool, error) {
+	q := s.ctx(ctx).Model(&Refund{}).Where("tx_hash = ? AND network = ?", txHash, network)
+	if merchantID != "" {
+		q = q.Where("merchant_id = ?", merchantID)
+	}
 	var n int64
-	err := q.Model(&Refund{}).Where("tx_hash = ? AND network = ?", txHash, network).Limit(1).Count(&n).Error
+	err := q.Limit(1).Count(&n).Error
 	return n > 0, err
 }
 
@@ -787,15 +791,10 @@ func (s *Store) FinishExpiredRefundLate(ctx context.Context, o RefundOutcome) (R
 		case !r.ExpiredWithoutTransfer():
 			return apperr.Conflict("refund is " + r.Status + ", not expired without a transfer")
 		}
-		// A hash that backs a refund (this one has none) of another
-		// merchant (both named the wallet theirs) pays no second one (the
-		// unique index is per merchant).
-		switch taken, err := hashTaken(tx, r.Network, o.TxHash); {
-		case err != nil:
-			return err
-		case taken:
-			return apperr.Conflict("this transaction hash already backs another refund")
-		}
+		// A hash that backs another refund of the merchant is a conflict
+		// (the unique index is per merchant, as for every submit: a refund
+		// of another merchant who named the wallet theirs too does not keep
+		// this one from its own transfer).
 		at := o.At.UTC()
 		res := tx.Model(&Refund{}).Where("id = ? AND status = ? AND failure_reason = ? AND tx_hash IS NULL", r.ID, RefundFailed, ReasonRefundExpired).
 			Updates(map[string]any{"tx_hash": o.TxHash, "status": RefundSucceeded, "submitted_at": at, "succeeded_at": at,

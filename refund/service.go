@@ -313,12 +313,14 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 // is answered succeeded; a transfer that does not pay it is a 409 saying
 // why; one not confirmed yet a 503 with Retry-After (the same submit again
 // joins the same check; so does a check that could not answer). More than
-// a week after the window, or a hash that backs another refund, is a 409.
+// a week after the window, or a hash that backs another refund of the
+// merchant, is a 409 (another merchant's refund holding it is not: see
+// models.Store.RefundHashTaken).
 func (s *Service) submitLate(ctx context.Context, sc models.Scope, r *models.Refund, hash string) (*models.Refund, error) {
 	if !s.now().Before(r.ExpiresAt.Add(models.ExpiredRefundListed)) {
 		return nil, apperr.Conflict("refund is failed (REFUND_EXPIRED) more than a week ago: a transfer sent for it is no longer recorded")
 	}
-	taken, err := s.Store.RefundHashTaken(ctx, r.Network, hash)
+	taken, err := s.Store.RefundHashTaken(ctx, r.MerchantID, r.Network, hash)
 	if err != nil {
 		return nil, err
 	}

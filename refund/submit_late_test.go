@@ -41,7 +41,7 @@ func (r lateRun) Get(ctx context.Context, out any) error { return r.get(ctx, out
 // with Retry-After while it has not answered and when it failed (the same
 // hash again starts it afresh), the refund once recorded; and 409 without
 // starting it for a hash another refund holds or a refund expired more
-// than a week ago.
+// than a week ago; a hash another merchant's refund holds is checked.
 func TestSubmitLateAnswers(t *testing.T) {
 	f := newWatchFixture(t)
 	ctx := context.Background()
@@ -99,14 +99,33 @@ func TestSubmitLateAnswers(t *testing.T) {
 		t.Fatalf("recorded: %+v, %v", got, err)
 	}
 
-	// Decided without a workflow: a hash another refund holds, a refund
-	// expired more than a week ago.
+	// Decided without a workflow: a hash another refund of the merchant
+	// holds, a refund expired more than a week ago.
 	started := len(tc.started)
 	other := f.refund(models.ModeTest, 700, "")
 	f.expire(other)
 	if _, err := f.svc.Submit(ctx, sc, other.ID, hash); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "already backs another refund") {
 		t.Fatalf("a hash another refund holds: %v", err)
 	}
+	if len(tc.started) != started {
+		t.Fatalf("workflows started for a hash the merchant's refund holds: %v", tc.started[started:])
+	}
+	// A hash another merchant's refund holds (a stranger who named the
+	// wallet theirs too and submitted it first) is checked all the same.
+	stranger := f.merchant("stranger@example.com")
+	theirs := f.refundOf(f.paid(stranger, models.ModeTest), 700, "")
+	hTheirs := fmt.Sprintf("0x%064x", 0xbad)
+	if err := f.st.SubmitRefundTx(ctx, theirs.ID, hTheirs, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tc.get = answer(workflows.RefundLateResult{Reason: "INVALID_TRANSFER", Message: "not from the refund's wallet"}, nil)
+	if _, err := f.svc.Submit(ctx, sc, other.ID, hTheirs); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "INVALID_TRANSFER") {
+		t.Fatalf("a hash another merchant's refund holds: %v", err)
+	}
+	if want := workflows.RefundLateWorkflowID(other.ID, hTheirs); len(tc.started) != started+1 || tc.started[started] != want {
+		t.Fatalf("workflows started for a hash another merchant holds: %v, want %s", tc.started[started:], want)
+	}
+	started++
 	f.svc.Now = func() time.Time { return other.ExpiresAt.Add(models.ExpiredRefundListed + time.Second) }
 	if _, err := f.svc.Submit(ctx, sc, other.ID, fmt.Sprintf("0x%064x", 0xdef)); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "more than a week ago") {
 		t.Fatalf("a week on: %v", err)

@@ -419,7 +419,7 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	}
 	// A hash that backs a refund already (of any merchant: a wallet two
 	// named theirs) pays no other.
-	if taken, err := s.Store.RefundHashTaken(ctx, network, hash); err != nil {
+	if taken, err := s.Store.RefundHashTaken(ctx, "", network, hash); err != nil {
 		s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
 		return false, true
 	} else if taken {
