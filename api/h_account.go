@@ -257,6 +257,16 @@ func (s *Server) patchMerchant(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	var named []string
+	for _, w := range []*string{u.WalletEVM, u.WalletSolana} {
+		if w != nil {
+			named = append(named, *w)
+		}
+	}
+	if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named...); err != nil {
+		fail(c, err)
+		return
+	}
 	m, err := s.Store.UpdateMerchant(c.Request.Context(), principal(c).MerchantID, u)
 	if err != nil {
 		fail(c, err)

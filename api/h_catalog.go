@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -345,6 +347,10 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 		}
 	}
 	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.Store.WalletsFree(ctx, p.MerchantID, slices.Collect(maps.Values(wallets))...); err != nil {
 		fail(c, err)
 		return
 	}

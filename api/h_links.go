@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -91,6 +93,10 @@ func (s *Server) createLink(c *gin.Context) {
 	v.oneOf("token", req.Token, true, "USDC")
 	primary, networks, wallets := linkNetworks(&v, m, p.Mode, req.Network, req.Networks, req.MerchantWalletAddresses)
 	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, slices.Collect(maps.Values(wallets))...); err != nil {
 		fail(c, err)
 		return
 	}

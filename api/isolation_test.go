@@ -192,6 +192,7 @@ var ownAccountRoutes = map[string]bool{
 	"GET /api/v1/checkouts": true, "GET /api/checkout/session/:id/events": true, "GET /api/payment-exceptions": true,
 	"POST /api/auth/signup": true, "POST /api/auth/login": true, "POST /api/auth/logout": true,
 	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
+	"GET /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs/message": true,
 	"POST /api/developer/keys": true, "GET /api/developer/keys": true,
 	"POST /api/kyb": true, "GET /api/kyb": true, "PATCH /api/kyb": true,
 	"POST /api/payment-links": true, "GET /api/payment-links": true,

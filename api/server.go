@@ -229,6 +229,7 @@ func New(d Deps) (*Server, error) {
 	s.registerExceptions(g)
 	s.registerCatalog(g)
 	s.registerRefunds(g)
+	s.registerWalletProofs(g)
 	for _, f := range d.Extra {
 		f(s, g)
 	}

@@ -19,7 +19,7 @@ func allModels() []any {
 		&PaymentException{}, &IdempotencyKey{}, &Product{}, &HostedCheckout{}, &Customer{}, &Subscription{}, &CheckoutSession{},
 		&CheckoutSessionEvent{}, &Settlement{}, &WebhookEndpoint{}, &Event{},
 		&WebhookDelivery{}, &DeliveryAttempt{}, &KYBApplication{}, &Notification{},
-		&Refund{}, &ChainCursor{}, &RelayedTransaction{},
+		&Refund{}, &ChainCursor{}, &RelayedTransaction{}, &WalletProof{},
 	}
 }
 
@@ -462,6 +462,13 @@ func migrations() []*gormigrate.Migration {
 				}
 				return nil
 			},
+		},
+		{
+			// Wallet proofs: a merchant's signed proof that it controls a
+			// receiving wallet.
+			ID:       "20261202_0025_wallet_proofs",
+			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&WalletProof{}) },
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&WalletProof{}) },
 		},
 	}
 }

@@ -646,6 +646,22 @@ type ChainCursor struct {
 	UpdatedAt time.Time
 }
 
+// WalletProof records that a merchant proved it controls a wallet: the
+// wallet's key signed chain.WalletProofMessage naming the wallet and the
+// merchant. A wallet a merchant proved is that merchant's: no other
+// merchant may name it for its payments, and where others named it before
+// the proof, the watchers attribute its transfers to the prover.
+type WalletProof struct {
+	ID         string `gorm:"primaryKey;size:36"`
+	MerchantID string `gorm:"size:36;not null;uniqueIndex:idx_wallet_proof_merchant_address,priority:1"`
+	Family     string `gorm:"size:16;not null"`
+	// Address is canonical (chain.ParseAddress): EIP-55 on EVM.
+	Address   string    `gorm:"size:128;not null;uniqueIndex:idx_wallet_proof_merchant_address,priority:2;index"`
+	Message   string    `gorm:"type:text;not null"`
+	Signature string    `gorm:"size:256;not null"`
+	ProvedAt  time.Time `gorm:"not null"`
+}
+
 // RelayedTransaction is one nonce of the operator's relayer wallet on a
 // network and what was sent with it (chain.RelayedTx): every replica of
 // the API and the worker that share the wallet's key read it, so they take

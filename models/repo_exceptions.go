@@ -303,12 +303,15 @@ type ReceivingWallet struct {
 
 // ReceivingWallets lists the wallets the merchants' live payment links
 // receive at on a network (the scan for unmatched transfers watches them).
+// A wallet that several merchants' links name is listed for those of them
+// that proved it (WalletProof), when one did: its transfers are theirs.
 func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode) ([]ReceivingWallet, error) {
 	var links []PaymentLink
 	if err := s.ctx(ctx).Select("merchant_id", "mode", "wallet_addresses").Where("mode = ?", mode).Find(&links).Error; err != nil {
 		return nil, err
 	}
 	seen := map[ReceivingWallet]bool{}
+	named := map[string]int{}
 	var out []ReceivingWallet
 	for _, l := range links {
 		addr := l.WalletAddresses[network]
@@ -317,9 +320,29 @@ func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode)
 			continue
 		}
 		seen[w] = true
+		named[addr]++
 		out = append(out, w)
 	}
-	return out, nil
+	var shared []string
+	for addr, n := range named {
+		if n > 1 {
+			shared = append(shared, addr)
+		}
+	}
+	if len(shared) == 0 {
+		return out, nil
+	}
+	provers, err := s.WalletProvers(ctx, shared)
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, w := range out {
+		if p := provers[w.Address]; len(p) == 0 || p[w.MerchantID] {
+			kept = append(kept, w)
+		}
+	}
+	return kept, nil
 }
 
 // TransferAccountedFor reports whether a merchant's session, transaction

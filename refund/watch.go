@@ -444,9 +444,20 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 		}
 	}
 	if len(merchants) > 1 {
-		// Two merchants named the wallet theirs (nothing proves a wallet's
-		// owner): the transfer is one merchant's, and only the hash its
-		// merchant submits says whose.
+		// Two merchants named the wallet theirs: the transfer is one
+		// merchant's, the one that proved the wallet when one of them did.
+		owner, err := s.walletProver(ctx, fam, sources, merchants)
+		if err != nil {
+			s.warn("candidates/"+network, "refund watch: the wallet's proofs not read", "network", network, "txHash", hash, "err", err)
+			return false, true
+		}
+		if owner != "" {
+			pending, expired = ofMerchant(pending, owner), ofMerchant(expired, owner)
+			merchants = map[string]bool{owner: true}
+		}
+	}
+	if len(merchants) > 1 {
+		// Otherwise only the hash its merchant submits says whose.
 		s.warn("shared/"+network+"/"+hash, "refund watch: a transfer could pay refunds of several merchants; left for a submit by hand",
 			"network", network, "txHash", hash, "refunds", len(pending)+len(expired))
 		return false, false
@@ -480,6 +491,40 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 		}
 	}
 	return false, busy
+}
+
+// walletProver is the one merchant among merchants that proved the wallet
+// (sources: its spellings), if exactly one did ("" otherwise).
+func (s *Service) walletProver(ctx context.Context, fam chain.Family, sources []string, merchants map[string]bool) (string, error) {
+	addr, err := chain.ParseAddress(fam, sources[0])
+	if err != nil {
+		return "", nil
+	}
+	provers, err := s.Store.WalletProvers(ctx, []string{addr})
+	if err != nil {
+		return "", err
+	}
+	owner := ""
+	for m := range provers[addr] {
+		if merchants[m] {
+			if owner != "" {
+				return "", nil
+			}
+			owner = m
+		}
+	}
+	return owner, nil
+}
+
+// ofMerchant keeps the refunds of one merchant.
+func ofMerchant(refunds []*models.Refund, merchantID string) []*models.Refund {
+	var out []*models.Refund
+	for _, r := range refunds {
+		if r.MerchantID == merchantID {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // DefaultLateOfferDelay is Service.LateOfferDelay's default: the

@@ -538,3 +538,37 @@ func TestRefundWatcher(t *testing.T) {
 		}
 	}
 }
+
+// A wallet two merchants named theirs pays the refunds of the one that
+// proved it (models.WalletProof): the transfer is offered to that
+// merchant's refund alone, the other's stays pending. Without a proof
+// (TestRefundWatcher, step 5) it pays neither.
+func TestRefundWatcherProvenWallet(t *testing.T) {
+	f := newWatchFixture(t)
+	ctx := context.Background()
+	other := f.merchant("other@example.com")
+	mine, theirs := f.refund(models.ModeTest, 610, ""), f.refundOf(f.paid(other, models.ModeTest), 610, "")
+	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: f.txns[models.ModeTest].MerchantID, Family: "evm",
+		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	h := f.chain.send("base_sepolia", wMerchant, wPayer, 6_100_000, 0)
+	if got := f.pass(); fmt.Sprint(got) != fmt.Sprint([]string{mine.ID + "=" + h}) {
+		t.Fatalf("submitted %v, want the prover's refund", got)
+	}
+	f.pending(theirs)
+
+	// Both proved it: neither is told apart, the transfer pays neither.
+	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "evm",
+		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	again := f.refund(models.ModeTest, 620, "")
+	theirsToo := f.refundOf(f.paid(other, models.ModeTest), 620, "")
+	f.chain.send("base_sepolia", wMerchant, wPayer, 6_200_000, 0)
+	if got := f.pass(); len(got) != 0 {
+		t.Fatalf("both proved it: submitted %v", got)
+	}
+	f.pending(again)
+	f.pending(theirsToo)
+}

@@ -1,0 +1,157 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+)
+
+// Wallet proofs: a merchant proves it controls a receiving wallet by
+// signing, with the wallet, a message naming the wallet and the merchant
+// (chain.WalletProofMessage). Nothing is stored until the signature
+// verifies; the message is rebuilt from its fields, so the client sends
+// the time the message was issued, not the message.
+func (s *Server) registerWalletProofs(g *gin.RouterGroup) {
+	s.Handle(g, http.MethodGet, "/merchant/wallet-proofs", AuthSession, s.listWalletProofs)
+	s.Handle(g, http.MethodPost, "/merchant/wallet-proofs/message", AuthSession, s.walletProofMessage)
+	s.Handle(g, http.MethodPost, "/merchant/wallet-proofs", AuthSession, s.proveWallet)
+}
+
+type walletProofJSON struct {
+	Address  string `json:"address"`
+	Family   string `json:"family"`
+	ProvedAt Time   `json:"provedAt"`
+}
+
+type walletProofMessageJSON struct {
+	Address   string `json:"address"`
+	Family    string `json:"family"`
+	IssuedAt  Time   `json:"issuedAt"`
+	ExpiresAt Time   `json:"expiresAt"`
+	Message   string `json:"message"`
+}
+
+// walletFamily reads an EVM or a Solana address as its family and
+// canonical form.
+func (v *checker) walletFamily(field, s string) (chain.Family, string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		v.Add(field, "is required")
+		return "", ""
+	}
+	for _, fam := range []chain.Family{chain.FamilyEVM, chain.FamilySolana} {
+		if a, err := chain.ParseAddress(fam, s); err == nil {
+			return fam, a
+		}
+	}
+	v.Add(field, "must be an EVM (0x + 40 hex) or Solana (base58, 32 bytes) address")
+	return "", ""
+}
+
+func (s *Server) listWalletProofs(c *gin.Context) {
+	proofs, err := s.Store.WalletProofs(c.Request.Context(), principal(c).MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]walletProofJSON, 0, len(proofs))
+	for _, p := range proofs {
+		out = append(out, toWalletProofJSON(&p))
+	}
+	respondArray(c, out)
+}
+
+func toWalletProofJSON(p *models.WalletProof) walletProofJSON {
+	return walletProofJSON{Address: p.Address, Family: p.Family, ProvedAt: Time(p.ProvedAt)}
+}
+
+type walletProofMessageRequest struct {
+	Address string `json:"address"`
+}
+
+// walletProofMessage answers the message to sign for a wallet, issued now.
+func (s *Server) walletProofMessage(c *gin.Context) {
+	var req walletProofMessageRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	fam, addr := v.walletFamily("address", req.Address)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, walletProofMessageFor(principal(c).MerchantID, fam, addr, s.Store.Now()))
+}
+
+// walletProofMessageFor is the message a merchant's wallet signs, issued at
+// now.
+func walletProofMessageFor(merchantID string, fam chain.Family, address string, now time.Time) walletProofMessageJSON {
+	issued := now.UTC().Truncate(time.Second)
+	return walletProofMessageJSON{Address: address, Family: string(fam), IssuedAt: Time(issued),
+		ExpiresAt: Time(issued.Add(chain.WalletProofValidity)), Message: chain.WalletProofMessage(address, merchantID, issued)}
+}
+
+type proveWalletRequest struct {
+	Address   string `json:"address"`
+	IssuedAt  string `json:"issuedAt"`
+	Signature string `json:"signature"`
+}
+
+// proveWallet verifies the wallet's signature over the message issued at
+// issuedAt and records the proof: 201, or 200 with the first proof when the
+// wallet was proven before.
+func (s *Server) proveWallet(c *gin.Context) {
+	var req proveWalletRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	fam, addr := v.walletFamily("address", req.Address)
+	now := s.Store.Now()
+	issued, terr := time.Parse(time.RFC3339Nano, strings.TrimSpace(req.IssuedAt))
+	switch {
+	case strings.TrimSpace(req.IssuedAt) == "":
+		v.Add("issuedAt", "is required (the issuedAt of POST /api/merchant/wallet-proofs/message)")
+	case terr != nil:
+		v.Add("issuedAt", "must be an RFC 3339 time")
+	case issued.After(now.Add(time.Minute)):
+		v.Add("issuedAt", "is in the future")
+	case now.Sub(issued) > chain.WalletProofValidity:
+		v.Add("issuedAt", "the message is older than 15 minutes: ask for a new one and sign it")
+	}
+	if strings.TrimSpace(req.Signature) == "" {
+		v.Add("signature", "is required")
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	p := principal(c)
+	msg := chain.WalletProofMessage(addr, p.MerchantID, issued)
+	if err := chain.VerifyWalletProof(fam, addr, msg, req.Signature); err != nil {
+		v.Add("signature", err.Error())
+		fail(c, v.err())
+		return
+	}
+	proof := &models.WalletProof{MerchantID: p.MerchantID, Family: string(fam), Address: addr, Message: msg,
+		Signature: strings.TrimSpace(req.Signature), ProvedAt: now}
+	created, err := s.Store.RecordWalletProof(c.Request.Context(), proof)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		s.Logger.Info("wallet proven", "requestId", requestID(c), "merchantId", p.MerchantID, "address", addr)
+	}
+	respond(c, status, toWalletProofJSON(proof))
+}

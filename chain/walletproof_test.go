@@ -1,0 +1,80 @@
+package chain
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/gagliardetto/solana-go"
+)
+
+// A wallet proof verifies only as the wallet's own signature over the
+// message naming it and the merchant: an EVM personal_sign (v as 27/28 or
+// 0/1) or a Solana signMessage (base58, hex or base64); another wallet's,
+// another message's (another merchant, another time) or a malformed one is
+// refused with ErrBadWalletProof.
+func TestVerifyWalletProof(t *testing.T) {
+	issued := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	key, _ := crypto.GenerateKey()
+	other, _ := crypto.GenerateKey()
+	evm := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	msg := WalletProofMessage(evm, "m-1", issued)
+	personal := func(k any, m string, v27 bool) string {
+		sig, err := crypto.Sign(accounts.TextHash([]byte(m)), key)
+		if k != nil {
+			sig, err = crypto.Sign(accounts.TextHash([]byte(m)), other)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v27 {
+			sig[64] += 27
+		}
+		return "0x" + hex.EncodeToString(sig)
+	}
+	sol := solana.NewWallet().PrivateKey
+	solOther := solana.NewWallet().PrivateKey
+	solAddr := sol.PublicKey().String()
+	solMsg := WalletProofMessage(solAddr, "m-1", issued)
+	signSol := func(k solana.PrivateKey, m string) solana.Signature {
+		s, err := k.Sign([]byte(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := signSol(sol, solMsg)
+
+	for _, c := range []struct {
+		name           string
+		fam            Family
+		address, m, sg string
+		ok             bool
+	}{
+		{"evm, v 27/28", FamilyEVM, evm, msg, personal(nil, msg, true), true},
+		{"evm, v 0/1", FamilyEVM, evm, msg, personal(nil, msg, false), true},
+		{"evm, another wallet's", FamilyEVM, evm, msg, personal(other, msg, true), false},
+		{"evm, another merchant's message", FamilyEVM, evm, WalletProofMessage(evm, "m-2", issued), personal(nil, msg, true), false},
+		{"evm, another time", FamilyEVM, evm, WalletProofMessage(evm, "m-1", issued.Add(time.Second)), personal(nil, msg, true), false},
+		{"evm, short", FamilyEVM, evm, msg, "0x1234", false},
+		{"evm, not hex", FamilyEVM, evm, msg, "zz", false},
+		{"solana, base58", FamilySolana, solAddr, solMsg, good.String(), true},
+		{"solana, hex", FamilySolana, solAddr, solMsg, hex.EncodeToString(good[:]), true},
+		{"solana, base64", FamilySolana, solAddr, solMsg, base64.StdEncoding.EncodeToString(good[:]), true},
+		{"solana, another wallet's", FamilySolana, solAddr, solMsg, signSol(solOther, solMsg).String(), false},
+		{"solana, another merchant's message", FamilySolana, solAddr, WalletProofMessage(solAddr, "m-2", issued), good.String(), false},
+		{"solana, short", FamilySolana, solAddr, solMsg, "abc", false},
+	} {
+		err := VerifyWalletProof(c.fam, c.address, c.m, c.sg)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrBadWalletProof)) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if got := WalletProofMessage(evm, "m-1", issued.Add(500*time.Millisecond)); got != msg {
+		t.Errorf("the message's time is to the second: %q", got)
+	}
+}

@@ -1,0 +1,97 @@
+package models
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/paygate/paygate/apperr"
+)
+
+// RecordWalletProof stores a verified proof (chain.VerifyWalletProof) that
+// p.MerchantID controls p.Address. Proving a wallet again keeps the first
+// proof, which is returned with created false.
+func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof) (created bool, err error) {
+	p.ID, p.ProvedAt = NewID(), p.ProvedAt.UTC()
+	res := s.ctx(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(p)
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return true, nil
+	}
+	var first WalletProof
+	if err := s.ctx(ctx).Where("merchant_id = ? AND address = ?", p.MerchantID, p.Address).Take(&first).Error; err != nil {
+		return false, err
+	}
+	*p = first
+	return false, nil
+}
+
+// WalletProofs lists the wallets the merchant proved, oldest proof first.
+func (s *Store) WalletProofs(ctx context.Context, merchantID string) ([]WalletProof, error) {
+	var out []WalletProof
+	err := s.ctx(ctx).Where("merchant_id = ?", merchantID).Order("proved_at asc, id asc").Find(&out).Error
+	return out, err
+}
+
+// WalletsFree refuses (apperr.ErrConflict) a wallet among addresses
+// (canonical) that another merchant proved and merchantID did not: it is
+// that merchant's, and a payment to it would not be this one's.
+func (s *Store) WalletsFree(ctx context.Context, merchantID string, addresses ...string) error {
+	var want []string
+	for _, a := range addresses {
+		if a != "" {
+			want = append(want, a)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var proofs []WalletProof
+	if err := s.ctx(ctx).Select("merchant_id", "address").Where("address IN ?", want).Find(&proofs).Error; err != nil {
+		return err
+	}
+	own, elsewhere := map[string]bool{}, map[string]bool{}
+	for _, p := range proofs {
+		if p.MerchantID == merchantID {
+			own[p.Address] = true
+		} else {
+			elsewhere[p.Address] = true
+		}
+	}
+	var taken []string
+	for a := range elsewhere {
+		if !own[a] {
+			taken = append(taken, a)
+		}
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	sort.Strings(taken)
+	return apperr.WithHint(apperr.ErrConflict, "the wallet "+strings.Join(taken, ", ")+" is proven by another merchant account",
+		"if it is yours, prove it on this account first (POST /api/merchant/wallet-proofs), then name it")
+}
+
+// WalletProvers says, of each address (canonical), which of merchants
+// proved it (none: absent).
+func (s *Store) WalletProvers(ctx context.Context, addresses []string) (map[string]map[string]bool, error) {
+	out := map[string]map[string]bool{}
+	if len(addresses) == 0 {
+		return out, nil
+	}
+	var proofs []WalletProof
+	if err := s.ctx(ctx).Select("merchant_id", "address").Where("address IN ?", addresses).Find(&proofs).Error; err != nil {
+		return nil, err
+	}
+	for _, p := range proofs {
+		if out[p.Address] == nil {
+			out[p.Address] = map[string]bool{}
+		}
+		out[p.Address][p.MerchantID] = true
+	}
+	return out, nil
+}
