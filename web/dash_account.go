@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -133,13 +134,88 @@ func (p *Pages) settlementForm(c *gin.Context) {
 // --- Settings ---
 
 func (p *Pages) settingsPage(c *gin.Context) {
-	m := c.MustGet(merchantKey).(dMerchant)
-	p.renderSettings(c, http.StatusOK, map[string]string{"businessName": m.BusinessName, "evm": m.Wallets.EVM, "solana": m.Wallets.Solana,
-		"embedOrigins": strings.Join(m.EmbedOrigins, "\n")}, nil, nil)
+	p.renderSettings(c, http.StatusOK, savedSettings(c.MustGet(merchantKey).(dMerchant)), nil, nil)
+}
+
+// savedSettings is the settings form as the merchant saved it.
+func savedSettings(m dMerchant) map[string]string {
+	return map[string]string{"businessName": m.BusinessName, "evm": m.Wallets.EVM, "solana": m.Wallets.Solana,
+		"embedOrigins": strings.Join(m.EmbedOrigins, "\n")}
 }
 
 func (p *Pages) renderSettings(c *gin.Context, status int, form map[string]string, formErr, logoErr *apiError) {
-	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": form, "FormError": formErr, "LogoError": logoErr})
+	p.renderSettingsProof(c, status, form, formErr, logoErr, "", nil)
+}
+
+// renderSettingsProof renders the settings page; proofErr is the refusal
+// of the last proof of the wallet proofAddress.
+func (p *Pages) renderSettingsProof(c *gin.Context, status int, form map[string]string, formErr, logoErr *apiError, proofAddress string, proofErr *apiError) {
+	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": form, "FormError": formErr, "LogoError": logoErr,
+		"Proofs": p.walletProofs(c, proofAddress, proofErr)})
+}
+
+// dWalletProof is a saved receiving wallet on the settings page: proven
+// (ProvedAt), or the message to sign for it, issued now.
+type dWalletProof struct {
+	Family, Label, Address string
+	ProvedAt               time.Time
+	Message, IssuedAt      string
+	Error                  *apiError
+}
+
+// walletProofs lists the merchant's saved wallets with their proofs (a
+// wallet the API cannot answer for is left out).
+func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiError) []dWalletProof {
+	m := c.MustGet(merchantKey).(dMerchant)
+	var proven []struct {
+		Address  string    `json:"address"`
+		ProvedAt time.Time `json:"provedAt"`
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant/wallet-proofs"}, &proven); err != nil {
+		return nil
+	}
+	var out []dWalletProof
+	for _, w := range []dWalletProof{{Family: "evm", Label: "EVM wallet", Address: m.Wallets.EVM}, {Family: "solana", Label: "Solana wallet", Address: m.Wallets.Solana}} {
+		if w.Address == "" {
+			continue
+		}
+		for _, pr := range proven {
+			if pr.Address == w.Address {
+				w.ProvedAt = pr.ProvedAt
+			}
+		}
+		if w.ProvedAt.IsZero() {
+			var msg struct {
+				Message  string `json:"message"`
+				IssuedAt string `json:"issuedAt"`
+			}
+			if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
+				json: map[string]string{"address": w.Address}}, &msg); err != nil {
+				continue
+			}
+			w.Message, w.IssuedAt = msg.Message, msg.IssuedAt
+			if w.Address == failedAddress {
+				w.Error = failed
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// walletProofForm records a wallet's signature (POST
+// /api/merchant/wallet-proofs); a refusal shows beside that wallet, with a
+// message issued anew.
+func (p *Pages) walletProofForm(c *gin.Context) {
+	body := map[string]string{}
+	for _, f := range []string{"address", "issuedAt", "signature"} {
+		body[f] = strings.TrimSpace(c.PostForm(f))
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs", json: body}, nil); err != nil {
+		p.renderSettingsProof(c, err.Status, savedSettings(c.MustGet(merchantKey).(dMerchant)), nil, nil, body["address"], err)
+		return
+	}
+	back(c, "/settings", "wallet.proven", "proofs")
 }
 
 func (p *Pages) settingsForm(c *gin.Context) {
@@ -163,9 +239,7 @@ func (p *Pages) settingsForm(c *gin.Context) {
 // logoForm passes the uploaded file to POST /api/upload as it came (the
 // API checks type and size) and makes it the logo.
 func (p *Pages) logoForm(c *gin.Context) {
-	m := c.MustGet(merchantKey).(dMerchant)
-	form := map[string]string{"businessName": m.BusinessName, "evm": m.Wallets.EVM, "solana": m.Wallets.Solana,
-		"embedOrigins": strings.Join(m.EmbedOrigins, "\n")}
+	form := savedSettings(c.MustGet(merchantKey).(dMerchant))
 	var up struct {
 		URL string `json:"url"`
 	}

@@ -1,5 +1,6 @@
 // paygate dashboard: progressive enhancement only. Every page works
-// without this script; it adds copy buttons.
+// without this script; it adds copy buttons and signs wallet proofs with a
+// browser wallet.
 (function () {
   'use strict';
   document.querySelectorAll('.js-only').forEach(function (el) { el.hidden = false; });
@@ -11,5 +12,50 @@
       b.textContent = 'Copied';
       setTimeout(function () { b.textContent = was; }, 1500);
     }, function () { b.textContent = 'Copy failed'; });
+  });
+
+  // Wallet proofs: the browser wallet signs the message shown (EIP-1193
+  // personal_sign, found by EIP-6963 or window.ethereum; Solana's injected
+  // signMessage), and the form is sent with its signature.
+  var evmWallet = null;
+  window.addEventListener('eip6963:announceProvider', function (e) {
+    if (!evmWallet && e.detail && e.detail.provider) evmWallet = e.detail.provider;
+  });
+  window.dispatchEvent(new Event('eip6963:requestProvider'));
+  function hex(bytes) {
+    return Array.prototype.map.call(bytes, function (b) { return ('0' + b.toString(16)).slice(-2); }).join('');
+  }
+  function sign(family, address, message) {
+    var bytes = new TextEncoder().encode(message);
+    if (family === 'evm') {
+      var p = evmWallet || window.ethereum;
+      if (!p) return Promise.reject(new Error('no browser wallet found; paste a signature instead'));
+      return p.request({ method: 'eth_requestAccounts' }).then(function (accounts) {
+        var own = (accounts || []).filter(function (a) { return a.toLowerCase() === address.toLowerCase(); })[0];
+        if (!own) throw new Error('the wallet connected is not ' + address + '; switch to it in your wallet');
+        return p.request({ method: 'personal_sign', params: ['0x' + hex(bytes), own] });
+      });
+    }
+    var s = (window.phantom && window.phantom.solana) || window.solana;
+    if (!s || !s.signMessage) return Promise.reject(new Error('no Solana wallet found; paste a signature instead'));
+    return Promise.resolve(s.connect && s.connect()).then(function () {
+      if (!s.publicKey || s.publicKey.toString() !== address) {
+        throw new Error('the wallet connected is not ' + address + '; switch to it in your wallet');
+      }
+      return s.signMessage(bytes, 'utf8');
+    }).then(function (r) { return hex((r && r.signature) || r); });
+  }
+  document.querySelectorAll('form.proof-form [data-sign]').forEach(function (btn) {
+    btn.addEventListener('click', function () {
+      var form = btn.closest('form'), status = form.querySelector('.sign-status');
+      status.textContent = 'Waiting for your wallet…';
+      sign(form.dataset.family, form.dataset.address, form.dataset.message).then(function (sig) {
+        form.querySelector('input[name=signature]').value = sig;
+        status.textContent = 'Signed; recording…';
+        form.submit();
+      }, function (e) {
+        status.textContent = e && e.code === 4001 ? 'You declined to sign.' : 'Not signed: ' + ((e && e.message) || e);
+      });
+    });
   });
 })();

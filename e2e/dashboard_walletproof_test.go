@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/gagliardetto/solana-go"
+	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/e2e/browser"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/web"
+)
+
+// TestDashboardWalletProofInBrowser: on the settings page a merchant proves
+// its receiving wallets in Chromium. The EVM wallet is signed by the
+// browser wallet (EIP-6963, personal_sign); declining it says so and
+// records nothing. The Solana wallet's message is signed elsewhere and its
+// signature pasted; a wrong one is refused beside that wallet. Once both are
+// proven, the page says so, and another merchant cannot name either.
+// Screenshots dash-wallet-proof and dash-wallet-proven.
+func TestDashboardWalletProofInBrowser(t *testing.T) {
+	if !browser.Available() {
+		if ciMode() {
+			t.Fatal("chromium is not installed: make chromium")
+		}
+		t.Skip("chromium is not installed: make chromium")
+	}
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
+	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
+		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
+	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+
+	evmKey, _ := crypto.GenerateKey()
+	w := browser.NewWallet(browser.WalletConfig{Key: evmKey, RPC: map[uint64]string{84532: "http://127.0.0.1:9"}, NoWindowEthereum: true,
+		Reject: []string{"personal_sign"}})
+	sol := solana.NewWallet().PrivateKey
+	b := browser.Start(t, browser.Timeout(3*time.Minute), browser.ActionTimeout(30*time.Second))
+	tab := b.NewTab(browser.Desktop, browser.WithWallet(w))
+	tab.Navigate(hs.URL + "/dashboard/signup")
+	tab.SetValue("#businessName", "Blue Bottle Roasters")
+	tab.SetValue("#email", "owner@proof.example")
+	tab.SetValue("#password", "correct horse battery staple")
+	tab.Click("#signup-form button[type=submit]")
+	tab.WaitVisible("#new-key")
+	tab.Navigate(hs.URL + "/dashboard/test/settings")
+	tab.SetValue("#evm", strings.ToLower(w.Address().Hex()))
+	tab.SetValue("#solana", sol.PublicKey().String())
+	tab.Click("#settings-form button[type=submit]")
+	tab.WaitText(".notice", "Settings saved")
+	for _, sel := range []string{"#proof-evm", "#proof-solana"} {
+		if got := pageText(tab, sel); !strings.Contains(got, "Not proven yet") || !strings.Contains(got, "paygate wallet proof") {
+			t.Fatalf("%s before: %q", sel, got)
+		}
+	}
+	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, w.Address().Hex()) {
+		t.Fatalf("the EVM wallet is shown in its checksummed form: %q", got)
+	}
+	tab.Screenshot("dash-wallet-proof")
+
+	// Declined in the wallet: said, nothing recorded.
+	tab.Click("#proof-evm [data-sign]")
+	tab.WaitText("#proof-evm .sign-status", "You declined to sign")
+	owner, err := st.MerchantByEmail(ctx, "owner@proof.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proofs, err := st.WalletProofs(ctx, owner.ID); err != nil || len(proofs) != 0 {
+		t.Fatalf("proofs after the refusal: %v %v", proofs, err)
+	}
+	// Signed in the browser wallet.
+	w.Accept("personal_sign")
+	tab.Click("#proof-evm [data-sign]")
+	tab.WaitText(".notice", "Wallet proven")
+	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "Proven") || strings.Contains(got, "Not proven") {
+		t.Fatalf("the EVM wallet after its proof: %q", got)
+	}
+	if reqs := w.RequestsFor("personal_sign"); len(reqs) != 2 {
+		t.Fatalf("personal_sign asked %d times, want 2", len(reqs))
+	}
+	tab.AssertNoConsoleErrors()
+
+	// The Solana wallet, signed elsewhere: a wrong signature first.
+	var message string
+	tab.Eval(`document.querySelector("#proof-solana form").dataset.message`, &message)
+	if !strings.Contains(message, "Wallet: "+sol.PublicKey().String()) {
+		t.Fatalf("the Solana message: %q", message)
+	}
+	wrong, err := solana.NewWallet().PrivateKey.Sign([]byte(message))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.SetValue("#signature-solana", wrong.String())
+	tab.Click("#proof-solana form button[type=submit]")
+	tab.WaitText("#proof-solana", "not the wallet's over this message")
+	tab.Eval(`document.querySelector("#proof-solana form").dataset.message`, &message)
+	sig, err := sol.Sign([]byte(message))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.SetValue("#signature-solana", sig.String())
+	tab.Click("#proof-solana form button[type=submit]")
+	tab.WaitText(".notice", "Wallet proven")
+	if got := pageText(tab, "#proofs"); strings.Count(got, "Proven") != 2 || strings.Contains(got, "Not proven") {
+		t.Fatalf("both proven: %q", got)
+	}
+	tab.Screenshot("dash-wallet-proven")
+	// The one error the page reported since is the refused form's 400.
+	if errs := tab.ConsoleErrors(); len(errs) != 1 || !strings.Contains(errs[0].Text, "400") || !strings.Contains(errs[0].URL+errs[0].Text, "wallet-proof") {
+		t.Fatalf("console errors: %v", errs)
+	}
+
+	// Another merchant cannot name them.
+	s := &stack{t: t, http: hs}
+	session := s.call("POST", "/api/auth/signup", "", map[string]any{"email": "other@proof.example",
+		"password": "correct horse battery staple", "businessName": "Other"}, 201)["sessionToken"].(string)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 409)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}, 409)
+}
