@@ -534,7 +534,7 @@ var notices = map[string]string{
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"refund.recorded":  "Transfer recorded: it was confirmed on chain, and the refund succeeded with it.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
-	"wallet.proven":    "Wallet proven: it is yours on paygate, and no other account can name it.",
+	"wallet.proven":       "Wallet proven: it is yours on paygate, and no other account can name it.",
 	"subscription.cancel": "The subscription ends with its current period.",
 	"subscription.cancel_pending": "Cancellation taken: a payment of the renewal due is being confirmed; if it lands, the subscription " +
 		"ends with the period it pays, otherwise at once.",
