@@ -163,6 +163,11 @@ func (s *Server) recordTransaction(c *gin.Context) {
 			return
 		}
 	}
+	// A transfer to a wallet another merchant proved is that merchant's.
+	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, t.MerchantWalletAddress); err != nil {
+		fail(c, err)
+		return
+	}
 	if err := s.Store.RecordTransaction(c.Request.Context(), t); err != nil {
 		fail(c, err)
 		return

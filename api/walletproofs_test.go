@@ -50,6 +50,9 @@ func TestWalletProofs(t *testing.T) {
 			return h.do("POST", "/api/merchant/wallet-proofs", m.Session, map[string]any{"address": address, "issuedAt": issued, "signature": sig})
 		}
 
+		// b names the wallet before anyone proved it (a typo, or a stranger).
+		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": wallet}}), http.StatusOK, "")
+
 		// Refusals: 400s naming the field, nothing stored.
 		msg, issued := message(a, strings.ToLower(wallet)) // any spelling: the canonical one is signed
 		expectField(t, h.do("POST", "/api/merchant/wallet-proofs/message", a.Session, map[string]any{"address": "0x12"}), "address")
@@ -92,18 +95,30 @@ func TestWalletProofs(t *testing.T) {
 			t.Fatalf("b sees proofs: %s", r.Raw)
 		}
 
-		// b may not name a's proven wallet; a may.
+		// b may not name a's proven wallet, in any way that makes it receive
+		// or record b's payments (its default, named before the proof,
+		// included); a may.
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": strings.ToLower(wallet)}}), http.StatusConflict, "CONFLICT")
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}), http.StatusConflict, "CONFLICT")
 		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
+			"merchantWalletAddresses": map[string]any{"base_sepolia": evmB}}), http.StatusCreated, "") // another wallet: fine
+		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
 			"merchantWalletAddresses": map[string]any{"base_sepolia": wallet}}), http.StatusConflict, "CONFLICT")
+		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"}), http.StatusConflict, "CONFLICT")
 		expect(t, h.do("POST", "/api/v1/checkouts", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
 			"merchantWalletAddresses": map[string]any{"base_sepolia": wallet}}), http.StatusConflict, "CONFLICT")
-		if m, err := h.store.Merchant(context.Background(), b.ID); err != nil || m.WalletEVM != evmA || m.WalletSolana != solA {
+		expect(t, h.do("POST", "/api/subscriptions", b.TestKey, map[string]any{"customerEmail": "sub@example.com", "productName": "Pro", "amount": "5.00",
+			"billingInterval": "month", "network": "base_sepolia", "customerWalletAddress": evmB}), http.StatusConflict, "CONFLICT")
+		expect(t, h.do("POST", "/api/transactions", b.TestKey, map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia",
+			"txHash": hash64, "walletAddress": evmB}), http.StatusConflict, "CONFLICT")
+		if m, err := h.store.Merchant(context.Background(), b.ID); err != nil || m.WalletEVM != wallet || m.WalletSolana != solA {
 			t.Fatalf("b's wallets after the refusals: %+v %v", m, err)
 		}
-		if links, err := h.store.PaymentLinks(context.Background(), models.Scope{MerchantID: b.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 0 {
+		if links, err := h.store.PaymentLinks(context.Background(), models.Scope{MerchantID: b.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 1 {
 			t.Fatalf("b's links after the refusals: %d %v", len(links), err)
+		}
+		if subs, _, err := h.store.Subscriptions(context.Background(), models.Scope{MerchantID: b.ID, Mode: models.ModeTest}, "", models.Page{Limit: 10}); err != nil || len(subs) != 0 {
+			t.Fatalf("b's subscriptions after the refusals: %d %v", len(subs), err)
 		}
 		expect(t, h.do("PATCH", "/api/merchant", a.Session, map[string]any{"wallets": map[string]any{"evm": wallet}}), http.StatusOK, "")
 		h.link(a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"})

@@ -147,6 +147,9 @@ func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Subscrip
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.Store.WalletsFree(ctx, r.Scope.MerchantID, wallet); err != nil {
+		return nil, err
+	}
 	now := s.now()
 	count := max(r.IntervalCount, 1)
 	sub := &models.Subscription{MerchantID: r.Scope.MerchantID, Mode: r.Scope.Mode, Network: r.Network,
