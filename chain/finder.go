@@ -209,17 +209,18 @@ func (v *SolanaVerifier) findReferences(ctx context.Context, refs []string) ([]F
 type SolanaPaymentScanner interface {
 	// FindReferencesPaidTo reads the signatures of each wallet's associated
 	// USDC account newer than after[wallet] (the newest 1,000 when none),
-	// then each new transaction, and returns every read-only, non-signer
+	// none whose block time is before since (when set), then each new
+	// transaction, and returns every read-only, non-signer
 	// account key of the successful ones as a Found (Reference: the key;
 	// most are not references at all, the caller keeps its own), and the
 	// newest signature read per wallet. A wallet the node fails on keeps
 	// what was read and its place after it (the rest is read on the next
 	// pass), and the error says so.
-	FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string) ([]Found, map[string]string, error)
+	FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]Found, map[string]string, error)
 }
 
 // FindReferencesPaidTo implements [SolanaPaymentScanner].
-func (m *MultiVerifier) FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string) ([]Found, map[string]string, error) {
+func (m *MultiVerifier) FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]Found, map[string]string, error) {
 	v, err := m.verifier(ctx, network)
 	if err != nil {
 		return nil, nil, err
@@ -228,11 +229,11 @@ func (m *MultiVerifier) FindReferencesPaidTo(ctx context.Context, network string
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: %s is not a Solana network", ErrUnknownNetwork, network)
 	}
-	return sv.findReferencesPaidTo(ctx, wallets, after)
+	return sv.findReferencesPaidTo(ctx, wallets, after, since)
 }
 
-func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []string, after map[string]string) ([]Found, map[string]string, error) {
-	return eachWalletTransaction(ctx, v, wallets, after, time.Time{},
+func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []string, after map[string]string, since time.Time) ([]Found, map[string]string, error) {
+	return eachWalletTransaction(ctx, v, wallets, after, since,
 		func(_ solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Found {
 			decoded, _ := tx.Transaction.GetTransaction()
 			_, keys := references(decoded, tx.Meta, solana.PublicKey{})
@@ -277,7 +278,8 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 		}
 		sigs, err := walletSignatures(ctx, sl, ata, after[w], since)
 		if errors.Is(err, errSignaturesCut) {
-			// Listed as far as the bound: the oldest are lost, said once.
+			// Listed as far as a pass lists: the older ones are passed
+			// over (said), the listed ones read.
 			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
 		} else if err != nil {
 			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
@@ -323,12 +325,14 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 	return out, newest, nil
 }
 
-// solanaListPages bounds the pages of signatures listed back to a wallet's
-// place or to a scan's since: a hundred thousand signatures. A wallet with
-// more than that between two passes loses the oldest (the error says so;
-// a payment among them is still found by its reference or submitted, a
+// solanaListPages bounds the pages of signatures listed per wallet and
+// pass, back to its place or to a scan's since: ten thousand signatures,
+// ten calls, as a pass must end (a node limiting its rate, a backlog a
+// stranger's dust transfers made). A wallet with more new signatures than
+// that between two passes loses the older ones (the error says so; a
+// payment among them is still found by its reference or submitted, a
 // refund submitted by hand).
-const solanaListPages = 100
+const solanaListPages = 10
 
 // solanaReadsPerPass bounds the transactions read per wallet and pass
 // (each is a getTransaction): the rest wait for the next pass, in order.
@@ -336,13 +340,14 @@ const solanaReadsPerPass = 1000
 
 // errSignaturesCut: a wallet's listing reached solanaListPages before its
 // place (or since); what was listed is returned with it.
-var errSignaturesCut = errors.New("more new signatures than the listing's bound; the oldest are not read")
+var errSignaturesCut = errors.New("more new signatures than a pass lists; the older ones are not read")
 
 // walletSignatures lists an account's signatures newer than the signature
 // after, page after page back to it, or, when after is "", the newest
 // solanaSignaturesPerReference (when since is set: page after page back to
-// since), newest first. Listing stops at solanaListPages pages, with
-// errSignaturesCut beside what was listed.
+// since; a signature without a block time counts as within it), newest
+// first. Listing stops at solanaListPages pages, with errSignaturesCut
+// beside what was listed.
 func walletSignatures(ctx context.Context, sl solanaSignatureLister, account solana.PublicKey, after string, since time.Time) ([]*rpc.TransactionSignature, error) {
 	limit := solanaSignaturesPerReference
 	opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed}
@@ -360,8 +365,14 @@ func walletSignatures(ctx context.Context, sl solanaSignatureLister, account sol
 		if (!placed && since.IsZero()) || len(sigs) < limit {
 			return all, nil
 		}
-		last := sigs[len(sigs)-1]
-		if last == nil || (!since.IsZero() && (last.BlockTime == nil || last.BlockTime.Time().Before(since))) {
+		var last *rpc.TransactionSignature
+		for i := len(sigs) - 1; i >= 0 && last == nil; i-- {
+			last = sigs[i]
+		}
+		if last == nil {
+			return all, fmt.Errorf("a page of %d signatures without one: %w", len(sigs), errSignaturesCut)
+		}
+		if !since.IsZero() && last.BlockTime != nil && last.BlockTime.Time().Before(since) {
 			return all, nil
 		}
 		if page+1 >= solanaListPages {

@@ -238,7 +238,7 @@ func floodedNode(n int, now time.Time) *walletNode {
 
 // A wallet read back to a time pages through its signatures to it, and one
 // read from its place pages back to that place; without either, one page.
-// Listing stops at solanaListPages pages and says so.
+// Listing stops at solanaListPages pages a pass and says so.
 func TestWalletSignaturesPageBackToSince(t *testing.T) {
 	now := time.Now()
 	node := floodedNode(2_500, now)
@@ -261,6 +261,16 @@ func TestWalletSignaturesPageBackToSince(t *testing.T) {
 			t.Fatalf("after %.8s since %v: %d signatures in %d pages (%v), want %d in %d", c.after, c.since, len(sigs), node.lists, err, c.want, c.lists)
 		}
 	}
+	// A page whose last signature has no block time does not end the
+	// listing back to since: the next page is asked.
+	bt := node.sigs[999].BlockTime
+	node.sigs[999].BlockTime = nil
+	node.lists = 0
+	if sigs, err := walletSignatures(context.Background(), node, account, node.sigs[2_400].Signature.String(), now.Add(-time.Hour)); err != nil ||
+		len(sigs) != 2_400 || node.lists != 3 {
+		t.Fatalf("a signature without a block time ends a page: %d signatures in %d pages (%v)", len(sigs), node.lists, err)
+	}
+	node.sigs[999].BlockTime = bt
 	big := floodedNode(solanaListPages*solanaSignaturesPerReference+10, now)
 	big.lists = 0
 	sigs, err := walletSignatures(context.Background(), big, account, big.sigs[len(big.sigs)-1].Signature.String(), time.Time{})
@@ -307,5 +317,21 @@ func TestWalletReadOnAfterAFlood(t *testing.T) {
 	}
 	if after[wallet] != node.sigs[0].Signature.String() {
 		t.Fatalf("place after the flood: %s, want the newest", after[wallet])
+	}
+
+	// More than a pass lists: the older ones are passed over, said; the
+	// oldest listed are read first, and the pass ends in bounded calls.
+	n := solanaListPages*solanaSignaturesPerReference + 2_001
+	big := floodedNode(n, time.Now())
+	v.client = big
+	after = map[string]string{wallet: big.sigs[n-1].Signature.String()}
+	got, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet}, after, time.Time{},
+		func(_ solana.PublicKey, sig *rpc.TransactionSignature, _ *rpc.GetTransactionResult) []uint32 {
+			return []uint32{binary.BigEndian.Uint32(sig.Signature[:4])}
+		})
+	listed := solanaListPages * solanaSignaturesPerReference
+	if !errors.Is(err, errSignaturesCut) || len(got) != solanaReadsPerPass || got[0] != uint32(listed) ||
+		newest[wallet] != big.sigs[listed-solanaReadsPerPass].Signature.String() || big.lists != solanaListPages {
+		t.Fatalf("past the listing's bound: read %d (first the %dth newest) in %d lists, place %s, err %v", len(got), got[0], big.lists, newest[wallet], err)
 	}
 }

@@ -318,6 +318,11 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 		if serr != nil {
 			err = errors.Join(err, serr)
 		}
+	} else if s.walletSigs != nil {
+		// Every watched session is looked up by its reference: the
+		// wallets' places would go stale, and a scan of them later starts
+		// afresh (at the newest, back to since), not at an old backlog.
+		delete(s.walletSigs, name)
 	}
 	return found, next, true, err
 }
@@ -351,7 +356,7 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 	if s.walletSigs[name] == nil {
 		s.walletSigs[name] = map[string]string{}
 	}
-	all, newest, err := sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name])
+	all, newest, err := sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name], since)
 	keys := make([]string, 0, len(all))
 	for _, f := range all {
 		keys = append(keys, f.Reference)
