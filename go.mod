@@ -3,6 +3,7 @@ module github.com/paygate/paygate
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.0.0-rc.1
 	github.com/PuerkitoBio/goquery v1.10.3
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
@@ -34,7 +35,6 @@ require (
 )
 
 require (
-	filippo.io/edwards25519 v1.0.0-rc.1 // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/ProjectZKM/Ziren/crates/go-runtime/zkvm_runtime v0.0.0-20251001021608-1fe7b43fc4d6 // indirect

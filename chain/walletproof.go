@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"filippo.io/edwards25519"
 	"github.com/ethereum/go-ethereum/accounts"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -72,6 +73,11 @@ func VerifyWalletProof(fam Family, address, message, signature string) error {
 		if err != nil {
 			return proofErr("address: not a Solana address")
 		}
+		if smallOrder(pk[:]) {
+			// A key of small order (the identity, say) verifies a
+			// signature nobody made: no one holds such a wallet's key.
+			return proofErr("address: not a key anyone can sign with (a point of small order)")
+		}
 		b := decodeSignature(sig)
 		if len(b) != ed25519.SignatureSize {
 			return proofErr("signature: must be 64 bytes in base58, hex or base64, as signMessage gives")
@@ -82,6 +88,17 @@ func VerifyWalletProof(fam Family, address, message, signature string) error {
 		return nil
 	}
 	return proofErr("unsupported chain family")
+}
+
+// smallOrder says whether an ed25519 public key is a point of small order
+// (or no point at all): crypto/ed25519 verifies signatures by such keys that
+// no private key made.
+func smallOrder(pub []byte) bool {
+	p, err := new(edwards25519.Point).SetBytes(pub)
+	if err != nil {
+		return true
+	}
+	return new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1
 }
 
 // decodeSignature reads a 64-byte signature written in hex, base58 or

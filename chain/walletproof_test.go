@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -48,6 +49,11 @@ func TestVerifyWalletProof(t *testing.T) {
 		return s
 	}
 	good := signSol(sol, solMsg)
+	var identity solana.PublicKey
+	identity[0] = 1 // y = 1, x = 0: the identity point
+	if err := ed25519Verifies(identity, WalletProofMessage(identity.String(), "m-1", issued), append([]byte{1}, make([]byte, 63)...)); !err {
+		t.Fatal("crypto/ed25519 no longer verifies the small-order forgery: the case below tests nothing")
+	}
 
 	for _, c := range []struct {
 		name           string
@@ -68,6 +74,10 @@ func TestVerifyWalletProof(t *testing.T) {
 		{"solana, another wallet's", FamilySolana, solAddr, solMsg, signSol(solOther, solMsg).String(), false},
 		{"solana, another merchant's message", FamilySolana, solAddr, WalletProofMessage(solAddr, "m-2", issued), good.String(), false},
 		{"solana, short", FamilySolana, solAddr, solMsg, "abc", false},
+		// The identity point as a key, and the signature (R = identity,
+		// s = 0) that crypto/ed25519 verifies for it over any message.
+		{"solana, a key of small order", FamilySolana, identity.String(), WalletProofMessage(identity.String(), "m-1", issued),
+			hex.EncodeToString(append([]byte{1}, make([]byte, 63)...)), false},
 	} {
 		err := VerifyWalletProof(c.fam, c.address, c.m, c.sg)
 		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrBadWalletProof)) {
@@ -77,4 +87,8 @@ func TestVerifyWalletProof(t *testing.T) {
 	if got := WalletProofMessage(evm, "m-1", issued.Add(500*time.Millisecond)); got != msg {
 		t.Errorf("the message's time is to the second: %q", got)
 	}
+}
+
+func ed25519Verifies(pk solana.PublicKey, msg string, sig []byte) bool {
+	return ed25519.Verify(ed25519.PublicKey(pk[:]), []byte(msg), sig)
 }

@@ -303,16 +303,18 @@ type ReceivingWallet struct {
 
 // ReceivingWallets lists the wallets the merchants' live payment links
 // receive at on a network (the scan for unmatched transfers watches them).
-// A wallet that several merchants' links name is listed for those of them
-// that proved it (WalletProof), when one did: its transfers are theirs.
+// A wallet a merchant proved (WalletProof) is listed for its provers alone:
+// its transfers are theirs, not those of another merchant whose link named
+// it (before the proof, or by mistake).
 func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode) ([]ReceivingWallet, error) {
 	var links []PaymentLink
 	if err := s.ctx(ctx).Select("merchant_id", "mode", "wallet_addresses").Where("mode = ?", mode).Find(&links).Error; err != nil {
 		return nil, err
 	}
 	seen := map[ReceivingWallet]bool{}
-	named := map[string]int{}
+	named := map[string]bool{}
 	var out []ReceivingWallet
+	var addrs []string
 	for _, l := range links {
 		addr := l.WalletAddresses[network]
 		w := ReceivingWallet{Address: addr, MerchantID: l.MerchantID, Mode: l.Mode}
@@ -320,19 +322,13 @@ func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode)
 			continue
 		}
 		seen[w] = true
-		named[addr]++
+		if !named[addr] {
+			named[addr] = true
+			addrs = append(addrs, addr)
+		}
 		out = append(out, w)
 	}
-	var shared []string
-	for addr, n := range named {
-		if n > 1 {
-			shared = append(shared, addr)
-		}
-	}
-	if len(shared) == 0 {
-		return out, nil
-	}
-	provers, err := s.WalletProvers(ctx, shared)
+	provers, err := s.WalletProvers(ctx, addrs)
 	if err != nil {
 		return nil, err
 	}

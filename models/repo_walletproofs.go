@@ -76,22 +76,25 @@ func (s *Store) WalletsFree(ctx context.Context, merchantID string, addresses ..
 		"if it is yours, prove it on this account first (POST /api/merchant/wallet-proofs), then name it")
 }
 
-// WalletProvers says, of each address (canonical), which of merchants
-// proved it (none: absent).
+// walletProverBatch bounds the addresses of one WalletProvers query.
+const walletProverBatch = 500
+
+// WalletProvers says, of each address (canonical), which merchants proved
+// it (none: absent).
 func (s *Store) WalletProvers(ctx context.Context, addresses []string) (map[string]map[string]bool, error) {
 	out := map[string]map[string]bool{}
-	if len(addresses) == 0 {
-		return out, nil
-	}
-	var proofs []WalletProof
-	if err := s.ctx(ctx).Select("merchant_id", "address").Where("address IN ?", addresses).Find(&proofs).Error; err != nil {
-		return nil, err
-	}
-	for _, p := range proofs {
-		if out[p.Address] == nil {
-			out[p.Address] = map[string]bool{}
+	for start := 0; start < len(addresses); start += walletProverBatch {
+		var proofs []WalletProof
+		batch := addresses[start:min(start+walletProverBatch, len(addresses))]
+		if err := s.ctx(ctx).Select("merchant_id", "address").Where("address IN ?", batch).Find(&proofs).Error; err != nil {
+			return nil, err
 		}
-		out[p.Address][p.MerchantID] = true
+		for _, p := range proofs {
+			if out[p.Address] == nil {
+				out[p.Address] = map[string]bool{}
+			}
+			out[p.Address][p.MerchantID] = true
+		}
 	}
 	return out, nil
 }

@@ -17,8 +17,8 @@ import (
 // TestWalletProofStore: a proof is recorded once per merchant and wallet
 // (again: the first is answered); WalletsFree refuses a wallet another
 // merchant proved unless this one proved it too; ReceivingWallets lists a
-// wallet several merchants' links name for its provers alone, when one
-// proved it, and for all of them otherwise.
+// wallet for its provers alone when one proved it (whether or not a link of
+// theirs names it), and for every merchant naming it otherwise.
 func TestWalletProofStore(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
@@ -81,6 +81,15 @@ func TestWalletProofStore(t *testing.T) {
 		}
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
 			t.Fatalf("a and b proved it: %s", got)
+		}
+		// A merchant that proved c's wallet but has no link naming it: the
+		// wallet's transfers are not c's either.
+		d := newMerchant(t, st, "wpd@example.com")
+		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: d.ID, Family: "evm", Address: own, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := receiving(); got != "[a@0x5290 b@0x5290]" {
+			t.Fatalf("d proved c's wallet: %s", got)
 		}
 		if ps, err := st.WalletProofs(ctx, a.ID); err != nil || len(ps) != 1 || ps[0].Address != shared {
 			t.Fatalf("a's proofs: %+v %v", ps, err)

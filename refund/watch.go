@@ -417,13 +417,24 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	if err != nil {
 		return false, false
 	}
-	// A hash that backs a refund already (of any merchant: a wallet two
-	// named theirs) pays no other.
-	if taken, err := s.Store.RefundHashTaken(ctx, "", network, hash); err != nil {
-		s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
+	// A wallet a merchant proved is that merchant's: only its refunds are
+	// paid by a transfer out of it.
+	provers, err := s.walletProvers(ctx, fam, sources)
+	if err != nil {
+		s.warn("candidates/"+network, "refund watch: the wallet's proofs not read", "network", network, "txHash", hash, "err", err)
 		return false, true
-	} else if taken {
-		return false, false
+	}
+	// A hash that backs a refund already pays no other: of any merchant (a
+	// wallet two named theirs), or, for a proven wallet, of any of its
+	// provers (a refund of another merchant holding it does not keep the
+	// prover's from its own transfer).
+	if len(provers) == 0 {
+		if taken, err := s.Store.RefundHashTaken(ctx, "", network, hash); err != nil {
+			s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
+			return false, true
+		} else if taken {
+			return false, false
+		}
 	}
 	var pending, expired []*models.Refund
 	merchants := map[string]bool{}
@@ -443,24 +454,29 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 			}
 		}
 	}
-	if len(merchants) > 1 {
-		// Two merchants named the wallet theirs: the transfer is one
-		// merchant's, the one that proved the wallet when one of them did.
-		owner, err := s.walletProver(ctx, fam, sources, merchants)
-		if err != nil {
-			s.warn("candidates/"+network, "refund watch: the wallet's proofs not read", "network", network, "txHash", hash, "err", err)
-			return false, true
-		}
-		if owner != "" {
-			pending, expired = ofMerchant(pending, owner), ofMerchant(expired, owner)
-			merchants = map[string]bool{owner: true}
+	if len(provers) > 0 {
+		pending, expired = ofMerchants(pending, provers), ofMerchants(expired, provers)
+		for m := range merchants {
+			if !provers[m] {
+				delete(merchants, m)
+			}
 		}
 	}
 	if len(merchants) > 1 {
-		// Otherwise only the hash its merchant submits says whose.
+		// Two merchants named the wallet theirs (and both proved it, or
+		// neither): the transfer is one merchant's, and only the hash its
+		// merchant submits says whose.
 		s.warn("shared/"+network+"/"+hash, "refund watch: a transfer could pay refunds of several merchants; left for a submit by hand",
 			"network", network, "txHash", hash, "refunds", len(pending)+len(expired))
 		return false, false
+	}
+	for m := range provers {
+		if taken, err := s.Store.RefundHashTaken(ctx, m, network, hash); err != nil {
+			s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
+			return false, true
+		} else if taken {
+			return false, false
+		}
 	}
 	for _, list := range [][]*models.Refund{pending, expired} {
 		sort.SliceStable(list, func(i, j int) bool { return list[i].CreatedAt.Before(list[j].CreatedAt) })
@@ -493,34 +509,25 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	return false, busy
 }
 
-// walletProver is the one merchant among merchants that proved the wallet
-// (sources: its spellings), if exactly one did ("" otherwise).
-func (s *Service) walletProver(ctx context.Context, fam chain.Family, sources []string, merchants map[string]bool) (string, error) {
+// walletProvers are the merchants that proved the wallet (sources: its
+// spellings); none when nobody did.
+func (s *Service) walletProvers(ctx context.Context, fam chain.Family, sources []string) (map[string]bool, error) {
 	addr, err := chain.ParseAddress(fam, sources[0])
 	if err != nil {
-		return "", nil
+		return nil, nil
 	}
 	provers, err := s.Store.WalletProvers(ctx, []string{addr})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	owner := ""
-	for m := range provers[addr] {
-		if merchants[m] {
-			if owner != "" {
-				return "", nil
-			}
-			owner = m
-		}
-	}
-	return owner, nil
+	return provers[addr], nil
 }
 
-// ofMerchant keeps the refunds of one merchant.
-func ofMerchant(refunds []*models.Refund, merchantID string) []*models.Refund {
+// ofMerchants keeps the refunds of the merchants.
+func ofMerchants(refunds []*models.Refund, merchants map[string]bool) []*models.Refund {
 	var out []*models.Refund
 	for _, r := range refunds {
-		if r.MerchantID == merchantID {
+		if merchants[r.MerchantID] {
 			out = append(out, r)
 		}
 	}

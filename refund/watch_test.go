@@ -541,8 +541,11 @@ func TestRefundWatcher(t *testing.T) {
 
 // A wallet two merchants named theirs pays the refunds of the one that
 // proved it (models.WalletProof): the transfer is offered to that
-// merchant's refund alone, the other's stays pending. Without a proof
-// (TestRefundWatcher, step 5) it pays neither.
+// merchant's refunds alone, never to the other's (even when none of the
+// prover's would take it), and a hash the other merchant submitted to a
+// refund of its own first does not keep the prover's refund from it.
+// Without a proof (TestRefundWatcher, step 5) it pays neither; with two
+// provers, neither.
 func TestRefundWatcherProvenWallet(t *testing.T) {
 	f := newWatchFixture(t)
 	ctx := context.Background()
@@ -557,6 +560,27 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 		t.Fatalf("submitted %v, want the prover's refund", got)
 	}
 	f.pending(theirs)
+
+	// A transfer out of the proven wallet that only the other merchant's
+	// refund would take: left (its wallet is not the other's).
+	theirsOnly := f.refundOf(f.paid(other, models.ModeTest), 630, "")
+	f.chain.send("base_sepolia", wMerchant, wPayer, 6_300_000, 0)
+	if got := f.pass(); len(got) != 0 {
+		t.Fatalf("a transfer only a non-prover's refund would take: submitted %v", got)
+	}
+	f.pending(theirsOnly)
+	f.fail(theirsOnly)
+
+	// The other merchant submitted the prover's transfer to a refund of its
+	// own first: the prover's refund still takes it.
+	mine2, theirs2 := f.refund(models.ModeTest, 640, ""), f.refundOf(f.paid(other, models.ModeTest), 640, "")
+	h2 := f.chain.send("base_sepolia", wMerchant, wPayer, 6_400_000, 0)
+	if err := f.st.SubmitRefundTx(ctx, theirs2.ID, h2, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.pass(); fmt.Sprint(got) != fmt.Sprint([]string{mine2.ID + "=" + h2}) {
+		t.Fatalf("a stranger's submit first: submitted %v, want the prover's refund", got)
+	}
 
 	// Both proved it: neither is told apart, the transfer pays neither.
 	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "evm",
