@@ -257,15 +257,27 @@ func (s *Server) patchMerchant(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	var named []string
-	for _, w := range []*string{u.WalletEVM, u.WalletSolana} {
-		if w != nil {
-			named = append(named, *w)
+	if u.WalletEVM != nil || u.WalletSolana != nil {
+		// A wallet named anew must not be one another merchant proved; one
+		// saved as it was (the settings form sends both) is not named anew.
+		cur, err := s.Store.Merchant(c.Request.Context(), principal(c).MerchantID)
+		if err != nil {
+			fail(c, err)
+			return
 		}
-	}
-	if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named...); err != nil {
-		fail(c, err)
-		return
+		var named []string
+		for _, w := range []struct {
+			to  *string
+			was string
+		}{{u.WalletEVM, cur.WalletEVM}, {u.WalletSolana, cur.WalletSolana}} {
+			if w.to != nil && *w.to != w.was {
+				named = append(named, *w.to)
+			}
+		}
+		if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named...); err != nil {
+			fail(c, err)
+			return
+		}
 	}
 	m, err := s.Store.UpdateMerchant(c.Request.Context(), principal(c).MerchantID, u)
 	if err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"time"
@@ -13,13 +14,30 @@ import (
 
 // Wallet proofs: a merchant proves it controls a receiving wallet by
 // signing, with the wallet, a message naming the wallet and the merchant
-// (chain.WalletProofMessage). Nothing is stored until the signature
-// verifies; the message is rebuilt from its fields, so the client sends
-// the time the message was issued, not the message.
+// (chain.WalletProof). Nothing is stored until the signature verifies; the
+// message is rebuilt from its fields, so the client sends the time the
+// message was issued, not the message.
 func (s *Server) registerWalletProofs(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodGet, "/merchant/wallet-proofs", AuthSession, s.listWalletProofs)
 	s.Handle(g, http.MethodPost, "/merchant/wallet-proofs/message", AuthSession, s.walletProofMessage)
 	s.Handle(g, http.MethodPost, "/merchant/wallet-proofs", AuthSession, s.proveWallet)
+	s.Handle(g, http.MethodDelete, "/merchant/wallet-proofs/:address", AuthSession, s.deleteWalletProof)
+}
+
+// walletProof is the proof message of the merchant's wallet issued at
+// issued: its nonce is the server's MAC over the merchant, the wallet and
+// the time, so a message dated ahead (signed now by an owner who will not
+// own the wallet then) cannot be made.
+func (s *Server) walletProof(c *gin.Context, address string, issued time.Time) (chain.WalletProof, error) {
+	p := principal(c)
+	m, err := s.Store.Merchant(c.Request.Context(), p.MerchantID)
+	if err != nil {
+		return chain.WalletProof{}, err
+	}
+	issued = issued.UTC().Truncate(time.Second)
+	mac := s.Hasher.Sign("wallet-proof", []byte(p.MerchantID+"\n"+address+"\n"+issued.Format(time.RFC3339)))
+	return chain.WalletProof{Address: address, MerchantID: p.MerchantID, Account: m.Email, Issued: issued,
+		Nonce: hex.EncodeToString(mac[:16])}, nil
 }
 
 type walletProofJSON struct {
@@ -87,15 +105,13 @@ func (s *Server) walletProofMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	respond(c, http.StatusOK, walletProofMessageFor(principal(c).MerchantID, fam, addr, s.Store.Now()))
-}
-
-// walletProofMessageFor is the message a merchant's wallet signs, issued at
-// now.
-func walletProofMessageFor(merchantID string, fam chain.Family, address string, now time.Time) walletProofMessageJSON {
-	issued := now.UTC().Truncate(time.Second)
-	return walletProofMessageJSON{Address: address, Family: string(fam), IssuedAt: Time(issued),
-		ExpiresAt: Time(issued.Add(chain.WalletProofValidity)), Message: chain.WalletProofMessage(address, merchantID, issued)}
+	wp, err := s.walletProof(c, addr, s.Store.Now())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, walletProofMessageJSON{Address: addr, Family: string(fam), IssuedAt: Time(wp.Issued),
+		ExpiresAt: Time(wp.Issued.Add(chain.WalletProofValidity)), Message: wp.Message()})
 }
 
 type proveWalletRequest struct {
@@ -135,7 +151,12 @@ func (s *Server) proveWallet(c *gin.Context) {
 		return
 	}
 	p := principal(c)
-	msg := chain.WalletProofMessage(addr, p.MerchantID, issued)
+	wp, err := s.walletProof(c, addr, issued)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	msg := wp.Message()
 	if err := chain.VerifyWalletProof(fam, addr, msg, req.Signature); err != nil {
 		v.Add("signature", err.Error())
 		fail(c, v.err())
@@ -143,7 +164,7 @@ func (s *Server) proveWallet(c *gin.Context) {
 	}
 	proof := &models.WalletProof{MerchantID: p.MerchantID, Family: string(fam), Address: addr, Message: msg,
 		Signature: strings.TrimSpace(req.Signature), ProvedAt: now}
-	created, err := s.Store.RecordWalletProof(c.Request.Context(), proof)
+	created, err := s.Store.RecordWalletProof(c.Request.Context(), proof, maxWalletProofs)
 	if err != nil {
 		fail(c, err)
 		return
@@ -154,4 +175,25 @@ func (s *Server) proveWallet(c *gin.Context) {
 		s.Logger.Info("wallet proven", "requestId", requestID(c), "merchantId", p.MerchantID, "address", addr)
 	}
 	respond(c, status, toWalletProofJSON(proof))
+}
+
+// maxWalletProofs bounds the wallets a merchant proves (keys are free to
+// make: a merchant proving wallets by the thousand would only fill a list).
+const maxWalletProofs = 50
+
+// deleteWalletProof withdraws the merchant's proof of a wallet (it no
+// longer controls it, or no longer uses it): the wallet is free for another
+// merchant to name, and its transfers are no longer the merchant's alone.
+func (s *Server) deleteWalletProof(c *gin.Context) {
+	var v checker
+	_, addr := v.walletFamily("address", c.Param("address"))
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.Store.DeleteWalletProof(c.Request.Context(), principal(c).MerchantID, addr); err != nil {
+		fail(c, err)
+		return
+	}
+	respondMessage(c, http.StatusOK, "wallet proof withdrawn")
 }

@@ -193,7 +193,10 @@ var ownAccountRoutes = map[string]bool{
 	"POST /api/auth/signup": true, "POST /api/auth/login": true, "POST /api/auth/logout": true,
 	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
 	"GET /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs/message": true,
-	"POST /api/developer/keys": true, "GET /api/developer/keys": true,
+	// Its path names a wallet, not a record: the caller's own proof of it,
+	// or 404 (another merchant's proof of it: TestWalletProofs).
+	"DELETE /api/merchant/wallet-proofs/:address": true,
+	"POST /api/developer/keys":                    true, "GET /api/developer/keys": true,
 	"POST /api/kyb": true, "GET /api/kyb": true, "PATCH /api/kyb": true,
 	"POST /api/payment-links": true, "GET /api/payment-links": true,
 	"POST /api/customers": true, "GET /api/customers": true, "GET /api/transactions": true,

@@ -22,7 +22,6 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/paygate/paygate/api"
-	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 )
@@ -145,12 +144,14 @@ type sweepFixtures struct {
 	link, customer, tx, refund, sub, product, hosted, session string
 	exception, endpoint, delivery                             string
 	quote                                                     map[string]json.RawMessage
+	proof                                                     map[string]any
 }
 
 func newSweepFixtures(h *harness) *sweepFixtures {
 	f := &sweepFixtures{a: h.withLive(h.signup()), b: h.signup()}
 	iso := isolationCases()
 	of := func(route string) string { return iso[route].create(h, f.a, models.ModeTest) }
+	f.proof = signedProof(h, f.a)
 	f.link = of("GET /api/payment-links/:id")
 	f.customer = of("GET /api/customers/:id")
 	f.tx = of("GET /api/transactions/:id")
@@ -199,35 +200,36 @@ func sweepCases() map[string]sweepCase {
 		"POST /api/auth/login": {body: func(f *sweepFixtures) map[string]any {
 			return map[string]any{"email": f.a.Email, "password": "correct horse battery"}
 		}},
-		"POST /api/auth/logout":                    {skip: noInput + " (and a valid one ends the sweep's session)"},
-		"GET /api/merchant":                        {skip: noInput},
-		"PATCH /api/merchant":                      {body: body(map[string]any{"businessName": "Sweep"})},
-		"PATCH /api/merchant/logo":                 {body: body(map[string]any{"logoUrl": "https://cdn.example.com/logo.png"})},
-		"GET /api/merchant/wallet-proofs":          {skip: noInput},
-		"POST /api/merchant/wallet-proofs/message": {body: body(map[string]any{"address": evmB})},
-		"POST /api/merchant/wallet-proofs":         {body: walletProofBody},
-		"POST /api/developer/keys":                 {body: body(map[string]any{"keyType": "test"})},
-		"GET /api/developer/keys":                  {skip: noInput},
-		"POST /api/kyb":                            {asB: true, body: body(map[string]any{"businessName": "Sweep", "businessType": "llc", "country": "US", "contactName": "Ann", "contactEmail": "ann@example.com"}), required: []string{"businessName", "businessType", "country", "contactName", "contactEmail"}},
-		"GET /api/kyb":                             {skip: noInput},
-		"PATCH /api/kyb":                           {asB: true, body: body(map[string]any{"businessName": "Sweep"})},
-		"POST /api/payment-links":                  {body: body(map[string]any{"name": "Sweep", "amount": "25.50", "network": "base_sepolia"})},
-		"GET /api/payment-links":                   {},
-		"GET /api/payment-links/:id":               {id: link},
-		"PATCH /api/payment-links/:id":             {id: link, body: body(map[string]any{"name": "Sweep"})},
-		"DELETE /api/payment-links/:id":            {id: link},
-		"POST /api/customers":                      {body: body(map[string]any{"email": "sweep-customer@example.com"})},
-		"GET /api/customers":                       {},
-		"GET /api/customers/:id":                   {id: customer},
-		"PATCH /api/customers/:id":                 {id: customer, body: body(map[string]any{"name": "Sweep"})},
-		"POST /api/transactions":                   {body: body(map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia", "txHash": sweepHash, "walletAddress": evmB})},
-		"GET /api/transactions":                    {},
-		"GET /api/transactions/:id":                {id: tx},
-		"GET /api/payments":                        {},
-		"GET /api/payments/:id":                    {id: session},
-		"POST /api/subscriptions":                  {body: body(map[string]any{"customerEmail": "sweep-sub@example.com", "productName": "Pro", "amount": "5.00", "billingInterval": "month", "network": "base_sepolia", "customerWalletAddress": evmB}), required: []string{"customerEmail", "productName", "amount"}},
-		"GET /api/subscriptions":                   {},
-		"GET /api/subscriptions/:id":               {id: sub},
+		"POST /api/auth/logout":                       {skip: noInput + " (and a valid one ends the sweep's session)"},
+		"GET /api/merchant":                           {skip: noInput},
+		"PATCH /api/merchant":                         {body: body(map[string]any{"businessName": "Sweep"})},
+		"PATCH /api/merchant/logo":                    {body: body(map[string]any{"logoUrl": "https://cdn.example.com/logo.png"})},
+		"GET /api/merchant/wallet-proofs":             {skip: noInput},
+		"POST /api/merchant/wallet-proofs/message":    {body: body(map[string]any{"address": evmB})},
+		"POST /api/merchant/wallet-proofs":            {body: walletProofBody},
+		"DELETE /api/merchant/wallet-proofs/:address": {skip: "its one input is the path's address, checked by TestWalletProofs (malformed: 400; not proven: 404)"},
+		"POST /api/developer/keys":                    {body: body(map[string]any{"keyType": "test"})},
+		"GET /api/developer/keys":                     {skip: noInput},
+		"POST /api/kyb":                               {asB: true, body: body(map[string]any{"businessName": "Sweep", "businessType": "llc", "country": "US", "contactName": "Ann", "contactEmail": "ann@example.com"}), required: []string{"businessName", "businessType", "country", "contactName", "contactEmail"}},
+		"GET /api/kyb":                                {skip: noInput},
+		"PATCH /api/kyb":                              {asB: true, body: body(map[string]any{"businessName": "Sweep"})},
+		"POST /api/payment-links":                     {body: body(map[string]any{"name": "Sweep", "amount": "25.50", "network": "base_sepolia"})},
+		"GET /api/payment-links":                      {},
+		"GET /api/payment-links/:id":                  {id: link},
+		"PATCH /api/payment-links/:id":                {id: link, body: body(map[string]any{"name": "Sweep"})},
+		"DELETE /api/payment-links/:id":               {id: link},
+		"POST /api/customers":                         {body: body(map[string]any{"email": "sweep-customer@example.com"})},
+		"GET /api/customers":                          {},
+		"GET /api/customers/:id":                      {id: customer},
+		"PATCH /api/customers/:id":                    {id: customer, body: body(map[string]any{"name": "Sweep"})},
+		"POST /api/transactions":                      {body: body(map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia", "txHash": sweepHash, "walletAddress": evmB})},
+		"GET /api/transactions":                       {},
+		"GET /api/transactions/:id":                   {id: tx},
+		"GET /api/payments":                           {},
+		"GET /api/payments/:id":                       {id: session},
+		"POST /api/subscriptions":                     {body: body(map[string]any{"customerEmail": "sweep-sub@example.com", "productName": "Pro", "amount": "5.00", "billingInterval": "month", "network": "base_sepolia", "customerWalletAddress": evmB}), required: []string{"customerEmail", "productName", "amount"}},
+		"GET /api/subscriptions":                      {},
+		"GET /api/subscriptions/:id":                  {id: sub},
 		"PATCH /api/subscriptions": {body: func(f *sweepFixtures) map[string]any {
 			return map[string]any{"subscriptionId": f.sub, "action": "pause"}
 		}},
@@ -992,12 +994,17 @@ func diffTables(before, after map[string][]string) string {
 	return strings.Join(out, "; ")
 }
 
-// walletProofBody is a wallet proof of merchant A that verifies: a fresh
-// key's personal_sign over the message issued now.
-func walletProofBody(f *sweepFixtures) map[string]any {
+// walletProofBody is a wallet proof of merchant A that verifies.
+func walletProofBody(f *sweepFixtures) map[string]any { return f.proof }
+
+// signedProof is a wallet proof of m that verifies: a fresh key's
+// personal_sign over the message the API issues now.
+func signedProof(h *harness, m merchant) map[string]any {
+	h.t.Helper()
 	key, _ := crypto.GenerateKey()
 	wallet := crypto.PubkeyToAddress(key.PublicKey).Hex()
-	issued := time.Now().UTC().Truncate(time.Second)
-	sig, _ := crypto.Sign(accounts.TextHash([]byte(chain.WalletProofMessage(wallet, f.a.ID, issued))), key)
-	return map[string]any{"address": wallet, "issuedAt": issued.Format(time.RFC3339), "signature": "0x" + hex.EncodeToString(sig)}
+	r := h.do("POST", "/api/merchant/wallet-proofs/message", m.Session, map[string]any{"address": wallet})
+	expect(h.t, r, 200, "")
+	sig, _ := crypto.Sign(accounts.TextHash([]byte(r.str("data", "message"))), key)
+	return map[string]any{"address": wallet, "issuedAt": r.str("data", "issuedAt"), "signature": "0x" + hex.EncodeToString(sig)}
 }

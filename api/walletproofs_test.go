@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/gagliardetto/solana-go"
 
+	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 )
 
@@ -21,7 +22,8 @@ import (
 // first proof. A wallet another merchant proved cannot be named by this one
 // (its wallets, a link's, a hosted checkout's: 409, nothing written) until
 // this one proves it too; the prover names it freely. Proofs are listed
-// per merchant.
+// per merchant, and withdrawn by their prover only. A message dated ahead
+// cannot be made (its nonce is the server's).
 func TestWalletProofs(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		a, b := h.signup(), h.signup()
@@ -33,7 +35,8 @@ func TestWalletProofs(t *testing.T) {
 			t.Helper()
 			r := h.do("POST", "/api/merchant/wallet-proofs/message", m.Session, map[string]any{"address": address})
 			expect(t, r, http.StatusOK, "")
-			if !strings.Contains(r.str("data", "message"), "Merchant: "+m.ID) || !strings.Contains(r.str("data", "message"), "Wallet: "+r.str("data", "address")) {
+			if msg := r.str("data", "message"); !strings.Contains(msg, "Merchant: "+m.ID) || !strings.Contains(msg, "Account: "+m.Email) ||
+				!strings.Contains(msg, "Wallet: "+r.str("data", "address")) || !strings.Contains(msg, "\nNonce: ") {
 				t.Fatalf("message: %s", r.Raw)
 			}
 			return r.str("data", "message"), r.str("data", "issuedAt")
@@ -50,8 +53,12 @@ func TestWalletProofs(t *testing.T) {
 			return h.do("POST", "/api/merchant/wallet-proofs", m.Session, map[string]any{"address": address, "issuedAt": issued, "signature": sig})
 		}
 
-		// b names the wallet before anyone proved it (a typo, or a stranger).
+		// b names the wallet before anyone proved it (a typo, or a stranger),
+		// and makes a link paying into it.
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": wallet}}), http.StatusOK, "")
+		bLink := h.link(b.TestKey, nil)
+		quote := h.do("POST", "/api/checkout/quote", "", map[string]any{"linkId": bLink, "network": "base_sepolia", "customer": map[string]any{"country": "DE"}})
+		expect(t, quote, http.StatusOK, "")
 
 		// Refusals: 400s naming the field, nothing stored.
 		msg, issued := message(a, strings.ToLower(wallet)) // any spelling: the canonical one is signed
@@ -60,6 +67,12 @@ func TestWalletProofs(t *testing.T) {
 		msgB, issuedB := message(b, wallet)
 		expectField(t, prove(a, wallet, issuedB, personal(msgB)), "signature") // b's message signed, a's submitted
 		expectField(t, prove(a, wallet, "yesterday", personal(msg)), "issuedAt")
+		// A message dated ahead (its owner signing now for a time when the
+		// wallet may be another's) has no nonce the server made: refused.
+		ahead := time.Now().UTC().Add(30 * time.Second).Truncate(time.Second)
+		forged := chain.WalletProof{Address: wallet, MerchantID: a.ID, Account: a.Email, Issued: ahead, Nonce: strings.Repeat("00", 16)}.Message()
+		expectField(t, prove(a, wallet, ahead.Format(time.RFC3339), personal(forged)), "signature")
+		expectField(t, prove(a, wallet, time.Now().Add(5*time.Minute).UTC().Format(time.RFC3339), personal(msg)), "issuedAt")
 		expectField(t, prove(a, wallet, issued, ""), "signature")
 		expect(t, h.do("POST", "/api/merchant/wallet-proofs", a.TestKey, map[string]any{"address": wallet, "issuedAt": issued, "signature": personal(msg)}),
 			http.StatusUnauthorized, "UNAUTHORIZED") // the dashboard's session only
@@ -98,8 +111,11 @@ func TestWalletProofs(t *testing.T) {
 		// b may not name a's proven wallet, in any way that makes it receive
 		// or record b's payments (its default, named before the proof,
 		// included); a may.
-		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": strings.ToLower(wallet)}}), http.StatusConflict, "CONFLICT")
+		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": strings.ToLower(wallet)}}), http.StatusOK, "") // as saved
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}), http.StatusConflict, "CONFLICT")
+		// Saving the settings as they are (the form sends both wallets) is
+		// not naming it anew.
+		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"businessName": "B", "wallets": map[string]any{"evm": wallet, "solana": solA}}), http.StatusOK, "")
 		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
 			"merchantWalletAddresses": map[string]any{"base_sepolia": evmB}}), http.StatusCreated, "") // another wallet: fine
 		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
@@ -111,10 +127,21 @@ func TestWalletProofs(t *testing.T) {
 			"billingInterval": "month", "network": "base_sepolia", "customerWalletAddress": evmB}), http.StatusConflict, "CONFLICT")
 		expect(t, h.do("POST", "/api/transactions", b.TestKey, map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia",
 			"txHash": hash64, "walletAddress": evmB}), http.StatusConflict, "CONFLICT")
+		// b's link made before the proof opens no session: the customer
+		// would pay a's wallet.
+		r = h.do("POST", "/api/checkout/session", "", map[string]any{
+			"linkId": bLink, "quoteToken": quote.str("data", "quoteToken"), "walletAddress": evmB, "walletType": "evm",
+			"network": "base_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "country": "DE"},
+			"totalsSnapshot": map[string]any{"subtotalCents": quote.data()["subtotalCents"], "taxCents": quote.data()["taxCents"],
+				"totalCents": quote.data()["totalCents"], "calculationId": quote.str("data", "calculationId")}})
+		expect(t, r, http.StatusConflict, "CONFLICT")
+		if !strings.Contains(r.str("message"), "cannot take payments") {
+			t.Fatalf("the session's refusal: %s", r.Raw)
+		}
 		if m, err := h.store.Merchant(context.Background(), b.ID); err != nil || m.WalletEVM != wallet || m.WalletSolana != solA {
 			t.Fatalf("b's wallets after the refusals: %+v %v", m, err)
 		}
-		if links, err := h.store.PaymentLinks(context.Background(), models.Scope{MerchantID: b.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 1 {
+		if links, err := h.store.PaymentLinks(context.Background(), models.Scope{MerchantID: b.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 2 {
 			t.Fatalf("b's links after the refusals: %d %v", len(links), err)
 		}
 		if subs, _, err := h.store.Subscriptions(context.Background(), models.Scope{MerchantID: b.ID, Mode: models.ModeTest}, "", models.Page{Limit: 10}); err != nil || len(subs) != 0 {
@@ -127,5 +154,16 @@ func TestWalletProofs(t *testing.T) {
 		msgB, issuedB = message(b, wallet)
 		expect(t, prove(b, wallet, issuedB, personal(msgB)), http.StatusCreated, "")
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": wallet}}), http.StatusOK, "")
+
+		// Withdrawn: by its prover only (another merchant's proof is not
+		// found), then the wallet is free.
+		expectField(t, h.do("DELETE", "/api/merchant/wallet-proofs/0x12", a.Session, nil), "address")
+		expect(t, h.do("DELETE", "/api/merchant/wallet-proofs/"+sol.PublicKey().String(), b.Session, nil), http.StatusNotFound, "NOT_FOUND")
+		expect(t, h.do("DELETE", "/api/merchant/wallet-proofs/"+sol.PublicKey().String(), a.TestKey, nil), http.StatusUnauthorized, "UNAUTHORIZED")
+		expect(t, h.do("DELETE", "/api/merchant/wallet-proofs/"+sol.PublicKey().String(), a.Session, nil), http.StatusOK, "")
+		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}), http.StatusOK, "")
+		if r := h.do("GET", "/api/merchant/wallet-proofs", a.Session, nil); len(r.list()) != 1 {
+			t.Fatalf("a's proofs after withdrawing one: %s", r.Raw)
+		}
 	})
 }

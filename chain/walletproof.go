@@ -19,7 +19,8 @@ import (
 // wallet's key: whoever holds the key says the wallet receives that
 // merchant's payments. Nothing is stored before the signature: the message
 // is rebuilt from its fields, so it cannot carry anything else, and one
-// signed for another merchant or another wallet does not verify.
+// signed for another merchant, another wallet or another time does not
+// verify.
 
 // WalletProofValidity is how long after its issue a proof message is taken.
 const WalletProofValidity = 15 * time.Minute
@@ -27,14 +28,25 @@ const WalletProofValidity = 15 * time.Minute
 // ErrBadWalletProof is wrapped by every refusal of VerifyWalletProof.
 var ErrBadWalletProof = errors.New("wallet proof does not verify")
 
-// WalletProofMessage is the text the wallet signs: the wallet (canonical,
-// ParseAddress), the merchant's id and the time of issue (UTC, seconds).
-func WalletProofMessage(address, merchantID string, issued time.Time) string {
+// WalletProof is what a proof message names: the wallet (canonical,
+// ParseAddress), the merchant account (its id and e-mail, which the
+// wallet's owner can recognise), the time of issue (UTC, to the second) and
+// the server's nonce for them (the server's MAC over the others: only the
+// server issues a message, so none can be dated ahead).
+type WalletProof struct {
+	Address, MerchantID, Account, Nonce string
+	Issued                              time.Time
+}
+
+// Message is the text the wallet signs.
+func (p WalletProof) Message() string {
 	return "paygate wallet proof\n\n" +
-		"I control this wallet. Payments to it through paygate are for the merchant below.\n\n" +
-		"Wallet: " + address + "\n" +
-		"Merchant: " + merchantID + "\n" +
-		"Issued: " + issued.UTC().Truncate(time.Second).Format(time.RFC3339)
+		"I control this wallet. Payments to it through paygate are for the merchant account below.\n\n" +
+		"Wallet: " + p.Address + "\n" +
+		"Account: " + p.Account + "\n" +
+		"Merchant: " + p.MerchantID + "\n" +
+		"Issued: " + p.Issued.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n" +
+		"Nonce: " + p.Nonce
 }
 
 // VerifyWalletProof checks that signature is the wallet's own over message:

@@ -273,6 +273,13 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 	if err := v.Err(); err != nil {
 		return Created{}, err
 	}
+	// A link whose wallet another merchant proved (after the link named
+	// it) takes no payment: the money would reach that merchant.
+	if err := s.Store.WalletsFree(ctx, l.MerchantID, l.WalletAddresses[r.Network]); errors.Is(err, apperr.ErrConflict) {
+		return Created{}, apperr.Conflict("this link cannot take payments on " + r.Network + ": its receiving wallet belongs to another merchant account")
+	} else if err != nil {
+		return Created{}, err
+	}
 	now := s.now()
 	ref, err := NewPaymentReference(net.Family)
 	if err != nil {

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -25,9 +28,11 @@ import (
 // TestDashboardWalletProofInBrowser: on the settings page a merchant proves
 // its receiving wallets in Chromium. The EVM wallet is signed by the
 // browser wallet (EIP-6963, personal_sign); declining it says so and
-// records nothing. The Solana wallet's message is signed elsewhere and its
-// signature pasted; a wrong one is refused beside that wallet. Once both are
-// proven, the page says so, and another merchant cannot name either.
+// records nothing. For the Solana wallet a wrong pasted signature is
+// refused beside it, then the browser's Solana wallet signs (signMessage).
+// Once both are proven, the page says so; a proof withdrawn, the wallet is
+// proven again with a signature made elsewhere and pasted; another merchant
+// cannot name either.
 // Screenshots dash-wallet-proof and dash-wallet-proven.
 func TestDashboardWalletProofInBrowser(t *testing.T) {
 	if !browser.Available() {
@@ -58,7 +63,7 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 		Reject: []string{"personal_sign"}})
 	sol := solana.NewWallet().PrivateKey
 	b := browser.Start(t, browser.Timeout(3*time.Minute), browser.ActionTimeout(30*time.Second))
-	tab := b.NewTab(browser.Desktop, browser.WithWallet(w))
+	tab := b.NewTab(browser.Desktop, browser.WithWallet(w), browser.WithScript(injectedSolanaWallet(t, sol)))
 	tab.Navigate(hs.URL + "/dashboard/signup")
 	tab.SetValue("#businessName", "Blue Bottle Roasters")
 	tab.SetValue("#email", "owner@proof.example")
@@ -115,6 +120,30 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	tab.SetValue("#signature-solana", wrong.String())
 	tab.Click("#proof-solana form button[type=submit]")
 	tab.WaitText("#proof-solana", "not the wallet's over this message")
+	// Then with the browser's Solana wallet (signMessage).
+	tab.Click("#proof-solana [data-sign]")
+	tab.WaitText(".notice", "Wallet proven")
+	if got := pageText(tab, "#proofs"); strings.Count(got, "Proven") != 2 || strings.Contains(got, "Not proven") {
+		t.Fatalf("both proven: %q", got)
+	}
+	var signed int
+	tab.Eval(`Number(sessionStorage.getItem("solanaSigned"))`, &signed)
+	if signed != 1 {
+		t.Fatalf("the Solana wallet signed %d messages, want 1", signed)
+	}
+	tab.Screenshot("dash-wallet-proven")
+	// The one error the page reported since is the refused form's 400.
+	if errs := tab.ConsoleErrors(); len(errs) != 1 || !strings.Contains(errs[0].Text, "400") || !strings.Contains(errs[0].URL+errs[0].Text, "wallet-proof") {
+		t.Fatalf("console errors: %v", errs)
+	}
+
+	// Withdrawn, then proven again with a signature made elsewhere and
+	// pasted.
+	tab.Click("#proof-solana form button[type=submit]")
+	tab.WaitText(".notice", "Wallet proof withdrawn")
+	if got := pageText(tab, "#proof-solana"); !strings.Contains(got, "Not proven yet") {
+		t.Fatalf("the Solana wallet withdrawn: %q", got)
+	}
 	tab.Eval(`document.querySelector("#proof-solana form").dataset.message`, &message)
 	sig, err := sol.Sign([]byte(message))
 	if err != nil {
@@ -123,13 +152,8 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	tab.SetValue("#signature-solana", sig.String())
 	tab.Click("#proof-solana form button[type=submit]")
 	tab.WaitText(".notice", "Wallet proven")
-	if got := pageText(tab, "#proofs"); strings.Count(got, "Proven") != 2 || strings.Contains(got, "Not proven") {
-		t.Fatalf("both proven: %q", got)
-	}
-	tab.Screenshot("dash-wallet-proven")
-	// The one error the page reported since is the refused form's 400.
-	if errs := tab.ConsoleErrors(); len(errs) != 1 || !strings.Contains(errs[0].Text, "400") || !strings.Contains(errs[0].URL+errs[0].Text, "wallet-proof") {
-		t.Fatalf("console errors: %v", errs)
+	if got := pageText(tab, "#proofs"); strings.Count(got, "Proven") != 2 {
+		t.Fatalf("both proven again: %q", got)
 	}
 
 	// Another merchant cannot name them.
@@ -138,4 +162,31 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 		"password": "correct horse battery staple", "businessName": "Other"}, 201)["sessionToken"].(string)
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 409)
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}, 409)
+}
+
+// injectedSolanaWallet is a Solana wallet as a browser extension injects
+// one (window.solana: connect, publicKey, signMessage), holding key and
+// signing with the browser's own Ed25519 (WebCrypto); it counts its
+// signatures in the tab's sessionStorage ("solanaSigned": the page moves on
+// after each).
+func injectedSolanaWallet(t *testing.T, key solana.PrivateKey) string {
+	t.Helper()
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(ed25519.PrivateKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return `(() => {
+  const pkcs8 = Uint8Array.from(atob("` + base64.StdEncoding.EncodeToString(pkcs8) + `"), (c) => c.charCodeAt(0));
+  const key = crypto.subtle.importKey("pkcs8", pkcs8, { name: "Ed25519" }, false, ["sign"]);
+  const publicKey = { toString: () => "` + key.PublicKey().String() + `" };
+  window.solana = {
+    isPhantom: true,
+    publicKey: null,
+    connect() { this.publicKey = publicKey; return Promise.resolve({ publicKey }); },
+    signMessage(bytes) {
+      sessionStorage.setItem("solanaSigned", String(Number(sessionStorage.getItem("solanaSigned")) + 1));
+      return key.then((k) => crypto.subtle.sign({ name: "Ed25519" }, k, bytes)).then((s) => ({ signature: new Uint8Array(s), publicKey }));
+    },
+  };
+})();`
 }

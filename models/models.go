@@ -647,7 +647,7 @@ type ChainCursor struct {
 }
 
 // WalletProof records that a merchant proved it controls a wallet: the
-// wallet's key signed chain.WalletProofMessage naming the wallet and the
+// wallet's key signed chain.WalletProof.Message naming the wallet and the
 // merchant. A wallet a merchant proved is that merchant's: no other
 // merchant may name it for its payments, and where others named it before
 // the proof, the watchers attribute its transfers to the prover.

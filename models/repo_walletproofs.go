@@ -2,9 +2,11 @@ package models
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/paygate/paygate/apperr"
@@ -12,15 +14,28 @@ import (
 
 // RecordWalletProof stores a verified proof (chain.VerifyWalletProof) that
 // p.MerchantID controls p.Address. Proving a wallet again keeps the first
-// proof, which is returned with created false.
-func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof) (created bool, err error) {
+// proof, which is returned with created false. A merchant holding max
+// proofs already proves no other wallet (apperr.ErrConflict).
+func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof, max int) (created bool, err error) {
 	p.ID, p.ProvedAt = NewID(), p.ProvedAt.UTC()
-	res := s.ctx(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(p)
-	if res.Error != nil {
-		return false, res.Error
-	}
-	if res.RowsAffected == 1 {
-		return true, nil
+	err = s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var n int64
+		if err := tx.Model(&WalletProof{}).Where("merchant_id = ? AND address <> ?", p.MerchantID, p.Address).Count(&n).Error; err != nil {
+			return err
+		}
+		if max > 0 && n >= int64(max) {
+			return apperr.WithHint(apperr.ErrConflict, fmt.Sprintf("the account holds %d wallet proofs, the most it may", max),
+				"withdraw the proof of a wallet you no longer use (DELETE /api/merchant/wallet-proofs/{address})")
+		}
+		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(p)
+		if res.Error != nil {
+			return res.Error
+		}
+		created = res.RowsAffected == 1
+		return nil
+	})
+	if err != nil || created {
+		return created, err
 	}
 	var first WalletProof
 	if err := s.ctx(ctx).Where("merchant_id = ? AND address = ?", p.MerchantID, p.Address).Take(&first).Error; err != nil {
@@ -28,6 +43,19 @@ func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof) (created 
 	}
 	*p = first
 	return false, nil
+}
+
+// DeleteWalletProof withdraws the merchant's proof of address (not found:
+// apperr.ErrNotFound).
+func (s *Store) DeleteWalletProof(ctx context.Context, merchantID, address string) error {
+	res := s.ctx(ctx).Where("merchant_id = ? AND address = ?", merchantID, address).Delete(&WalletProof{})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return apperr.NotFound()
+	}
+	return nil
 }
 
 // WalletProofs lists the wallets the merchant proved, oldest proof first.

@@ -57,11 +57,11 @@ func TestWalletProofStore(t *testing.T) {
 		}
 
 		proof := &models.WalletProof{MerchantID: a.ID, Family: "evm", Address: shared, Message: "m1", Signature: "s1", ProvedAt: time.Now()}
-		if created, err := st.RecordWalletProof(ctx, proof); err != nil || !created {
+		if created, err := st.RecordWalletProof(ctx, proof, 0); err != nil || !created {
 			t.Fatalf("first proof: %v %v", created, err)
 		}
 		again := &models.WalletProof{MerchantID: a.ID, Family: "evm", Address: shared, Message: "m2", Signature: "s2", ProvedAt: time.Now().Add(time.Minute)}
-		if created, err := st.RecordWalletProof(ctx, again); err != nil || created || again.ID != proof.ID || again.Message != "m1" {
+		if created, err := st.RecordWalletProof(ctx, again, 0); err != nil || created || again.ID != proof.ID || again.Message != "m1" {
 			t.Fatalf("proven again: %v %+v %v", created, again, err)
 		}
 		if got := receiving(); got != "[a@0x5290 c@0x8617]" {
@@ -73,7 +73,7 @@ func TestWalletProofStore(t *testing.T) {
 		if err := st.WalletsFree(ctx, a.ID, shared); err != nil {
 			t.Fatalf("a names its own: %v", err)
 		}
-		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: b.ID, Family: "evm", Address: shared, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: b.ID, Family: "evm", Address: shared, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.WalletsFree(ctx, b.ID, shared); err != nil {
@@ -85,7 +85,7 @@ func TestWalletProofStore(t *testing.T) {
 		// A merchant that proved c's wallet but has no link naming it: the
 		// wallet's transfers are not c's either.
 		d := newMerchant(t, st, "wpd@example.com")
-		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: d.ID, Family: "evm", Address: own, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: d.ID, Family: "evm", Address: own, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got := receiving(); got != "[a@0x5290 b@0x5290]" {
@@ -96,6 +96,28 @@ func TestWalletProofStore(t *testing.T) {
 		}
 		if ps, err := st.WalletProofs(ctx, c.ID); err != nil || len(ps) != 0 {
 			t.Fatalf("c's proofs: %+v %v", ps, err)
+		}
+
+		// At most max proofs a merchant (a wallet proven again is not
+		// another); a withdrawn proof frees the wallet.
+		third := &models.WalletProof{MerchantID: a.ID, Family: "evm", Address: own, Message: "m", Signature: "s", ProvedAt: time.Now()}
+		if _, err := st.RecordWalletProof(ctx, third, 1); !errors.Is(err, apperr.ErrConflict) {
+			t.Fatalf("a second wallet past a bound of one: %v", err)
+		}
+		if created, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: a.ID, Family: "evm", Address: shared, Message: "m", Signature: "s", ProvedAt: time.Now()}, 1); err != nil || created {
+			t.Fatalf("the same wallet again at the bound: %v %v", created, err)
+		}
+		if err := st.DeleteWalletProof(ctx, d.ID, own); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DeleteWalletProof(ctx, d.ID, own); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("withdrawn twice: %v", err)
+		}
+		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
+			t.Fatalf("d withdrew its proof of c's wallet: %s", got)
+		}
+		if err := st.WalletsFree(ctx, c.ID, own); err != nil {
+			t.Fatalf("c names its wallet once d withdrew: %v", err)
 		}
 	})
 }

@@ -552,7 +552,7 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 	other := f.merchant("other@example.com")
 	mine, theirs := f.refund(models.ModeTest, 610, ""), f.refundOf(f.paid(other, models.ModeTest), 610, "")
 	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: f.txns[models.ModeTest].MerchantID, Family: "evm",
-		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
 	}
 	h := f.chain.send("base_sepolia", wMerchant, wPayer, 6_100_000, 0)
@@ -584,7 +584,7 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 
 	// Both proved it: neither is told apart, the transfer pays neither.
 	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "evm",
-		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}); err != nil {
+		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
 	}
 	again := f.refund(models.ModeTest, 620, "")

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -150,8 +151,9 @@ func (p *Pages) renderSettings(c *gin.Context, status int, form map[string]strin
 // renderSettingsProof renders the settings page; proofErr is the refusal
 // of the last proof of the wallet proofAddress.
 func (p *Pages) renderSettingsProof(c *gin.Context, status int, form map[string]string, formErr, logoErr *apiError, proofAddress string, proofErr *apiError) {
+	proofs, proofsErr := p.walletProofs(c, proofAddress, proofErr)
 	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": form, "FormError": formErr, "LogoError": logoErr,
-		"Proofs": p.walletProofs(c, proofAddress, proofErr)})
+		"Proofs": proofs, "ProofsError": proofsErr})
 }
 
 // dWalletProof is a saved receiving wallet on the settings page: proven
@@ -163,16 +165,16 @@ type dWalletProof struct {
 	Error                  *apiError
 }
 
-// walletProofs lists the merchant's saved wallets with their proofs (a
-// wallet the API cannot answer for is left out).
-func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiError) []dWalletProof {
+// walletProofs lists the merchant's saved wallets with their proofs, or
+// the API's refusal to answer.
+func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiError) ([]dWalletProof, *apiError) {
 	m := c.MustGet(merchantKey).(dMerchant)
 	var proven []struct {
 		Address  string    `json:"address"`
 		ProvedAt time.Time `json:"provedAt"`
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant/wallet-proofs"}, &proven); err != nil {
-		return nil
+		return nil, err
 	}
 	var out []dWalletProof
 	for _, w := range []dWalletProof{{Family: "evm", Label: "EVM wallet", Address: m.Wallets.EVM}, {Family: "solana", Label: "Solana wallet", Address: m.Wallets.Solana}} {
@@ -191,16 +193,27 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 			}
 			if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
 				json: map[string]string{"address": w.Address}}, &msg); err != nil {
-				continue
+				return nil, err
 			}
 			w.Message, w.IssuedAt = msg.Message, msg.IssuedAt
-			if w.Address == failedAddress {
-				w.Error = failed
-			}
+		}
+		if w.Address == failedAddress {
+			w.Error = failed
 		}
 		out = append(out, w)
 	}
-	return out
+	return out, nil
+}
+
+// walletProofWithdrawForm withdraws the proof of a wallet (DELETE
+// /api/merchant/wallet-proofs/{address}).
+func (p *Pages) walletProofWithdrawForm(c *gin.Context) {
+	addr := strings.TrimSpace(c.PostForm("address"))
+	if _, err := p.api(c, apiCall{method: http.MethodDelete, path: "/api/merchant/wallet-proofs/" + url.PathEscape(addr)}, nil); err != nil {
+		p.renderSettingsProof(c, err.Status, savedSettings(c.MustGet(merchantKey).(dMerchant)), nil, nil, addr, err)
+		return
+	}
+	back(c, "/settings", "wallet.withdrawn", "proofs")
 }
 
 // walletProofForm records a wallet's signature (POST

@@ -105,6 +105,7 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.POST("/settings", p.settingsForm)
 	m.POST("/settings/logo", p.logoForm)
 	m.POST("/settings/wallet-proof", p.walletProofForm)
+	m.POST("/settings/wallet-proof/withdraw", p.walletProofWithdrawForm)
 }
 
 // dashHeaders: dashboard pages are never cached, framed or indexed.
@@ -535,6 +536,7 @@ var notices = map[string]string{
 	"refund.recorded":  "Transfer recorded: it was confirmed on chain, and the refund succeeded with it.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
 	"wallet.proven":       "Wallet proven: it is yours on paygate, and no other account can name it.",
+	"wallet.withdrawn":    "Wallet proof withdrawn: another account may now name the wallet.",
 	"subscription.cancel": "The subscription ends with its current period.",
 	"subscription.cancel_pending": "Cancellation taken: a payment of the renewal due is being confirmed; if it lands, the subscription " +
 		"ends with the period it pays, otherwise at once.",

@@ -190,6 +190,35 @@ func TestPayFormChecksAsTheAPI(t *testing.T) {
 	}
 }
 
+// A link whose wallet another merchant proved since it named it takes no
+// payment: the page says why (409), with what was typed, and no session
+// is stored.
+func TestPayFormRefusesAWalletProvenElsewhere(t *testing.T) {
+	s := newSite(t)
+	ctx := context.Background()
+	other := &models.Merchant{Email: "owner@x.io", PasswordHash: "x", BusinessName: "Owner"}
+	if _, err := s.st.CreateMerchant(ctx, other, &models.DashboardSession{TokenHash: "s2"}, models.NewKey{Hash: "k2", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "evm", Address: s.link.WalletAddresses["base_sepolia"],
+		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	p := s.post("/pay/"+s.link.ID, url.Values{"network": {"base_sepolia"}, "email": {"ann@example.com"}, "country": {"DE"},
+		"wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
+	if p.status != http.StatusConflict || !strings.Contains(p.body, "cannot take payments on base_sepolia") || !strings.Contains(p.body, "ann@example.com") {
+		t.Fatalf("pay form: %d %.400s", p.status, p.body)
+	}
+	if rows, _, err := s.st.Payments(ctx, models.Scope{MerchantID: s.link.MerchantID, Mode: models.ModeTest}, models.PaymentFilter{}, models.Page{Limit: 5}); err != nil || len(rows) != 0 {
+		t.Fatalf("sessions stored: %d %v", len(rows), err)
+	}
+	// Its Solana network is not that wallet: it still takes payments.
+	if ok := s.post("/pay/"+s.link.ID, url.Values{"network": {"solana_devnet"}, "email": {"ann@example.com"}, "country": {"DE"},
+		"wallet": {"8LxfxgNCjge8ihBiUF4AZA8LUUZh2SY2eVEur9QgFMVW"}}); ok.status != http.StatusSeeOther {
+		t.Fatalf("the link's other network: %d", ok.status)
+	}
+}
+
 // The hosted page's forms count as checkout mutations, with the API's:
 // the eleventh in a minute from one address is refused, whichever form.
 func TestHostedFormsAreRateLimited(t *testing.T) {

@@ -52,6 +52,7 @@ type tabConfig struct {
 	viewport Viewport
 	noJS     bool
 	wallet   *Wallet
+	scripts  []string
 }
 
 // Tab viewport presets.
@@ -73,6 +74,12 @@ func WithoutJavaScript() TabOption { return func(c *tabConfig) { c.noJS = true }
 
 // WithWallet injects the test wallet into every document the tab loads.
 func WithWallet(w *Wallet) TabOption { return func(c *tabConfig) { c.wallet = w } }
+
+// WithScript runs src in every document the tab loads, before the page's
+// own scripts (a stand-in for what a browser extension injects).
+func WithScript(src string) TabOption {
+	return func(c *tabConfig) { c.scripts = append(c.scripts, src) }
+}
 
 // Tab is one page of the browser, in its own browser context (no cookies,
 // storage or cache shared with other tabs). Its helpers fail the test (so
@@ -192,6 +199,7 @@ func (tab *Tab) setup(ctx context.Context) error {
 		scripts = append(scripts, tab.wallet.script())
 		bindings = append(bindings, walletBinding)
 	}
+	scripts = append(scripts, tab.cfg.scripts...)
 	for _, name := range bindings {
 		if _, err := chromedp.Call(ctx, runtime.AddBinding, runtime.AddBindingParams{Name: name}); err != nil {
 			return err

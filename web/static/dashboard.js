@@ -17,23 +17,35 @@
   // Wallet proofs: the browser wallet signs the message shown (EIP-1193
   // personal_sign, found by EIP-6963 or window.ethereum; Solana's injected
   // signMessage), and the form is sent with its signature.
-  var evmWallet = null;
+  var evmWallets = [];
   window.addEventListener('eip6963:announceProvider', function (e) {
-    if (!evmWallet && e.detail && e.detail.provider) evmWallet = e.detail.provider;
+    if (e.detail && e.detail.provider && evmWallets.indexOf(e.detail.provider) < 0) evmWallets.push(e.detail.provider);
   });
   window.dispatchEvent(new Event('eip6963:requestProvider'));
   function hex(bytes) {
     return Array.prototype.map.call(bytes, function (b) { return ('0' + b.toString(16)).slice(-2); }).join('');
   }
+  function holds(accounts, address) {
+    return (accounts || []).filter(function (a) { return a.toLowerCase() === address.toLowerCase(); })[0];
+  }
+  // The wallet to ask: of several, one already connected with the address
+  // (eth_accounts asks the user nothing), else the first.
+  function evmProvider(address) {
+    var all = evmWallets.length ? evmWallets : (window.ethereum ? [window.ethereum] : []);
+    if (!all.length) return Promise.reject(new Error('no browser wallet found; paste a signature instead'));
+    return Promise.all(all.map(function (p) {
+      return p.request({ method: 'eth_accounts' }).then(function (a) { return holds(a, address) ? p : null; }, function () { return null; });
+    })).then(function (found) { return found.filter(Boolean)[0] || all[0]; });
+  }
   function sign(family, address, message) {
     var bytes = new TextEncoder().encode(message);
     if (family === 'evm') {
-      var p = evmWallet || window.ethereum;
-      if (!p) return Promise.reject(new Error('no browser wallet found; paste a signature instead'));
-      return p.request({ method: 'eth_requestAccounts' }).then(function (accounts) {
-        var own = (accounts || []).filter(function (a) { return a.toLowerCase() === address.toLowerCase(); })[0];
-        if (!own) throw new Error('the wallet connected is not ' + address + '; switch to it in your wallet');
-        return p.request({ method: 'personal_sign', params: ['0x' + hex(bytes), own] });
+      return evmProvider(address).then(function (p) {
+        return p.request({ method: 'eth_requestAccounts' }).then(function (accounts) {
+          var own = holds(accounts, address);
+          if (!own) throw new Error('the wallet connected is not ' + address + '; switch to it in your wallet');
+          return p.request({ method: 'personal_sign', params: ['0x' + hex(bytes), own] });
+        });
       });
     }
     var s = (window.phantom && window.phantom.solana) || window.solana;
@@ -43,7 +55,11 @@
         throw new Error('the wallet connected is not ' + address + '; switch to it in your wallet');
       }
       return s.signMessage(bytes, 'utf8');
-    }).then(function (r) { return hex((r && r.signature) || r); });
+    }).then(function (r) {
+      var sig = r && r.signature ? r.signature : r;
+      if (!sig || sig.length !== 64) throw new Error('the wallet gave no 64-byte signature');
+      return hex(sig);
+    });
   }
   document.querySelectorAll('form.proof-form [data-sign]').forEach(function (btn) {
     btn.addEventListener('click', function () {
