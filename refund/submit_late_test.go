@@ -86,14 +86,19 @@ func TestSubmitLateAnswers(t *testing.T) {
 		t.Fatalf("workflows started: %v, want 4 of %s", tc.started, want)
 	}
 
-	// Recorded: the refund as the store has it now.
-	tc.get = func(ctx context.Context, out any) error {
-		if _, err := f.st.FinishExpiredRefundLate(ctx, models.RefundOutcome{RefundID: r.ID, Status: models.RefundSucceeded, TxHash: hash, At: time.Now()}); err != nil {
-			return err
+	// Recorded (as the workflow records a verified transfer): the refund
+	// as the store has it now.
+	var recording string
+	record := func(h string) func(context.Context, any) error {
+		return func(ctx context.Context, out any) error {
+			if _, err := f.st.FinishExpiredRefundLate(ctx, models.RefundOutcome{RefundID: recording, Status: models.RefundSucceeded, TxHash: h, At: time.Now()}); err != nil {
+				return err
+			}
+			*out.(*workflows.RefundLateResult) = workflows.RefundLateResult{Recorded: true, Status: models.RefundSucceeded}
+			return nil
 		}
-		*out.(*workflows.RefundLateResult) = workflows.RefundLateResult{Recorded: true, Status: models.RefundSucceeded}
-		return nil
 	}
+	recording, tc.get = r.ID, record(hash)
 	got, err := f.svc.Submit(ctx, sc, r.ID, hash)
 	if err != nil || got.Status != models.RefundSucceeded || got.TxHash == nil || *got.TxHash != hash {
 		t.Fatalf("recorded: %+v, %v", got, err)
@@ -111,23 +116,31 @@ func TestSubmitLateAnswers(t *testing.T) {
 		t.Fatalf("workflows started for a hash the merchant's refund holds: %v", tc.started[started:])
 	}
 	// A hash another merchant's refund holds (a stranger who named the
-	// wallet theirs too and submitted it first) is checked all the same.
+	// wallet theirs too and submitted it first) is checked and recorded
+	// all the same; theirs is left as it was.
+	recording = other.ID
 	stranger := f.merchant("stranger@example.com")
 	theirs := f.refundOf(f.paid(stranger, models.ModeTest), 700, "")
 	hTheirs := fmt.Sprintf("0x%064x", 0xbad)
 	if err := f.st.SubmitRefundTx(ctx, theirs.ID, hTheirs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	tc.get = answer(workflows.RefundLateResult{Reason: "INVALID_TRANSFER", Message: "not from the refund's wallet"}, nil)
-	if _, err := f.svc.Submit(ctx, sc, other.ID, hTheirs); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "INVALID_TRANSFER") {
-		t.Fatalf("a hash another merchant's refund holds: %v", err)
+	tc.get = record(hTheirs)
+	got, err = f.svc.Submit(ctx, sc, other.ID, hTheirs)
+	if err != nil || got.Status != models.RefundSucceeded || got.TxHash == nil || *got.TxHash != hTheirs {
+		t.Fatalf("a hash another merchant's refund holds: %+v %v", got, err)
 	}
 	if want := workflows.RefundLateWorkflowID(other.ID, hTheirs); len(tc.started) != started+1 || tc.started[started] != want {
 		t.Fatalf("workflows started for a hash another merchant holds: %v, want %s", tc.started[started:], want)
 	}
+	if r, err := f.st.RefundByID(ctx, theirs.ID); err != nil || r.Status != models.RefundSubmitted || *r.TxHash != hTheirs {
+		t.Fatalf("the other merchant's refund after: %+v %v", r, err)
+	}
 	started++
-	f.svc.Now = func() time.Time { return other.ExpiresAt.Add(models.ExpiredRefundListed + time.Second) }
-	if _, err := f.svc.Submit(ctx, sc, other.ID, fmt.Sprintf("0x%064x", 0xdef)); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "more than a week ago") {
+	old := f.refund(models.ModeTest, 800, "")
+	f.expire(old)
+	f.svc.Now = func() time.Time { return old.ExpiresAt.Add(models.ExpiredRefundListed + time.Second) }
+	if _, err := f.svc.Submit(ctx, sc, old.ID, fmt.Sprintf("0x%064x", 0xdef)); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "more than a week ago") {
 		t.Fatalf("a week on: %v", err)
 	}
 	if len(tc.started) != started {

@@ -47,7 +47,8 @@ type RefundLateResult struct {
 // payment.refunded delivered), since the money left the merchant's wallet.
 // A transfer that fails verification, or stays unseen for the not-found
 // window, leaves the refund as it was; so does a hash that backs another
-// refund meanwhile. Its own workflow, not the refund's, so the refund's
+// refund of the merchant meanwhile (another merchant's refund holding it
+// does not: each merchant's refunds are judged apart). Its own workflow, not the refund's, so the refund's
 // history stays what it was and an operator sees the late find beside it.
 func RefundLateTransferWorkflow(ctx workflow.Context, in RefundLateInput) (RefundLateResult, error) {
 	ri := in.Refund
