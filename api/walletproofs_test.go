@@ -165,5 +165,18 @@ func TestWalletProofs(t *testing.T) {
 		if r := h.do("GET", "/api/merchant/wallet-proofs", a.Session, nil); len(r.list()) != 1 {
 			t.Fatalf("a's proofs after withdrawing one: %s", r.Raw)
 		}
+
+		// At most 50 proofs a merchant: b holds one; 49 more, then a 409
+		// with a hint; a wallet proven already is still answered.
+		for range 49 {
+			expect(t, h.do("POST", "/api/merchant/wallet-proofs", b.Session, signedProof(h, b)), http.StatusCreated, "")
+		}
+		r = h.do("POST", "/api/merchant/wallet-proofs", b.Session, signedProof(h, b))
+		expect(t, r, http.StatusConflict, "CONFLICT")
+		if !strings.Contains(r.str("message"), "50 wallet proofs") || !strings.Contains(r.str("hint"), "DELETE /api/merchant/wallet-proofs") {
+			t.Fatalf("the 51st proof: %s", r.Raw)
+		}
+		msgB, issuedB = message(b, wallet)
+		expect(t, prove(b, wallet, issuedB, personal(msgB)), http.StatusOK, "")
 	})
 }

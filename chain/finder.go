@@ -246,18 +246,19 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 }
 
 // eachWalletTransaction reads, oldest first, each successful transaction
-// that touched a wallet's associated USDC account after the signature
-// after[wallet] (every one since it, listed page after page), or, for a
-// wallet without a place, the newest solanaSignaturesPerReference (when
-// since is set: every one back to since, none whose block time is before
-// it), and returns what read makes of them and the place reached per
-// wallet. At most solanaReadsPerPass transactions are read per wallet: a
-// wallet with more new ones (a busy wallet, or a stranger's flood of dust
-// transfers into it) keeps its place after the last one read, and the
-// next pass goes on from there, so none is skipped. A wallet the node
-// fails on (its list, or one of its transactions) keeps what was read and
-// its place after it, so the next pass reads on from there; the error says
-// so.
+// that touched a wallet's associated USDC account after its place
+// after[wallet] (every one since it), or, for a wallet without a place, the
+// newest solanaSignaturesPerReference (when since is set: every one back to
+// since, none whose block time is before it), and returns what read makes
+// of them and the place reached per wallet (see walletPlace). At most
+// solanaReadsPerPass transactions are read per wallet and pass, and at most
+// solanaListPages pages of signatures listed: a wallet with more new ones
+// (a busy wallet, a week read back after a restart, or a stranger's flood
+// of dust transfers into it) is listed down over the next passes and read
+// from its oldest, so none is skipped and none read twice. A wallet the
+// node fails on (its list, or one of its transactions) keeps what was read
+// and its place after it, so the next pass reads on from there; the error
+// says so.
 func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallets []string, after map[string]string, since time.Time,
 	read func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []T) ([]T, map[string]string, error) {
 	sl, ok := v.client.(solanaSignatureLister)
@@ -276,23 +277,31 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 		if err != nil {
 			continue
 		}
-		sigs, err := walletSignatures(ctx, sl, ata, after[w], since)
-		if errors.Is(err, errSignaturesCut) {
-			// Listed as far as a pass lists: the older ones are passed
-			// over (said), the listed ones read.
-			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
-		} else if err != nil {
+		from, below := splitPlace(after[w])
+		sigs, lower, err := walletSignatures(ctx, sl, ata, from, below, since)
+		if err != nil {
 			failed = append(failed, fmt.Errorf("signatures of %s: %w", w, err))
 			if ctx.Err() != nil {
 				break
 			}
 			continue
 		}
+		if lower != "" {
+			// More than a pass lists: the listing goes on down from there
+			// on the next pass; nothing newer is read before what is older.
+			newest[w] = joinPlace(from, lower)
+			continue
+		}
+		if sig, err := solana.SignatureFromBase58(below); err == nil {
+			// Everything older than below is listed: below itself (listed
+			// on an earlier pass, not read) comes next, then newer ones.
+			sigs = append([]*rpc.TransactionSignature{{Signature: sig}}, sigs...)
+		}
 		// Oldest first; place is the newest signature read so far, where a
 		// failure or the pass's bound leaves the wallet (the next pass reads
-		// on from there).
-		place, complete, reads := after[w], true, 0
-		for i := len(sigs) - 1; i >= 0; i-- {
+		// on from there, still below what the listing left for later).
+		place, complete, reads, i := from, true, 0, len(sigs)-1
+		for ; i >= 0; i-- {
 			sig := sigs[i]
 			if sig == nil {
 				continue
@@ -308,9 +317,14 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 					complete = false
 					break
 				}
-				out = append(out, read(owner, sig, tx)...)
+				if tx.Meta == nil || tx.Meta.Err == nil {
+					out = append(out, read(owner, sig, tx)...)
+				}
 			}
 			place = sig.Signature.String()
+		}
+		if i >= 0 {
+			place = joinPlace(place, below)
 		}
 		if place != "" {
 			newest[w] = place
@@ -325,58 +339,72 @@ func eachWalletTransaction[T any](ctx context.Context, v *SolanaVerifier, wallet
 	return out, newest, nil
 }
 
+// A wallet's place is the signature read last ("": none yet) or, while the
+// wallet has more new signatures than a pass lists, "from|below": those
+// newer than from (back to the scan's since when from is "") and older than
+// below are still to list and read, then below, then the newer ones. The
+// callers keep it as it is given.
+func splitPlace(p string) (from, below string) {
+	from, below, _ = strings.Cut(p, "|")
+	return from, below
+}
+
+func joinPlace(from, below string) string {
+	if below == "" {
+		return from
+	}
+	return from + "|" + below
+}
+
 // solanaListPages bounds the pages of signatures listed per wallet and
-// pass, back to its place or to a scan's since: ten thousand signatures,
-// ten calls, as a pass must end (a node limiting its rate, a backlog a
-// stranger's dust transfers made). A wallet with more new signatures than
-// that between two passes loses the older ones (the error says so; a
-// payment among them is still found by its reference or submitted, a
-// refund submitted by hand).
+// pass: ten thousand signatures, ten calls, as a pass must end (a node
+// limiting its rate). A listing longer than that goes on over the next
+// passes (walletPlace), nothing read meanwhile.
 const solanaListPages = 10
 
 // solanaReadsPerPass bounds the transactions read per wallet and pass
 // (each is a getTransaction): the rest wait for the next pass, in order.
 const solanaReadsPerPass = 1000
 
-// errSignaturesCut: a wallet's listing reached solanaListPages before its
-// place (or since); what was listed is returned with it.
-var errSignaturesCut = errors.New("more new signatures than a pass lists; the older ones are not read")
-
 // walletSignatures lists an account's signatures newer than the signature
-// after, page after page back to it, or, when after is "", the newest
-// solanaSignaturesPerReference (when since is set: page after page back to
-// since; a signature without a block time counts as within it), newest
-// first. Listing stops at solanaListPages pages, with errSignaturesCut
-// beside what was listed.
-func walletSignatures(ctx context.Context, sl solanaSignatureLister, account solana.PublicKey, after string, since time.Time) ([]*rpc.TransactionSignature, error) {
+// from and older than below (when set), page after page, or, when neither
+// is set, the newest solanaSignaturesPerReference (when since is set: page
+// after page back to since; a signature without a block time counts as
+// within it), newest first. A listing that would take more than
+// solanaListPages pages answers none, and lower: the oldest signature
+// listed, where the next pass goes on.
+func walletSignatures(ctx context.Context, sl solanaSignatureLister, account solana.PublicKey, from, below string, since time.Time) (sigs []*rpc.TransactionSignature, lower string, err error) {
 	limit := solanaSignaturesPerReference
 	opts := &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed}
-	placed := false
-	if sig, err := solana.SignatureFromBase58(after); err == nil {
-		opts.Until, placed = sig, true
+	bounded := !since.IsZero()
+	if sig, err := solana.SignatureFromBase58(from); err == nil {
+		opts.Until, bounded = sig, true
+	}
+	if sig, err := solana.SignatureFromBase58(below); err == nil {
+		opts.Before, bounded = sig, true
 	}
 	var all []*rpc.TransactionSignature
 	for page := 0; ; page++ {
-		sigs, err := sl.GetSignaturesForAddressWithOpts(ctx, account, opts)
+		got, err := sl.GetSignaturesForAddressWithOpts(ctx, account, opts)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		all = append(all, sigs...)
-		if (!placed && since.IsZero()) || len(sigs) < limit {
-			return all, nil
+		all = append(all, got...)
+		if !bounded || len(got) < limit {
+			return all, "", nil
 		}
 		var last *rpc.TransactionSignature
-		for i := len(sigs) - 1; i >= 0 && last == nil; i-- {
-			last = sigs[i]
+		for i := len(got) - 1; i >= 0 && last == nil; i-- {
+			last = got[i]
 		}
 		if last == nil {
-			return all, fmt.Errorf("a page of %d signatures without one: %w", len(sigs), errSignaturesCut)
+			return nil, "", fmt.Errorf("a page of %d signatures without one", len(got))
 		}
 		if !since.IsZero() && last.BlockTime != nil && last.BlockTime.Time().Before(since) {
-			return all, nil
+			return all, "", nil
 		}
 		if page+1 >= solanaListPages {
-			return all, errSignaturesCut
+			return nil, last.Signature.String(), nil
 		}
 		opts.Before = last.Signature
 	}

@@ -236,102 +236,114 @@ func floodedNode(n int, now time.Time) *walletNode {
 	return node
 }
 
-// A wallet read back to a time pages through its signatures to it, and one
-// read from its place pages back to that place; without either, one page.
-// Listing stops at solanaListPages pages a pass and says so.
+// A wallet read back to a time pages through its signatures to it, one
+// read from its place pages back to that place, one below a signature from
+// there; without any of them, one page. A listing longer than
+// solanaListPages pages answers none and where the next pass goes on.
 func TestWalletSignaturesPageBackToSince(t *testing.T) {
 	now := time.Now()
 	node := floodedNode(2_500, now)
 	account := solana.NewWallet().PublicKey()
+	at := func(i int) string { return node.sigs[i].Signature.String() }
 	for _, c := range []struct {
-		after       string
+		from, below string
 		since       time.Time
 		want, lists int
 	}{
-		{"", time.Time{}, solanaSignaturesPerReference, 1},
-		{"", now.Add(-time.Hour), 2_500, 3},
-		{"", now.Add(-1_500 * time.Second), 2_000, 2}, // the page that reaches since is the last
-		{node.sigs[2_400].Signature.String(), time.Time{}, 2_400, 3},
-		{node.sigs[2_000].Signature.String(), time.Time{}, 2_000, 3}, // a full page ends short of the place: one more asked
-		{node.sigs[2_400].Signature.String(), now.Add(-1_500 * time.Second), 2_000, 2},
+		{"", "", time.Time{}, solanaSignaturesPerReference, 1},
+		{"", "", now.Add(-time.Hour), 2_500, 3},
+		{"", "", now.Add(-1_500 * time.Second), 2_000, 2}, // the page that reaches since is the last
+		{at(2_400), "", time.Time{}, 2_400, 3},
+		{at(2_000), "", time.Time{}, 2_000, 3}, // a full page ends short of the place: one more asked
+		{at(2_400), "", now.Add(-1_500 * time.Second), 2_000, 2},
+		{at(2_400), at(999), time.Time{}, 1_400, 2},
+		{"", at(999), now.Add(-time.Hour), 1_500, 2},
 	} {
 		node.lists = 0
-		sigs, err := walletSignatures(context.Background(), node, account, c.after, c.since)
-		if err != nil || len(sigs) != c.want || node.lists != c.lists {
-			t.Fatalf("after %.8s since %v: %d signatures in %d pages (%v), want %d in %d", c.after, c.since, len(sigs), node.lists, err, c.want, c.lists)
+		sigs, lower, err := walletSignatures(context.Background(), node, account, c.from, c.below, c.since)
+		if err != nil || lower != "" || len(sigs) != c.want || node.lists != c.lists {
+			t.Fatalf("from %.8s below %.8s since %v: %d signatures in %d pages, lower %q (%v), want %d in %d",
+				c.from, c.below, c.since, len(sigs), node.lists, lower, err, c.want, c.lists)
 		}
 	}
 	// A page whose last signature has no block time does not end the
 	// listing back to since: the next page is asked.
 	bt := node.sigs[999].BlockTime
 	node.sigs[999].BlockTime = nil
-	node.lists = 0
-	if sigs, err := walletSignatures(context.Background(), node, account, node.sigs[2_400].Signature.String(), now.Add(-time.Hour)); err != nil ||
-		len(sigs) != 2_400 || node.lists != 3 {
-		t.Fatalf("a signature without a block time ends a page: %d signatures in %d pages (%v)", len(sigs), node.lists, err)
+	for from, want := range map[string]int{at(2_400): 2_400, "": 2_500} {
+		node.lists = 0
+		if sigs, _, err := walletSignatures(context.Background(), node, account, from, "", now.Add(-time.Hour)); err != nil ||
+			len(sigs) != want || node.lists != 3 {
+			t.Fatalf("from %.8s: a signature without a block time ends a page: %d signatures in %d pages (%v)", from, len(sigs), node.lists, err)
+		}
 	}
 	node.sigs[999].BlockTime = bt
 	big := floodedNode(solanaListPages*solanaSignaturesPerReference+10, now)
 	big.lists = 0
-	sigs, err := walletSignatures(context.Background(), big, account, big.sigs[len(big.sigs)-1].Signature.String(), time.Time{})
-	if !errors.Is(err, errSignaturesCut) || len(sigs) != solanaListPages*solanaSignaturesPerReference || big.lists != solanaListPages {
-		t.Fatalf("past the bound: %d signatures in %d pages (%v)", len(sigs), big.lists, err)
+	sigs, lower, err := walletSignatures(context.Background(), big, account, big.sigs[len(big.sigs)-1].Signature.String(), "", time.Time{})
+	if err != nil || len(sigs) != 0 || lower != big.sigs[solanaListPages*solanaSignaturesPerReference-1].Signature.String() || big.lists != solanaListPages {
+		t.Fatalf("past the bound: %d signatures in %d pages, lower %.8s (%v)", len(sigs), big.lists, lower, err)
 	}
 }
 
 // A wallet flooded with more new transactions between two passes than a
-// pass reads (a stranger's dust transfers around a customer's payment) is
-// read oldest first, solanaReadsPerPass a pass, from its place: every
-// transaction is read once, none skipped, in order.
+// pass reads or lists (a stranger's dust transfers around a customer's
+// payment, or a week read back after a restart) is listed down over the
+// next passes, then read oldest first, solanaReadsPerPass a pass, from its
+// place: every transaction is read once, none skipped, in order, and every
+// pass makes at most solanaListPages listing calls.
 func TestWalletReadOnAfterAFlood(t *testing.T) {
-	node := floodedNode(2_600, time.Now())
-	v, err := NewSolanaVerifier(Network{Name: NetworkSolanaDevnet, Family: FamilySolana, USDC: solana.NewWallet().PublicKey().String()}, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wallet := solana.NewWallet().PublicKey().String()
-	// The place: the oldest signature, read on an earlier pass.
-	after := map[string]string{wallet: node.sigs[len(node.sigs)-1].Signature.String()}
-	var read []uint32
-	for pass := 1; pass <= 4; pass++ {
-		got, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet}, after, time.Time{},
-			func(_ solana.PublicKey, sig *rpc.TransactionSignature, _ *rpc.GetTransactionResult) []uint32 {
-				return []uint32{binary.BigEndian.Uint32(sig.Signature[:4])}
-			})
-		if err != nil {
-			t.Fatalf("pass %d: %v", pass, err)
-		}
-		if want := min(solanaReadsPerPass, 2_599-len(read)); len(got) != want {
-			t.Fatalf("pass %d read %d transactions, want %d", pass, len(got), want)
-		}
-		read = append(read, got...)
-		after = newest
-	}
-	if len(read) != 2_599 {
-		t.Fatalf("read %d transactions in all, want 2,599", len(read))
-	}
-	for i, n := range read { // oldest (2,599th newest) first, the newest last
-		if n != uint32(2_599-i) {
-			t.Fatalf("transaction %d read is the %dth newest, want the %dth", i, n, 2_599-i)
-		}
-	}
-	if after[wallet] != node.sigs[0].Signature.String() {
-		t.Fatalf("place after the flood: %s, want the newest", after[wallet])
-	}
-
-	// More than a pass lists: the older ones are passed over, said; the
-	// oldest listed are read first, and the pass ends in bounded calls.
-	n := solanaListPages*solanaSignaturesPerReference + 2_001
-	big := floodedNode(n, time.Now())
-	v.client = big
-	after = map[string]string{wallet: big.sigs[n-1].Signature.String()}
-	got, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet}, after, time.Time{},
-		func(_ solana.PublicKey, sig *rpc.TransactionSignature, _ *rpc.GetTransactionResult) []uint32 {
-			return []uint32{binary.BigEndian.Uint32(sig.Signature[:4])}
+	for _, c := range []struct {
+		name  string
+		fresh int // new signatures after the place
+		since bool
+	}{
+		{"2,599 new", 2_599, false},
+		{"exactly a pass's listing", solanaListPages * solanaSignaturesPerReference, false},
+		{"a pass's listing and one", solanaListPages*solanaSignaturesPerReference + 1, false},
+		{"more than two passes list", 2*solanaListPages*solanaSignaturesPerReference + 2_345, false},
+		{"read back to since, no place", 2*solanaListPages*solanaSignaturesPerReference + 17, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Now()
+			node := floodedNode(c.fresh+1, now)
+			v, err := NewSolanaVerifier(Network{Name: NetworkSolanaDevnet, Family: FamilySolana, USDC: solana.NewWallet().PublicKey().String()}, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wallet := solana.NewWallet().PublicKey().String()
+			// The place: the oldest signature, read on an earlier pass; or
+			// none, reading back to just after it.
+			after := map[string]string{wallet: node.sigs[c.fresh].Signature.String()}
+			var since time.Time
+			if c.since {
+				after = nil
+				since = now.Add(-time.Duration(c.fresh-1)*time.Second - time.Second/2)
+			}
+			var read []uint32
+			for pass := 1; pass <= 200 && len(read) < c.fresh; pass++ {
+				node.lists = 0
+				got, newest, err := eachWalletTransaction(context.Background(), v, []string{wallet}, after, since,
+					func(_ solana.PublicKey, sig *rpc.TransactionSignature, _ *rpc.GetTransactionResult) []uint32 {
+						return []uint32{binary.BigEndian.Uint32(sig.Signature[:4])}
+					})
+				if err != nil || len(got) > solanaReadsPerPass || node.lists > solanaListPages {
+					t.Fatalf("pass %d: read %d in %d lists: %v", pass, len(got), node.lists, err)
+				}
+				read = append(read, got...)
+				after = newest
+			}
+			if len(read) != c.fresh {
+				t.Fatalf("read %d transactions in all, want %d", len(read), c.fresh)
+			}
+			for i, n := range read { // oldest first, the newest last
+				if n != uint32(c.fresh-i) {
+					t.Fatalf("transaction %d read is the %dth newest, want the %dth", i, n, c.fresh-i)
+				}
+			}
+			if after[wallet] != node.sigs[0].Signature.String() {
+				t.Fatalf("place after the flood: %s, want the newest", after[wallet])
+			}
 		})
-	listed := solanaListPages * solanaSignaturesPerReference
-	if !errors.Is(err, errSignaturesCut) || len(got) != solanaReadsPerPass || got[0] != uint32(listed) ||
-		newest[wallet] != big.sigs[listed-solanaReadsPerPass].Signature.String() || big.lists != solanaListPages {
-		t.Fatalf("past the listing's bound: read %d (first the %dth newest) in %d lists, place %s, err %v", len(got), got[0], big.lists, newest[wallet], err)
 	}
 }

@@ -32,7 +32,8 @@ import (
 // refused beside it, then the browser's Solana wallet signs (signMessage).
 // Once both are proven, the page says so; a proof withdrawn, the wallet is
 // proven again with a signature made elsewhere and pasted; another merchant
-// cannot name either.
+// cannot name either. A proven wallet that is no longer a default stays
+// listed and is withdrawn from the page (then it is free).
 // Screenshots dash-wallet-proof and dash-wallet-proven.
 func TestDashboardWalletProofInBrowser(t *testing.T) {
 	if !browser.Available() {
@@ -162,6 +163,23 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 		"password": "correct horse battery staple", "businessName": "Other"}, 201)["sessionToken"].(string)
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 409)
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}, 409)
+
+	// A proven wallet that is no longer a default is still listed, and
+	// withdrawn from the page.
+	tab.Navigate(hs.URL + "/dashboard/test/settings")
+	tab.SetValue("#evm", merchantWallet)
+	tab.Click("#settings-form button[type=submit]")
+	tab.WaitText(".notice", "Settings saved")
+	former := "#proof-" + w.Address().Hex()
+	if got := pageText(tab, former); !strings.Contains(got, "Also proven (evm)") || !strings.Contains(got, "Proven") {
+		t.Fatalf("the former default: %q", got)
+	}
+	tab.Click(former + " form button[type=submit]")
+	tab.WaitText(".notice", "Wallet proof withdrawn")
+	if n := len(tab.ConsoleErrors()); n != 1 {
+		t.Fatalf("console errors after the withdrawal: %v", tab.ConsoleErrors())
+	}
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 200)
 }
 
 // injectedSolanaWallet is a Solana wallet as a browser extension injects

@@ -650,7 +650,8 @@ type ChainCursor struct {
 // wallet's key signed chain.WalletProof.Message naming the wallet and the
 // merchant. A wallet a merchant proved is that merchant's: no other
 // merchant may name it for its payments, and where others named it before
-// the proof, the watchers attribute its transfers to the prover.
+// the proof, the watchers no longer give them its transfers (the prover's
+// links that name it get them).
 type WalletProof struct {
 	ID         string `gorm:"primaryKey;size:36"`
 	MerchantID string `gorm:"size:36;not null;uniqueIndex:idx_wallet_proof_merchant_address,priority:1"`

@@ -19,6 +19,12 @@ import (
 func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof, max int) (created bool, err error) {
 	p.ID, p.ProvedAt = NewID(), p.ProvedAt.UTC()
 	err = s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		// Under the merchant's row lock: two proofs at once count each
+		// other (PostgreSQL; SQLite writes one transaction at a time).
+		var m Merchant
+		if err := s.forUpdate(tx).Select("id").Where("id = ?", p.MerchantID).Take(&m).Error; err != nil {
+			return notFound(err)
+		}
 		var n int64
 		if err := tx.Model(&WalletProof{}).Where("merchant_id = ? AND address <> ?", p.MerchantID, p.Address).Count(&n).Error; err != nil {
 			return err

@@ -90,6 +90,9 @@ type watcher struct {
 	// meanwhile but kept to offer again (to a twin, or to it if the
 	// recording fails).
 	recording map[string]lateRecording
+	// proofs: the wallets' provers read in this network's pass, by
+	// address (nil: none proved it).
+	proofs map[string]map[string]bool
 }
 
 // lateRecording is a late recording running for a refund.
@@ -198,6 +201,7 @@ func (s *Service) WatchOnce(ctx context.Context) int {
 // refunds there, and offers each to the refunds it may pay.
 func (s *Service) watchNetwork(ctx context.Context, network string, sources []models.RefundSource) int {
 	w := &s.watch
+	w.proofs = map[string]map[string]bool{}
 	fam, ok := chain.FamilyOf(network)
 	if !ok {
 		return 0
@@ -462,14 +466,6 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 			}
 		}
 	}
-	if len(merchants) > 1 {
-		// Two merchants named the wallet theirs (and both proved it, or
-		// neither): the transfer is one merchant's, and only the hash its
-		// merchant submits says whose.
-		s.warn("shared/"+network+"/"+hash, "refund watch: a transfer could pay refunds of several merchants; left for a submit by hand",
-			"network", network, "txHash", hash, "refunds", len(pending)+len(expired))
-		return false, false
-	}
 	for m := range provers {
 		if taken, err := s.Store.RefundHashTaken(ctx, m, network, hash); err != nil {
 			s.warn("candidates/"+network, "refund watch: refunds of a transfer not listed", "network", network, "txHash", hash, "err", err)
@@ -477,6 +473,14 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 		} else if taken {
 			return false, false
 		}
+	}
+	if len(merchants) > 1 {
+		// Two merchants named the wallet theirs (and both proved it, or
+		// neither): the transfer is one merchant's, and only the hash its
+		// merchant submits says whose.
+		s.warn("shared/"+network+"/"+hash, "refund watch: a transfer could pay refunds of several merchants; left for a submit by hand",
+			"network", network, "txHash", hash, "refunds", len(pending)+len(expired))
+		return false, false
 	}
 	for _, list := range [][]*models.Refund{pending, expired} {
 		sort.SliceStable(list, func(i, j int) bool { return list[i].CreatedAt.Before(list[j].CreatedAt) })
@@ -516,9 +520,15 @@ func (s *Service) walletProvers(ctx context.Context, fam chain.Family, sources [
 	if err != nil {
 		return nil, nil
 	}
+	if p, ok := s.watch.proofs[addr]; ok {
+		return p, nil // read this pass already (a flood of transfers reads it once)
+	}
 	provers, err := s.Store.WalletProvers(ctx, []string{addr})
 	if err != nil {
 		return nil, err
+	}
+	if s.watch.proofs != nil {
+		s.watch.proofs[addr] = provers[addr]
 	}
 	return provers[addr], nil
 }

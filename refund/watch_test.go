@@ -581,6 +581,14 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 	if got := f.pass(); fmt.Sprint(got) != fmt.Sprint([]string{mine2.ID + "=" + h2}) {
 		t.Fatalf("a stranger's submit first: submitted %v, want the prover's refund", got)
 	}
+	// A twin of the prover's refund made since: the transfer, offered again
+	// (the wallet's refunds changed), backs the prover's refund already.
+	mine3 := f.refund(models.ModeTest, 640, "")
+	if got := f.pass(); len(got) != 0 {
+		t.Fatalf("a transfer the prover's refund holds: submitted %v", got)
+	}
+	f.pending(mine3)
+	f.fail(mine3)
 
 	// Both proved it: neither is told apart, the transfer pays neither.
 	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "evm",

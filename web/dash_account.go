@@ -159,10 +159,11 @@ func (p *Pages) renderSettingsProof(c *gin.Context, status int, form map[string]
 // dWalletProof is a saved receiving wallet on the settings page: proven
 // (ProvedAt), or the message to sign for it, issued now.
 type dWalletProof struct {
-	Family, Label, Address string
-	ProvedAt               time.Time
-	Message, IssuedAt      string
-	Error                  *apiError
+	// ID is the element's id: proof-evm, proof-solana, proof-<address>.
+	ID, Family, Label, Address string
+	ProvedAt                   time.Time
+	Message, IssuedAt          string
+	Error                      *apiError
 }
 
 // walletProofs lists the merchant's saved wallets with their proofs, or
@@ -171,13 +172,15 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 	m := c.MustGet(merchantKey).(dMerchant)
 	var proven []struct {
 		Address  string    `json:"address"`
+		Family   string    `json:"family"`
 		ProvedAt time.Time `json:"provedAt"`
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant/wallet-proofs"}, &proven); err != nil {
 		return nil, err
 	}
 	var out []dWalletProof
-	for _, w := range []dWalletProof{{Family: "evm", Label: "EVM wallet", Address: m.Wallets.EVM}, {Family: "solana", Label: "Solana wallet", Address: m.Wallets.Solana}} {
+	for _, w := range []dWalletProof{{ID: "proof-evm", Family: "evm", Label: "EVM wallet", Address: m.Wallets.EVM},
+		{ID: "proof-solana", Family: "solana", Label: "Solana wallet", Address: m.Wallets.Solana}} {
 		if w.Address == "" {
 			continue
 		}
@@ -197,6 +200,18 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 			}
 			w.Message, w.IssuedAt = msg.Message, msg.IssuedAt
 		}
+		if w.Address == failedAddress {
+			w.Error = failed
+		}
+		out = append(out, w)
+	}
+	// The other wallets it proved (a former default, a link's own wallet):
+	// each withdrawable here too.
+	for _, pr := range proven {
+		if pr.Address == m.Wallets.EVM || pr.Address == m.Wallets.Solana {
+			continue
+		}
+		w := dWalletProof{ID: "proof-" + pr.Address, Family: pr.Family, Label: "Also proven (" + pr.Family + ")", Address: pr.Address, ProvedAt: pr.ProvedAt}
 		if w.Address == failedAddress {
 			w.Error = failed
 		}

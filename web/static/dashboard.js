@@ -33,8 +33,11 @@
   function evmProvider(address) {
     var all = evmWallets.length ? evmWallets : (window.ethereum ? [window.ethereum] : []);
     if (!all.length) return Promise.reject(new Error('no browser wallet found; paste a signature instead'));
+    // A wallet that does not answer within 3 s is taken not to hold it.
+    var late = function () { return new Promise(function (ok) { setTimeout(function () { ok(null); }, 3000); }); };
     return Promise.all(all.map(function (p) {
-      return p.request({ method: 'eth_accounts' }).then(function (a) { return holds(a, address) ? p : null; }, function () { return null; });
+      return Promise.race([p.request({ method: 'eth_accounts' }).then(function (a) { return holds(a, address) ? p : null; },
+        function () { return null; }), late()]);
     })).then(function (found) { return found.filter(Boolean)[0] || all[0]; });
   }
   function sign(family, address, message) {
