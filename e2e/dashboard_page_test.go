@@ -357,21 +357,7 @@ func TestDashboardThousandPayments(t *testing.T) {
 		}
 		t.Skip("chromium is not installed: make chromium")
 	}
-	st := storetest.Open(t, "sqlite")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
-	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
-		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
-	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	st, hs := pagesServer(t)
 
 	b := browser.Start(t, browser.Timeout(4*time.Minute))
 	tab := b.NewTab(browser.Desktop)
@@ -448,4 +434,26 @@ func TestDashboardThousandPayments(t *testing.T) {
 	}
 	tab.Screenshot("dash-payments-1000")
 	tab.AssertNoConsoleErrors()
+}
+
+// pagesServer is the API with the pages over a SQLite store, without
+// Temporal (no session's workflow starts): enough for dashboard pages.
+func pagesServer(t *testing.T) (*models.Store, *httptest.Server) {
+	t.Helper()
+	st := storetest.Open(t, "sqlite")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
+	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
+		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
+	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return st, hs
 }

@@ -5,24 +5,14 @@ import (
 	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/base64"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/gagliardetto/solana-go"
-	"github.com/gin-gonic/gin"
 
-	"github.com/paygate/paygate/api"
-	"github.com/paygate/paygate/auth"
-	"github.com/paygate/paygate/chain"
-	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/e2e/browser"
-	"github.com/paygate/paygate/models/storetest"
-	"github.com/paygate/paygate/web"
 )
 
 // TestDashboardWalletProofInBrowser: on the settings page a merchant proves
@@ -43,21 +33,7 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 		t.Skip("chromium is not installed: make chromium")
 	}
 	ctx := context.Background()
-	st := storetest.Open(t, "sqlite")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
-	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
-		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
-	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	st, hs := pagesServer(t)
 
 	evmKey, _ := crypto.GenerateKey()
 	w := browser.NewWallet(browser.WalletConfig{Key: evmKey, RPC: map[uint64]string{84532: "http://127.0.0.1:9"}, NoWindowEthereum: true,

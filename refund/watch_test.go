@@ -551,10 +551,20 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 	ctx := context.Background()
 	other := f.merchant("other@example.com")
 	mine, theirs := f.refund(models.ModeTest, 610, ""), f.refundOf(f.paid(other, models.ModeTest), 610, "")
-	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: f.txns[models.ModeTest].MerchantID, Family: "evm",
-		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
-		t.Fatal(err)
+	prove := func(merchantID string) {
+		t.Helper()
+		if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: merchantID, Family: "evm",
+			Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
+	none := func(what string) {
+		t.Helper()
+		if got := f.pass(); len(got) != 0 {
+			t.Fatalf("%s: submitted %v", what, got)
+		}
+	}
+	prove(f.txns[models.ModeTest].MerchantID)
 	h := f.chain.send("base_sepolia", wMerchant, wPayer, 6_100_000, 0)
 	if got := f.pass(); fmt.Sprint(got) != fmt.Sprint([]string{mine.ID + "=" + h}) {
 		t.Fatalf("submitted %v, want the prover's refund", got)
@@ -565,9 +575,7 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 	// refund would take: left (its wallet is not the other's).
 	theirsOnly := f.refundOf(f.paid(other, models.ModeTest), 630, "")
 	f.chain.send("base_sepolia", wMerchant, wPayer, 6_300_000, 0)
-	if got := f.pass(); len(got) != 0 {
-		t.Fatalf("a transfer only a non-prover's refund would take: submitted %v", got)
-	}
+	none("a transfer only a non-prover's refund would take")
 	f.pending(theirsOnly)
 	f.fail(theirsOnly)
 
@@ -584,23 +592,16 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 	// A twin of the prover's refund made since: the transfer, offered again
 	// (the wallet's refunds changed), backs the prover's refund already.
 	mine3 := f.refund(models.ModeTest, 640, "")
-	if got := f.pass(); len(got) != 0 {
-		t.Fatalf("a transfer the prover's refund holds: submitted %v", got)
-	}
+	none("a transfer the prover's refund holds")
 	f.pending(mine3)
 	f.fail(mine3)
 
 	// Both proved it: neither is told apart, the transfer pays neither.
-	if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "evm",
-		Address: wMerchant, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
-		t.Fatal(err)
-	}
+	prove(other.ID)
 	again := f.refund(models.ModeTest, 620, "")
 	theirsToo := f.refundOf(f.paid(other, models.ModeTest), 620, "")
 	f.chain.send("base_sepolia", wMerchant, wPayer, 6_200_000, 0)
-	if got := f.pass(); len(got) != 0 {
-		t.Fatalf("both proved it: submitted %v", got)
-	}
+	none("both proved it")
 	f.pending(again)
 	f.pending(theirsToo)
 }
