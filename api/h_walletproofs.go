@@ -2,12 +2,14 @@ package api
 
 import (
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 )
@@ -52,6 +54,10 @@ type walletProofMessageJSON struct {
 	IssuedAt  Time   `json:"issuedAt"`
 	ExpiresAt Time   `json:"expiresAt"`
 	Message   string `json:"message"`
+	// ProvenByAnotherMerchant: another merchant account proved the wallet
+	// (and this one did not): payments to it are not this merchant's, and
+	// its links that name it take none (what naming it would answer 409).
+	ProvenByAnotherMerchant bool `json:"provenByAnotherMerchant"`
 }
 
 // walletFamily reads an EVM or a Solana address as its family and
@@ -110,8 +116,15 @@ func (s *Server) walletProofMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	elsewhere := false
+	if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, addr); errors.Is(err, apperr.ErrConflict) {
+		elsewhere = true
+	} else if err != nil {
+		fail(c, err)
+		return
+	}
 	respond(c, http.StatusOK, walletProofMessageJSON{Address: addr, Family: string(fam), IssuedAt: Time(wp.Issued),
-		ExpiresAt: Time(wp.Issued.Add(chain.WalletProofValidity)), Message: wp.Message()})
+		ExpiresAt: Time(wp.Issued.Add(chain.WalletProofValidity)), Message: wp.Message(), ProvenByAnotherMerchant: elsewhere})
 }
 
 type proveWalletRequest struct {

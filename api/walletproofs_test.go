@@ -151,9 +151,19 @@ func TestWalletProofs(t *testing.T) {
 		h.link(a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"})
 
 		// b proves it too (the same person's second account): then b may.
+		// b's message says so; a's does not.
+		for m, want := range map[*merchant]bool{&b: true, &a: false} {
+			r := h.do("POST", "/api/merchant/wallet-proofs/message", m.Session, map[string]any{"address": wallet})
+			if r.Status != http.StatusOK || r.data()["provenByAnotherMerchant"] != want {
+				t.Fatalf("provenByAnotherMerchant for %s: %s", m.Email, r.Raw)
+			}
+		}
 		msgB, issuedB = message(b, wallet)
 		expect(t, prove(b, wallet, issuedB, personal(msgB)), http.StatusCreated, "")
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": wallet}}), http.StatusOK, "")
+		if r := h.do("POST", "/api/merchant/wallet-proofs/message", b.Session, map[string]any{"address": wallet}); r.data()["provenByAnotherMerchant"] != false {
+			t.Fatalf("b proved it too: %s", r.Raw)
+		}
 
 		// Withdrawn: by its prover only (another merchant's proof is not
 		// found), then the wallet is free.

@@ -21,8 +21,10 @@ import (
 // records nothing. For the Solana wallet a wrong pasted signature is
 // refused beside it, then the browser's Solana wallet signs (signMessage).
 // Once both are proven, the page says so; a proof withdrawn, the wallet is
-// proven again with a signature made elsewhere and pasted; another merchant
-// cannot name either. A proven wallet that is no longer a default stays
+// proven again with a signature made elsewhere and pasted. Another merchant
+// that named the EVM wallet first is told on its settings page that another
+// account proved it, and cannot name either (screenshot
+// dash-wallet-proven-elsewhere). A proven wallet that is no longer a default stays
 // listed and is withdrawn from the page (then it is free).
 // Screenshots dash-wallet-proof and dash-wallet-proven.
 func TestDashboardWalletProofInBrowser(t *testing.T) {
@@ -41,6 +43,13 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	sol := solana.NewWallet().PrivateKey
 	b := browser.Start(t, browser.Timeout(3*time.Minute), browser.ActionTimeout(30*time.Second))
 	tab := b.NewTab(browser.Desktop, browser.WithWallet(w), browser.WithScript(injectedSolanaWallet(t, sol)))
+	// Another merchant named the EVM wallet first (a typo, or a stranger).
+	s := &stack{t: t, http: hs}
+	other := s.call("POST", "/api/auth/signup", "", map[string]any{"email": "other@proof.example",
+		"password": "correct horse battery staple", "businessName": "Other"}, 201)
+	session, otherKey := other["sessionToken"].(string), other["testKey"].(map[string]any)["fullKey"].(string)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 200)
+
 	tab.Navigate(hs.URL + "/dashboard/signup")
 	tab.SetValue("#businessName", "Blue Bottle Roasters")
 	tab.SetValue("#email", "owner@proof.example")
@@ -133,12 +142,24 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 		t.Fatalf("both proven again: %q", got)
 	}
 
-	// Another merchant cannot name them.
-	s := &stack{t: t, http: hs}
-	session := s.call("POST", "/api/auth/signup", "", map[string]any{"email": "other@proof.example",
-		"password": "correct horse battery staple", "businessName": "Other"}, 201)["sessionToken"].(string)
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 409)
+	// The other merchant, which named the EVM wallet first: its settings
+	// page says another account proved it; it cannot name the Solana one,
+	// nor make a link on its EVM default, nor name that again once moved.
+	otherTab := b.NewTab(browser.Desktop)
+	otherTab.Navigate(hs.URL + "/dashboard/login?next=/dashboard/test/settings")
+	otherTab.SetValue("#email", "other@proof.example")
+	otherTab.SetValue("#password", "correct horse battery staple")
+	otherTab.Click("#login-form button[type=submit]")
+	otherTab.WaitVisible("#proofs")
+	if got := pageText(otherTab, "#proof-evm"); !strings.Contains(got, "Another merchant account proved this wallet") {
+		t.Fatalf("the other merchant's settings: %q", got)
+	}
+	otherTab.Screenshot("dash-wallet-proven-elsewhere")
+	otherTab.AssertNoConsoleErrors()
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}, 409)
+	s.call("POST", "/api/payment-links", otherKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"}, 409)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet}}, 200)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 409)
 
 	// A proven wallet that is no longer a default is still listed, and
 	// withdrawn from the page.

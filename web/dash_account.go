@@ -163,7 +163,9 @@ type dWalletProof struct {
 	ID, Family, Label, Address string
 	ProvedAt                   time.Time
 	Message, IssuedAt          string
-	Error                      *apiError
+	// Elsewhere: another merchant account proved the wallet.
+	Elsewhere bool
+	Error     *apiError
 }
 
 // walletProofs lists the merchant's saved wallets with their proofs, or
@@ -191,14 +193,15 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 		}
 		if w.ProvedAt.IsZero() {
 			var msg struct {
-				Message  string `json:"message"`
-				IssuedAt string `json:"issuedAt"`
+				Message   string `json:"message"`
+				IssuedAt  string `json:"issuedAt"`
+				Elsewhere bool   `json:"provenByAnotherMerchant"`
 			}
 			if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
 				json: map[string]string{"address": w.Address}}, &msg); err != nil {
 				return nil, err
 			}
-			w.Message, w.IssuedAt = msg.Message, msg.IssuedAt
+			w.Message, w.IssuedAt, w.Elsewhere = msg.Message, msg.IssuedAt, msg.Elsewhere
 		}
 		if w.Address == failedAddress {
 			w.Error = failed
