@@ -318,7 +318,7 @@ func TestWalletReadOnAfterAFlood(t *testing.T) {
 			var since time.Time
 			if c.since {
 				after = nil
-				since = now.Add(-time.Duration(c.fresh-1)*time.Second - time.Second/2)
+				since = node.sigs[c.fresh-1].BlockTime.Time() // block times are whole seconds
 			}
 			var read []uint32
 			for pass := 1; pass <= 200 && len(read) < c.fresh; pass++ {
