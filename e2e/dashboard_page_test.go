@@ -294,11 +294,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// On a phone (its own browser context: sign in there).
 	phone := b.NewTab(browser.Phone)
-	phone.Navigate(base + "/dashboard/login?next=" + strings.TrimPrefix(detail, base))
-	phone.SetValue("#email", "owner@bluebottle.example")
-	phone.SetValue("#password", "correct horse battery staple")
-	phone.Click("#login-form button[type=submit]")
-	phone.WaitVisible("#timeline")
+	signInInBrowser(phone, base, strings.TrimPrefix(detail, base), "owner@bluebottle.example", "correct horse battery staple", "#timeline")
 	var overflow bool
 	phone.Eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
 	if overflow {
@@ -324,12 +320,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("signed out, the payment page answered %d %q", st, pageText(tab, "h1"))
 	}
 	tab = b.NewTab(browser.Desktop)
-	tab.Navigate(base + "/dashboard/signup")
-	tab.SetValue("#businessName", "Other Shop")
-	tab.SetValue("#email", "other@shop.example")
-	tab.SetValue("#password", "another long password")
-	tab.Click("#signup-form button[type=submit]")
-	tab.WaitVisible("#new-key")
+	signUpInBrowser(tab, base, "Other Shop", "other@shop.example", "another long password")
 	for path, sel := range map[string]string{"/payments": "#payments tbody", "/links": "#links tbody", "/customers": "#customers tbody",
 		"/webhooks": "main"} {
 		tab.Navigate(base + "/dashboard/test" + path)
@@ -361,12 +352,7 @@ func TestDashboardThousandPayments(t *testing.T) {
 
 	b := browser.Start(t, browser.Timeout(4*time.Minute))
 	tab := b.NewTab(browser.Desktop)
-	tab.Navigate(hs.URL + "/dashboard/signup")
-	tab.SetValue("#businessName", "Busy Shop")
-	tab.SetValue("#email", "busy@shop.example")
-	tab.SetValue("#password", "correct horse battery")
-	tab.Click("#signup-form button[type=submit]")
-	tab.WaitVisible("#new-key")
+	signUpInBrowser(tab, hs.URL, "Busy Shop", "busy@shop.example", "correct horse battery")
 	m, err := st.MerchantByEmail(context.Background(), "busy@shop.example")
 	if err != nil {
 		t.Fatal(err)
@@ -456,4 +442,25 @@ func pagesServer(t *testing.T) (*models.Store, *httptest.Server) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return st, hs
+}
+
+// signUpInBrowser signs a merchant up on the dashboard's sign-up page and
+// waits for the page that shows its first API key.
+func signUpInBrowser(tab *browser.Tab, base, business, email, password string) {
+	tab.Navigate(base + "/dashboard/signup")
+	tab.SetValue("#businessName", business)
+	tab.SetValue("#email", email)
+	tab.SetValue("#password", password)
+	tab.Click("#signup-form button[type=submit]")
+	tab.WaitVisible("#new-key")
+}
+
+// signInInBrowser signs a merchant in from the sign-in page, asking for
+// path (under base), and waits for sel on the page it lands on.
+func signInInBrowser(tab *browser.Tab, base, path, email, password, sel string) {
+	tab.Navigate(base + "/dashboard/login?next=" + path)
+	tab.SetValue("#email", email)
+	tab.SetValue("#password", password)
+	tab.Click("#login-form button[type=submit]")
+	tab.WaitVisible(sel)
 }

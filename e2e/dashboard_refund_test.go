@@ -44,11 +44,7 @@ func TestDashboardRefundInBrowser(t *testing.T) {
 	tab := b.NewTab(browser.Desktop)
 	base := s.http.URL
 	page := base + "/dashboard/test/payments/" + sessionID
-	tab.Navigate(base + "/dashboard/login?next=" + strings.TrimPrefix(page, base))
-	tab.SetValue("#email", email)
-	tab.SetValue("#password", password)
-	tab.Click("#login-form button[type=submit]")
-	tab.WaitVisible("#refunds")
+	signInInBrowser(tab, base, strings.TrimPrefix(page, base), email, password, "#refunds")
 	if got := pageText(tab, "#refund-balance"); !strings.Contains(got, "Refunded 0.00 of "+usdc(total)) || !strings.Contains(got, "refundable "+usdc(total)) {
 		t.Fatalf("balance before any refund: %q", got)
 	}
@@ -174,13 +170,7 @@ func TestDashboardExpiredRefundPaidLateInBrowser(t *testing.T) {
 
 	b := browser.Start(t, browser.Timeout(3*time.Minute), browser.ActionTimeout(30*time.Second))
 	tab := b.NewTab(browser.Desktop)
-	base := s.http.URL
-	page := base + "/dashboard/test/payments/" + paid.SessionID
-	tab.Navigate(base + "/dashboard/login?next=" + strings.TrimPrefix(page, base))
-	tab.SetValue("#email", email)
-	tab.SetValue("#password", password)
-	tab.Click("#login-form button[type=submit]")
-	tab.WaitVisible("#refunds")
+	signInInBrowser(tab, s.http.URL, "/dashboard/test/payments/"+paid.SessionID, email, password, "#refunds")
 	sel := "#refund-" + id
 	if got := pageText(tab, sel); !strings.Contains(got, "REFUND_EXPIRED") || !strings.Contains(got, "Its amount is refundable again") ||
 		!strings.Contains(got, "is still found on chain") {

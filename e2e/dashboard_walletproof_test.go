@@ -50,12 +50,7 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	session, otherKey := other["sessionToken"].(string), other["testKey"].(map[string]any)["fullKey"].(string)
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 200)
 
-	tab.Navigate(hs.URL + "/dashboard/signup")
-	tab.SetValue("#businessName", "Blue Bottle Roasters")
-	tab.SetValue("#email", "owner@proof.example")
-	tab.SetValue("#password", "correct horse battery staple")
-	tab.Click("#signup-form button[type=submit]")
-	tab.WaitVisible("#new-key")
+	signUpInBrowser(tab, hs.URL, "Blue Bottle Roasters", "owner@proof.example", "correct horse battery staple")
 	tab.Navigate(hs.URL + "/dashboard/test/settings")
 	tab.SetValue("#evm", strings.ToLower(w.Address().Hex()))
 	tab.SetValue("#solana", sol.PublicKey().String())
@@ -146,11 +141,7 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	// page says another account proved it; it cannot name the Solana one,
 	// nor make a link on its EVM default, nor name that again once moved.
 	otherTab := b.NewTab(browser.Desktop)
-	otherTab.Navigate(hs.URL + "/dashboard/login?next=/dashboard/test/settings")
-	otherTab.SetValue("#email", "other@proof.example")
-	otherTab.SetValue("#password", "correct horse battery staple")
-	otherTab.Click("#login-form button[type=submit]")
-	otherTab.WaitVisible("#proofs")
+	signInInBrowser(otherTab, hs.URL, "/dashboard/test/settings", "other@proof.example", "correct horse battery staple", "#proofs")
 	if got := pageText(otherTab, "#proof-evm"); !strings.Contains(got, "Another merchant account proved this wallet") {
 		t.Fatalf("the other merchant's settings: %q", got)
 	}
