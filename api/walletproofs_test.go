@@ -138,6 +138,20 @@ func TestWalletProofs(t *testing.T) {
 		if !strings.Contains(r.str("message"), "cannot take payments") {
 			t.Fatalf("the session's refusal: %s", r.Raw)
 		}
+		// Nor does its public page offer that network.
+		linkNetworks := func() []string {
+			t.Helper()
+			r := h.do("GET", "/api/checkout/links/"+bLink, "", nil)
+			expect(t, r, http.StatusOK, "")
+			var out []string
+			for _, n := range r.data()["networks"].([]any) {
+				out = append(out, n.(map[string]any)["network"].(string))
+			}
+			return out
+		}
+		if got := linkNetworks(); len(got) != 0 {
+			t.Fatalf("b's refused link lists %v", got)
+		}
 		if m, err := h.store.Merchant(context.Background(), b.ID); err != nil || m.WalletEVM != wallet || m.WalletSolana != solA {
 			t.Fatalf("b's wallets after the refusals: %+v %v", m, err)
 		}
@@ -163,6 +177,9 @@ func TestWalletProofs(t *testing.T) {
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": wallet}}), http.StatusOK, "")
 		if r := h.do("POST", "/api/merchant/wallet-proofs/message", b.Session, map[string]any{"address": wallet}); r.data()["provenByAnotherMerchant"] != false {
 			t.Fatalf("b proved it too: %s", r.Raw)
+		}
+		if got := linkNetworks(); len(got) != 1 || got[0] != "base_sepolia" {
+			t.Fatalf("b's link once b proved the wallet lists %v", got)
 		}
 
 		// Withdrawn: by its prover only (another merchant's proof is not

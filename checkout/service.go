@@ -155,15 +155,42 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 		return LinkInfo{}, err
 	}
 	info := LinkInfo{Link: l, Merchant: m}
+	wallets := make([]string, 0, len(l.Networks))
+	for _, n := range l.Networks {
+		if w := l.WalletAddresses[n]; w != "" {
+			wallets = append(wallets, w)
+		}
+	}
+	provers, err := s.Store.WalletProvers(ctx, wallets)
+	if err != nil {
+		return LinkInfo{}, err
+	}
 	for _, n := range l.Networks {
 		net, ok := s.Networks.Lookup(n)
 		if !ok {
+			continue
+		}
+		if by := provers[l.WalletAddresses[n]]; len(by) > 0 && !by[l.MerchantID] {
+			// Another merchant proved the wallet: no session opens on it
+			// (CreateSession), so the customer is not offered it.
 			continue
 		}
 		info.Networks = append(info.Networks, NetworkInfo{Network: n, Family: net.Family, ChainID: net.ChainID,
 			ReceiveAddress: l.WalletAddresses[n], TokenAddress: net.USDC, TokenDecimals: net.Decimals, ExplorerURL: net.ExplorerURL})
 	}
 	return info, nil
+}
+
+// walletOwned refuses (409) a network of a link whose receiving wallet
+// another merchant proved after the link named it: a payment there would
+// reach that merchant. Link leaves such a network out; Quote does not
+// look (a quote pays nothing, and the create path's read is enough).
+func (s *Service) walletOwned(ctx context.Context, l *models.PaymentLink, network string) error {
+	err := s.Store.WalletsFree(ctx, l.MerchantID, l.WalletAddresses[network])
+	if errors.Is(err, apperr.ErrConflict) {
+		return apperr.Conflict("this link cannot take payments on " + network + ": its receiving wallet belongs to another merchant account")
+	}
+	return err
 }
 
 // QuoteRequest asks for the tax on a link for a customer.
@@ -273,11 +300,7 @@ func (s *Service) CreateSession(ctx context.Context, r CreateRequest) (Created, 
 	if err := v.Err(); err != nil {
 		return Created{}, err
 	}
-	// A link whose wallet another merchant proved (after the link named
-	// it) takes no payment: the money would reach that merchant.
-	if err := s.Store.WalletsFree(ctx, l.MerchantID, l.WalletAddresses[r.Network]); errors.Is(err, apperr.ErrConflict) {
-		return Created{}, apperr.Conflict("this link cannot take payments on " + r.Network + ": its receiving wallet belongs to another merchant account")
-	} else if err != nil {
+	if err := s.walletOwned(ctx, l, r.Network); err != nil {
 		return Created{}, err
 	}
 	now := s.now()

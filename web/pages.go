@@ -101,6 +101,10 @@ func (p *Pages) renderPay(c *gin.Context, status int, f payForm, problem string)
 		p.notFound(c)
 		return
 	}
+	// No network left to pay on (not configured here, or each wallet
+	// proven by another merchant): shown as not payable, not as a form
+	// without a choice.
+	inactive = inactive || len(info.Networks) == 0
 	var nets []map[string]any
 	for _, n := range info.Networks {
 		nets = append(nets, map[string]any{"Value": n.Network, "Label": networkLabel(n.Network), "Family": string(n.Family),

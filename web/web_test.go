@@ -217,6 +217,21 @@ func TestPayFormRefusesAWalletProvenElsewhere(t *testing.T) {
 		"wallet": {"8LxfxgNCjge8ihBiUF4AZA8LUUZh2SY2eVEur9QgFMVW"}}); ok.status != http.StatusSeeOther {
 		t.Fatalf("the link's other network: %d", ok.status)
 	}
+	// The page offers only that network; once the other merchant proves
+	// its wallet too, the link shows as not payable (no form without a
+	// choice).
+	page := s.get("/pay/" + s.link.ID)
+	if page.status != http.StatusOK || strings.Contains(page.body, `value="base_sepolia"`) || !strings.Contains(page.body, `value="solana_devnet"`) {
+		t.Fatalf("pay page: %d %.600s", page.status, page.body)
+	}
+	if _, err := s.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: other.ID, Family: "solana", Address: s.link.WalletAddresses["solana_devnet"],
+		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	page = s.get("/pay/" + s.link.ID)
+	if page.status != http.StatusOK || strings.Contains(page.body, `id="pay-form"`) || !strings.Contains(page.body, "not accepting payments") {
+		t.Fatalf("pay page with no network left: %d %.600s", page.status, page.body)
+	}
 }
 
 // The hosted page's forms count as checkout mutations, with the API's:
