@@ -785,7 +785,7 @@ func (s *Store) sessionTransaction(tx *gorm.DB, cs *CheckoutSession, link *Payme
 		Amount: received, Token: link.Token, Network: cs.Network, TxHash: *cs.TxHash, Status: "completed",
 		Verification: VerificationVerified, CustomerEmail: cs.CustomerEmail, CustomerName: cs.CustomerName, WalletAddress: wallet,
 		MerchantWalletAddress: cs.MerchantWalletAddress, Source: SourceCheckout, CreatedAt: at}
-	if err := s.applyTransaction(tx, t); err != nil {
+	if err := s.applyTransaction(tx, t, cs.CustomerCountry); err != nil {
 		return nil, false, err
 	}
 	return t, false, nil

@@ -166,6 +166,7 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 			TxHash: exc.TxHash, Status: "completed", Verification: VerificationVerified, WalletAddress: exc.PayerAddress,
 			MerchantWalletAddress: exc.MerchantWalletAddress, CustomerEmail: r.CustomerEmail, CustomerName: r.CustomerName,
 			Source: SourceException, CreatedAt: now}
+		country := "" // the customer's, when a session's customer pays
 		if r.SubscriptionID != "" {
 			var sub Subscription
 			if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", r.SubscriptionID, sc.MerchantID, sc.Mode).Take(&sub).Error; err != nil {
@@ -217,8 +218,11 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 			if t.CustomerEmail == "" {
 				t.CustomerEmail, t.CustomerName = cs.CustomerEmail, cs.CustomerName
 			}
+			if t.CustomerEmail == cs.CustomerEmail {
+				country = cs.CustomerCountry
+			}
 		}
-		if err := s.applyTransaction(tx, t); err != nil {
+		if err := s.applyTransaction(tx, t, country); err != nil {
 			return err
 		}
 		// Conditional: a dismiss (or another resolve) that committed since

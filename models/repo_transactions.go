@@ -29,7 +29,7 @@ func (s *Store) RecordTransaction(ctx context.Context, t *Transaction) error {
 		if t.Verification == "" {
 			t.Verification = VerificationPending
 		}
-		return s.applyTransaction(tx, t)
+		return s.applyTransaction(tx, t, "")
 	})
 }
 
@@ -110,10 +110,12 @@ func countRefund(tx *gorm.DB, t *Transaction, amount money.Amount, at time.Time)
 }
 
 // applyTransaction inserts t and adds it to the link's and the customer's
-// totals. The caller holds the hash claim.
-func (s *Store) applyTransaction(tx *gorm.DB, t *Transaction) error {
+// totals. The caller holds the hash claim. country is the customer's
+// (ISO 3166-1 alpha-2, "" unknown: a checkout collects it, a record does
+// not), kept on a customer that has none.
+func (s *Store) applyTransaction(tx *gorm.DB, t *Transaction, country string) error {
 	if t.CustomerEmail != "" {
-		id, err := s.upsertCustomerSpend(tx, t)
+		id, err := s.upsertCustomerSpend(tx, t, country)
 		if err != nil {
 			return err
 		}
@@ -146,11 +148,12 @@ func (s *Store) applyTransaction(tx *gorm.DB, t *Transaction) error {
 
 // upsertCustomerSpend creates the payer as a customer when new (insert or
 // nothing, so two payments racing on one new e-mail both succeed) and adds
-// the payment to its totals.
-func (s *Store) upsertCustomerSpend(tx *gorm.DB, t *Transaction) (string, error) {
+// the payment to its totals; a name, wallet or country it lacks is taken
+// from the payment.
+func (s *Store) upsertCustomerSpend(tx *gorm.DB, t *Transaction, country string) (string, error) {
 	now := t.CreatedAt
 	c := Customer{ID: NewID(), MerchantID: t.MerchantID, Mode: t.Mode, Email: t.CustomerEmail,
-		Name: t.CustomerName, WalletAddress: t.WalletAddress, Metadata: StringMap{}, CreatedAt: now, UpdatedAt: now}
+		Name: t.CustomerName, WalletAddress: t.WalletAddress, Country: country, Metadata: StringMap{}, CreatedAt: now, UpdatedAt: now}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error; err != nil {
 		return "", err
 	}
@@ -171,6 +174,9 @@ func (s *Store) upsertCustomerSpend(tx *gorm.DB, t *Transaction) (string, error)
 	}
 	if existing.WalletAddress == "" && t.WalletAddress != "" {
 		fields["wallet_address"] = t.WalletAddress
+	}
+	if existing.Country == "" && country != "" {
+		fields["country"] = country
 	}
 	if err := tx.Model(&Customer{}).Where("id = ?", existing.ID).Updates(fields).Error; err != nil {
 		return "", err
