@@ -265,16 +265,17 @@ func (s *Server) patchMerchant(c *gin.Context) {
 			fail(c, err)
 			return
 		}
-		var named []string
+		named := map[string]string{}
 		for _, w := range []struct {
-			to  *string
-			was string
-		}{{u.WalletEVM, cur.WalletEVM}, {u.WalletSolana, cur.WalletSolana}} {
+			field string
+			to    *string
+			was   string
+		}{{"wallets.evm", u.WalletEVM, cur.WalletEVM}, {"wallets.solana", u.WalletSolana, cur.WalletSolana}} {
 			if w.to != nil && *w.to != w.was {
-				named = append(named, *w.to)
+				named[w.field] = *w.to
 			}
 		}
-		if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named...); err != nil {
+		if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named); err != nil {
 			fail(c, err)
 			return
 		}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -350,7 +348,7 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.Store.WalletsFree(ctx, p.MerchantID, slices.Collect(maps.Values(wallets))...); err != nil {
+	if err := s.Store.WalletsFree(ctx, p.MerchantID, walletFields(wallets)); err != nil {
 		fail(c, err)
 		return
 	}

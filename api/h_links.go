@@ -3,9 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 
@@ -96,7 +94,7 @@ func (s *Server) createLink(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, slices.Collect(maps.Values(wallets))...); err != nil {
+	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, walletFields(wallets)); err != nil {
 		fail(c, err)
 		return
 	}
@@ -256,6 +254,16 @@ func (s *Server) deleteLink(c *gin.Context) {
 		}
 	}
 	respondMessage(c, http.StatusOK, "payment link deleted")
+}
+
+// walletFields names each of a link's receiving wallets (by network) by
+// the request field that sets it, for Store.WalletsFree's refusal.
+func walletFields(wallets map[string]string) map[string]string {
+	out := make(map[string]string, len(wallets))
+	for n, w := range wallets {
+		out["merchantWalletAddresses."+n] = w
+	}
+	return out
 }
 
 // linkNetworks validates a link's primary and other networks (the primary

@@ -163,8 +163,13 @@ func (s *Server) recordTransaction(c *gin.Context) {
 			return
 		}
 	}
-	// A transfer to a wallet another merchant proved is that merchant's.
-	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, t.MerchantWalletAddress); err != nil {
+	// A transfer to a wallet another merchant proved is that merchant's
+	// (the field: where the wallet came from).
+	field := "network"
+	if link != nil {
+		field = "paymentLinkId"
+	}
+	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, map[string]string{field: t.MerchantWalletAddress}); err != nil {
 		fail(c, err)
 		return
 	}

@@ -20,7 +20,8 @@ import (
 // API issues for it (EVM personal_sign, Solana signMessage); a wrong or
 // stale signature is a 400 naming the field; proving again answers the
 // first proof. A wallet another merchant proved cannot be named by this one
-// (its wallets, a link's, a hosted checkout's: 409, nothing written) until
+// (its wallets, a link's, a hosted checkout's: a 400 naming the field that
+// names it, with a hint, never a 409; nothing written) until
 // this one proves it too; the prover names it freely. Proofs are listed
 // per merchant, and withdrawn by their prover only. A message dated ahead
 // cannot be made (its nonce is the server's).
@@ -112,21 +113,27 @@ func TestWalletProofs(t *testing.T) {
 		// or record b's payments (its default, named before the proof,
 		// included); a may.
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": strings.ToLower(wallet)}}), http.StatusOK, "") // as saved
-		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}), http.StatusConflict, "CONFLICT")
+		expectField(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}), "wallets.solana")
 		// Saving the settings as they are (the form sends both wallets) is
 		// not naming it anew.
 		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"businessName": "B", "wallets": map[string]any{"evm": wallet, "solana": solA}}), http.StatusOK, "")
 		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
 			"merchantWalletAddresses": map[string]any{"base_sepolia": evmB}}), http.StatusCreated, "") // another wallet: fine
-		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
-			"merchantWalletAddresses": map[string]any{"base_sepolia": wallet}}), http.StatusConflict, "CONFLICT")
-		expect(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"}), http.StatusConflict, "CONFLICT")
-		expect(t, h.do("POST", "/api/v1/checkouts", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
-			"merchantWalletAddresses": map[string]any{"base_sepolia": wallet}}), http.StatusConflict, "CONFLICT")
-		expect(t, h.do("POST", "/api/subscriptions", b.TestKey, map[string]any{"customerEmail": "sub@example.com", "productName": "Pro", "amount": "5.00",
-			"billingInterval": "month", "network": "base_sepolia", "customerWalletAddress": evmB}), http.StatusConflict, "CONFLICT")
-		expect(t, h.do("POST", "/api/transactions", b.TestKey, map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia",
-			"txHash": hash64, "walletAddress": evmB}), http.StatusConflict, "CONFLICT")
+		expectField(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
+			"merchantWalletAddresses": map[string]any{"base_sepolia": wallet}}), "merchantWalletAddresses.base_sepolia")
+		expectField(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"}), "merchantWalletAddresses.base_sepolia")
+		expectField(t, h.do("POST", "/api/v1/checkouts", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
+			"merchantWalletAddresses": map[string]any{"base_sepolia": wallet}}), "merchantWalletAddresses.base_sepolia")
+		expectField(t, h.do("POST", "/api/subscriptions", b.TestKey, map[string]any{"customerEmail": "sub@example.com", "productName": "Pro", "amount": "5.00",
+			"billingInterval": "month", "network": "base_sepolia", "customerWalletAddress": evmB}), "merchantWalletAddress")
+		r = h.do("POST", "/api/transactions", b.TestKey, map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia",
+			"txHash": hash64, "walletAddress": evmB})
+		expectField(t, r, "network")
+		if !strings.Contains(r.str("hint"), "POST /api/merchant/wallet-proofs") {
+			t.Fatalf("the refusal's hint: %s", r.Raw)
+		}
+		expectField(t, h.do("POST", "/api/transactions", b.TestKey, map[string]any{"amount": "1.50", "token": "USDC", "network": "base_sepolia",
+			"txHash": hash64, "walletAddress": evmB, "paymentLinkId": bLink}), "paymentLinkId")
 		// b's link made before the proof opens no session: the customer
 		// would pay a's wallet.
 		r = h.do("POST", "/api/checkout/session", "", map[string]any{
@@ -134,7 +141,7 @@ func TestWalletProofs(t *testing.T) {
 			"network": "base_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "country": "DE"},
 			"totalsSnapshot": map[string]any{"subtotalCents": quote.data()["subtotalCents"], "taxCents": quote.data()["taxCents"],
 				"totalCents": quote.data()["totalCents"], "calculationId": quote.str("data", "calculationId")}})
-		expect(t, r, http.StatusConflict, "CONFLICT")
+		expectField(t, r, "network")
 		if !strings.Contains(r.str("message"), "cannot take payments") {
 			t.Fatalf("the session's refusal: %s", r.Raw)
 		}

@@ -181,14 +181,14 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 	return info, nil
 }
 
-// walletOwned refuses (409) a network of a link whose receiving wallet
+// walletOwned refuses (400) a network of a link whose receiving wallet
 // another merchant proved after the link named it: a payment there would
 // reach that merchant. Link leaves such a network out; Quote does not
 // look (a quote pays nothing, and the create path's read is enough).
 func (s *Service) walletOwned(ctx context.Context, l *models.PaymentLink, network string) error {
-	err := s.Store.WalletsFree(ctx, l.MerchantID, l.WalletAddresses[network])
-	if errors.Is(err, apperr.ErrConflict) {
-		return apperr.Conflict("this link cannot take payments on " + network + ": its receiving wallet belongs to another merchant account")
+	err := s.Store.WalletsFree(ctx, l.MerchantID, map[string]string{"network": l.WalletAddresses[network]})
+	if errors.Is(err, apperr.ErrBadRequest) {
+		return apperr.Invalid("network", "this link cannot take payments on "+network+": its receiving wallet belongs to another merchant account")
 	}
 	return err
 }

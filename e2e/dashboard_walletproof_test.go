@@ -147,10 +147,10 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	}
 	otherTab.Screenshot("dash-wallet-proven-elsewhere")
 	otherTab.AssertNoConsoleErrors()
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}, 409)
-	s.call("POST", "/api/payment-links", otherKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"}, 409)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"solana": sol.PublicKey().String()}}, 400)
+	s.call("POST", "/api/payment-links", otherKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia"}, 400)
 	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": merchantWallet}}, 200)
-	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 409)
+	s.call("PATCH", "/api/merchant", session, map[string]any{"wallets": map[string]any{"evm": w.Address().Hex()}}, 400)
 
 	// A proven wallet that is no longer a default is still listed, and
 	// withdrawn from the page.

@@ -3,7 +3,8 @@ package models
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"gorm.io/gorm"
@@ -71,42 +72,36 @@ func (s *Store) WalletProofs(ctx context.Context, merchantID string) ([]WalletPr
 	return out, err
 }
 
-// WalletsFree refuses (apperr.ErrConflict) a wallet among addresses
-// (canonical) that another merchant proved and merchantID did not: it is
-// that merchant's, and a payment to it would not be this one's.
-func (s *Store) WalletsFree(ctx context.Context, merchantID string, addresses ...string) error {
+// WalletsFree refuses a wallet that another merchant proved and merchantID
+// did not: it is that merchant's, and a payment to it would not be this
+// one's. wallets maps the request's field that names a wallet to the
+// wallet (canonical; "" is skipped). The refusal is a 400 naming each such
+// field, with a hint (not a 409: SPEC.md's 409s say "this exists already",
+// and POST /api/transactions' 409 means the hash is recorded).
+func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets map[string]string) error {
 	var want []string
-	for _, a := range addresses {
-		if a != "" {
+	for _, a := range wallets {
+		if a != "" && !slices.Contains(want, a) {
 			want = append(want, a)
 		}
 	}
 	if len(want) == 0 {
 		return nil
 	}
-	var proofs []WalletProof
-	if err := s.ctx(ctx).Select("merchant_id", "address").Where("address IN ?", want).Find(&proofs).Error; err != nil {
+	provers, err := s.WalletProvers(ctx, want)
+	if err != nil {
 		return err
 	}
-	own, elsewhere := map[string]bool{}, map[string]bool{}
-	for _, p := range proofs {
-		if p.MerchantID == merchantID {
-			own[p.Address] = true
-		} else {
-			elsewhere[p.Address] = true
+	var problems []string
+	for _, field := range slices.Sorted(maps.Keys(wallets)) {
+		if by := provers[wallets[field]]; len(by) > 0 && !by[merchantID] {
+			problems = append(problems, field+": the wallet "+wallets[field]+" is proven by another merchant account")
 		}
 	}
-	var taken []string
-	for a := range elsewhere {
-		if !own[a] {
-			taken = append(taken, a)
-		}
-	}
-	if len(taken) == 0 {
+	if len(problems) == 0 {
 		return nil
 	}
-	sort.Strings(taken)
-	return apperr.WithHint(apperr.ErrConflict, "the wallet "+strings.Join(taken, ", ")+" is proven by another merchant account",
+	return apperr.WithHint(apperr.ErrBadRequest, strings.Join(problems, "; "),
 		"if it is yours, prove it on this account first (POST /api/merchant/wallet-proofs), then name it")
 }
 

@@ -52,7 +52,7 @@ func TestWalletProofStore(t *testing.T) {
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
 			t.Fatalf("no proof: %s", got)
 		}
-		if err := st.WalletsFree(ctx, b.ID, shared, own, ""); err != nil {
+		if err := st.WalletsFree(ctx, b.ID, map[string]string{"a": shared, "b": own, "c": ""}); err != nil {
 			t.Fatalf("no proof: %v", err)
 		}
 
@@ -67,16 +67,17 @@ func TestWalletProofStore(t *testing.T) {
 		if got := receiving(); got != "[a@0x5290 c@0x8617]" {
 			t.Fatalf("a proved the shared wallet: %s", got)
 		}
-		if err := st.WalletsFree(ctx, b.ID, own, shared); !errors.Is(err, apperr.ErrConflict) {
+		if err := st.WalletsFree(ctx, b.ID, map[string]string{"mine": own, "wallets.evm": shared, "again": shared}); !errors.Is(err, apperr.ErrBadRequest) ||
+			err.Error() != "again: the wallet "+shared+" is proven by another merchant account; wallets.evm: the wallet "+shared+" is proven by another merchant account" {
 			t.Fatalf("b names a's wallet: %v", err)
 		}
-		if err := st.WalletsFree(ctx, a.ID, shared); err != nil {
+		if err := st.WalletsFree(ctx, a.ID, map[string]string{"w": shared}); err != nil {
 			t.Fatalf("a names its own: %v", err)
 		}
 		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: b.ID, Family: "evm", Address: shared, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.WalletsFree(ctx, b.ID, shared); err != nil {
+		if err := st.WalletsFree(ctx, b.ID, map[string]string{"w": shared}); err != nil {
 			t.Fatalf("b proved it too: %v", err)
 		}
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
@@ -116,7 +117,7 @@ func TestWalletProofStore(t *testing.T) {
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
 			t.Fatalf("d withdrew its proof of c's wallet: %s", got)
 		}
-		if err := st.WalletsFree(ctx, c.ID, own); err != nil {
+		if err := st.WalletsFree(ctx, c.ID, map[string]string{"w": own}); err != nil {
 			t.Fatalf("c names its wallet once d withdrew: %v", err)
 		}
 	})

@@ -147,7 +147,7 @@ func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Subscrip
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	if err := s.Store.WalletsFree(ctx, r.Scope.MerchantID, wallet); err != nil {
+	if err := s.Store.WalletsFree(ctx, r.Scope.MerchantID, map[string]string{"merchantWalletAddress": wallet}); err != nil {
 		return nil, err
 	}
 	now := s.now()

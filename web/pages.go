@@ -186,12 +186,6 @@ func (p *Pages) payForm(c *gin.Context) {
 		p.renderPay(c, http.StatusBadRequest, f, err.Error())
 		return
 	}
-	if errors.Is(err, apperr.ErrConflict) {
-		// The link takes no payment now (its wallet proven by another
-		// merchant): said, not taken for a fault of ours.
-		p.renderPay(c, http.StatusConflict, f, err.Error())
-		return
-	}
 	p.Log.ErrorContext(ctx, "web: session not created", "err", err)
 	p.renderPay(c, http.StatusInternalServerError, f, "something went wrong on our side; please try again")
 }

@@ -191,7 +191,7 @@ func TestPayFormChecksAsTheAPI(t *testing.T) {
 }
 
 // A link whose wallet another merchant proved since it named it takes no
-// payment: the page says why (409), with what was typed, and no session
+// payment: the page says why (400), with what was typed, and no session
 // is stored.
 func TestPayFormRefusesAWalletProvenElsewhere(t *testing.T) {
 	s := newSite(t)
@@ -206,7 +206,7 @@ func TestPayFormRefusesAWalletProvenElsewhere(t *testing.T) {
 	}
 	p := s.post("/pay/"+s.link.ID, url.Values{"network": {"base_sepolia"}, "email": {"ann@example.com"}, "country": {"DE"},
 		"wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
-	if p.status != http.StatusConflict || !strings.Contains(p.body, "cannot take payments on base_sepolia") || !strings.Contains(p.body, "ann@example.com") {
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "cannot take payments on base_sepolia") || !strings.Contains(p.body, "ann@example.com") {
 		t.Fatalf("pay form: %d %.400s", p.status, p.body)
 	}
 	if rows, _, err := s.st.Payments(ctx, models.Scope{MerchantID: s.link.MerchantID, Mode: models.ModeTest}, models.PaymentFilter{}, models.Page{Limit: 5}); err != nil || len(rows) != 0 {
