@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +160,19 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	var res workflows.SubscriptionResult
 	if err := run.Get(ctx, &res); err != nil || res.Status != "canceled" || res.PaidPeriods != 3 {
 		t.Fatalf("workflow result %+v %v", res, err)
+	}
+
+	// A subscription whose workflow an operator terminated takes no action:
+	// a 409 that says so, not a 500 to retry.
+	other := s.call("POST", "/api/subscriptions", key, map[string]any{"customerEmail": "bob@example.com",
+		"customerWalletAddress": dc.Customer().Hex(), "productName": "Tea club", "amount": "3.00",
+		"billingInterval": "month", "network": "base_sepolia"}, 201)["id"].(string)
+	if err := s.temporal.TerminateWorkflow(ctx, workflows.SubscriptionWorkflowID(other), "", "operator"); err != nil {
+		t.Fatal(err)
+	}
+	r := s.callRaw("PATCH", "/api/subscriptions", key, map[string]any{"subscriptionId": other, "action": "pause"})
+	if r.status != 409 || !strings.Contains(r.body, `"code":"CONFLICT"`) || !strings.Contains(r.body, "not running") {
+		t.Fatalf("an action on a terminated subscription workflow: %+v", r)
 	}
 }
 

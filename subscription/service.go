@@ -338,9 +338,19 @@ func (s *Service) mapError(ctx context.Context, sc models.Scope, id string, err 
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		// The workflow has closed: the subscription ended meanwhile.
-		if cur, lerr := s.Store.Subscription(ctx, sc, id); lerr == nil && cur.Status == models.SubCanceled {
+		cur, lerr := s.Store.Subscription(ctx, sc, id)
+		if lerr != nil {
+			return lerr
+		}
+		if cur.Status == models.SubCanceled {
 			return apperr.Invalid("action", "the subscription is already canceled")
 		}
+		// Closed without a cancel (failed, or terminated by an operator):
+		// nothing can act on it until an operator starts it again; said
+		// as such, not as our fault of the moment (a 500 invites retries).
+		s.log().ErrorContext(ctx, "subscription action on a closed workflow", "subscriptionId", id, "status", cur.Status, "err", err)
+		return apperr.Conflict("the subscription's billing workflow is not running (status " + cur.Status +
+			"); it takes no action until an operator restarts it")
 	}
 	return err
 }
