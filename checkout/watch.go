@@ -257,8 +257,10 @@ const watchedListLimit = 5000
 // references: no list bounds it, so sessions opened by the thousand (the
 // session route is public) cannot push a genuine one out of the watch. On
 // Solana each watched reference is asked about (the newest
-// watchedListLimit). ok is false when there was nothing to do or the
-// scan could not start (logged).
+// watchedListLimit), and the new transactions that reached the merchants'
+// USDC accounts are read, the store saying which carry a watched
+// reference. ok is false when there was nothing to do or the scan could
+// not start (logged).
 func (s *Service) findWatched(ctx context.Context, name string, since time.Time) (found []chain.Found, next uint64, ok bool, err error) {
 	from := s.cursor(ctx, name, cursorReferences, s.cursors)
 	if af, isAF := s.Finder.(chain.AuthorizationFinder); isAF {
@@ -310,19 +312,18 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 		return nil, from, false, nil
 	}
 	found, next, err = s.Finder.FindByReference(ctx, name, refs, from)
-	if len(refs) >= watchedListLimit {
-		// More watched sessions than the list: the older ones are found
-		// through the merchants' wallets (Solana).
-		more, serr := s.scanSolanaWallets(ctx, name, since)
-		found = append(found, more...)
-		if serr != nil {
-			err = errors.Join(err, serr)
-		}
-	} else if s.walletSigs != nil {
-		// Every watched session is looked up by its reference: the
-		// wallets' places would go stale, and a scan of them later starts
-		// afresh (at the newest, back to since), not at an old backlog.
-		delete(s.walletSigs, name)
+	// The merchants' wallets are read too, every pass (Solana). A
+	// reference's listing is its newest 1,000 signatures: a stranger who
+	// saw a customer's payment could push it out of that with 1,000 cheap
+	// transactions carrying its reference key, and the session would
+	// expire with the money unrecorded. The payment also reached a
+	// merchant's USDC account, whose reads skip nothing (resumed over the
+	// passes, flood or not). It also finds the sessions past the newest
+	// watchedListLimit, which are not listed by reference.
+	more, serr := s.scanSolanaWallets(ctx, name, since)
+	found = append(found, more...)
+	if serr != nil {
+		err = errors.Join(err, serr)
 	}
 	return found, next, true, err
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/programs/system"
+	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
@@ -129,4 +131,83 @@ func (s *stack) watchUntil(sessionID, status string, within time.Duration) map[s
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestSolanaWatcherFindsAPaymentPastAFlood: a customer pays a session's
+// Solana Pay request and closes the tab (nothing submitted); a stranger who
+// saw the payment then sends 1,001 transactions of their own carrying the
+// session's reference key (a lamport to the customer, the key read-only),
+// so the reference's newest 1,000 signatures, all the watcher asked the
+// node for, no longer hold the customer's. The watcher also reads the new
+// transactions that reached the merchant's USDC account, whose reads skip
+// nothing, and the session completes; on the code before, it expired with
+// the money unrecorded.
+func TestSolanaWatcherFindsAPaymentPastAFlood(t *testing.T) {
+	ctx := context.Background()
+	s, sc := solanaDevStack(t, stackOptions{}) // the watcher is run by the test
+	key, session := s.merchant()
+	genuine := s.openSolanaSession(s.solanaLink(key, session))["id"].(string)
+	g, err := s.store.CheckoutSession(ctx, genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := solana.MustPublicKeyFromBase58(*g.PaymentReference)
+	p, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), genuine, nil, soldev.PayOptions{NoSubmit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sc.Client()
+	stranger := soldev.StrangerKey()
+	bh, err := client.GetLatestBlockhash(ctx, rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last solana.Signature
+	for i := range 1001 {
+		ix := system.NewTransferInstruction(uint64(i+1), stranger.PublicKey(), soldev.Customer).Build()
+		withRef := solana.NewInstruction(ix.ProgramID(), append(ix.Accounts(), solana.Meta(ref)), must(ix.Data()))
+		tx, err := solana.NewTransaction([]solana.Instruction{withRef}, bh.Value.Blockhash, solana.TransactionPayer(stranger.PublicKey()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey { return &stranger }); err != nil {
+			t.Fatal(err)
+		}
+		if last, err = client.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{SkipPreflight: true}); err != nil {
+			t.Fatalf("flood transaction %d: %v", i, err)
+		}
+	}
+	// The flood is on chain, and the customer's payment is not among the
+	// reference's newest 1,000 signatures: the test would prove nothing.
+	limit := 1000
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sigs, err := client.GetSignaturesForAddressWithOpts(ctx, ref, &rpc.GetSignaturesForAddressOpts{Limit: &limit, Commitment: rpc.CommitmentConfirmed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sigs) == limit && sigs[0].Signature == last {
+			for _, sig := range sigs {
+				if sig.Signature.String() == p.Signature {
+					t.Fatal("the customer's payment is among the reference's newest 1,000 signatures")
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood did not land: %d signatures", len(sigs))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d := s.watchUntil(genuine, "complete", 60*time.Second)
+	if d["session"].(map[string]any)["txHash"] != p.Signature {
+		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
