@@ -159,9 +159,6 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 		res.Payer = payer.Hex()
 	}
 	res.Refs = t.refs
-	if t.foreign.Sign() > 0 {
-		res.ForeignUnits = t.foreign.String()
-	}
 
 	// Re-check that the receipt's block is still the canonical block at its
 	// height: a receipt served from a stale node or an orphaned block must not
@@ -192,9 +189,6 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 	switch {
 	case receipt.Status != types.ReceiptStatusSuccessful:
 		verdict, reason, msg = VerdictFailed, ReasonTxReverted, "transaction reverted on chain"
-	case received.Sign() <= 0 && t.foreign.Sign() > 0:
-		verdict, reason, msg = VerdictFailed, ReasonInvalidTransfer,
-			"the USDC in this transaction was authorized for another payment (EIP-3009 nonce of another session)"
 	case received.Sign() <= 0:
 		verdict, reason, msg = VerdictFailed, ReasonInvalidTransfer,
 			fmt.Sprintf("no USDC transfer from %s to %s in this transaction", v.usdc.Hex(), merchant.Hex())
@@ -237,7 +231,7 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 		}
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
-	if follow && ref != (common.Hash{}) && receipt.Status == types.ReceiptStatusSuccessful && received.Sign() <= 0 && t.foreign.Sign() <= 0 {
+	if follow && ref != (common.Hash{}) && receipt.Status == types.ReceiptStatusSuccessful && received.Sign() <= 0 {
 		return v.replacement(ctx, req, hash, ref, merchant, res, &res)
 	}
 	return res, nil
@@ -639,11 +633,13 @@ type evmTransfers struct {
 	// whose nonce is the session's reference; boundPayer its authorizer.
 	bound      *big.Int
 	boundPayer common.Address
-	// foreign is what reached the merchant through authorizations with any
-	// other nonce: another payment's, never this session's.
-	foreign *big.Int
 	// plain is the net of every other transfer to (plus) and from (minus)
-	// the merchant; plainPayer the sender of the first one.
+	// the merchant; plainPayer the sender of the first one. A transfer
+	// authorized with another nonce is among them: the nonce is in refs,
+	// and the store fails the session when it is another session's
+	// reference (that session's payment); a nonce of the payer's own (a
+	// gasless wallet, an agent paying by EIP-3009) makes it a plain
+	// transfer like any other, not a payment lost to a failed session.
 	plain      *big.Int
 	plainPayer common.Address
 	// refs are the nonces of every authorization used in the receipt.
@@ -656,7 +652,7 @@ type evmTransfers struct {
 // Transfer from the authorizer that directly follows its AuthorizationUsed
 // is the authorized one. Logs of any other contract are ignored.
 func (v *EVMVerifier) transfers(r *types.Receipt, merchant common.Address, ref common.Hash) evmTransfers {
-	out := evmTransfers{bound: new(big.Int), foreign: new(big.Int), plain: new(big.Int)}
+	out := evmTransfers{bound: new(big.Int), plain: new(big.Int)}
 	var pending *struct {
 		authorizer common.Address
 		nonce      common.Hash
@@ -696,8 +692,6 @@ func (v *EVMVerifier) transfers(r *types.Receipt, merchant common.Address, ref c
 			if out.boundPayer == (common.Address{}) {
 				out.boundPayer = from
 			}
-		case to == merchant && authorized:
-			out.foreign.Add(out.foreign, value)
 		case to == merchant:
 			out.plain.Add(out.plain, value)
 			if out.plainPayer == (common.Address{}) {

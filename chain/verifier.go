@@ -108,9 +108,6 @@ type VerifyResult struct {
 	// other sessions' references: a transfer bound to another session never
 	// pays this one.
 	Refs []string
-	// ForeignUnits is what the merchant received through transfers bound to
-	// another authorization (EVM): not counted in ReceivedUnits.
-	ForeignUnits string
 	// PaidBy is set (EVM) when the submitted transaction reverted because
 	// another transaction had used the session's authorization first (the
 	// payer's EIP-3009 authorization, its nonce the request's Reference,

@@ -351,6 +351,17 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, e.payBound(cs))
 			return e.judge(cs)
 		}},
+		{"the declared wallet pays by EIP-3009 with a nonce of its own (a gasless wallet, an agent), and submits it", "complete", func() string {
+			cs := e.session(e.linkA, cust)
+			a, _ := e.authorize(cs, e.customer, cust, e.domain)
+			a.Nonce = crypto.Keccak256Hash([]byte("the wallet's own nonce " + cs.ID))
+			sig, err := devchain.SignAuthorization(e.customer, e.domain, a)
+			if err != nil {
+				return err.Error()
+			}
+			e.submit(cs, e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig)))
+			return e.judge(cs)
+		}},
 		{"burn: stranger submits a proven payment to his session first", "stranger failed INVALID_TRANSFER; customer complete (bound)", func() string {
 			victim, thief := e.session(e.linkA, cust), e.session(e.linkA, e.addr(e.stranger))
 			h := e.payBound(victim)
