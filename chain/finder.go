@@ -107,6 +107,13 @@ func (v *EVMVerifier) findAuthorizations(ctx context.Context, refs []string, fro
 	if from > head {
 		return nil, from, nil
 	}
+	// The blocks read before that are still short of the network's
+	// confirmations are read again: a reorg may have put a payment into
+	// one of them after it was read (the caller's store skips what it
+	// attached already).
+	if conf := uint64(max(v.net.Confirmations, 1)); head+1 >= conf {
+		from = min(from, head+1-conf)
+	}
 	to := head
 	if to-from >= MaxLogRange {
 		to = from + MaxLogRange - 1

@@ -1071,3 +1071,45 @@ func TestPaidNothingFollowsTheReference(t *testing.T) {
 		t.Fatalf("the customer's payment: %+v (paid %s)", res, h)
 	}
 }
+
+// TestFindAuthorizationsAfterAReorg: a block is read without the payment,
+// then a reorg replaces it with one that carries the customer's
+// authorization. The scan resumed at its cursor (past that height) still
+// finds it: the blocks short of the network's confirmations are read
+// again. Before, the cursor had moved past the height for good, and the
+// payment was left to the confirmed-transfer scan (an exception, not the
+// session's payment).
+func TestFindAuthorizationsAfterAReorg(t *testing.T) {
+	e := newBindEnv(t)
+	net, _ := e.reg.Lookup(chain.NetworkBaseSepolia)
+	net.Confirmations = 3
+	mv := chain.NewMultiVerifier(chain.NewRegistry(net), chain.WithEVMDialer(func(context.Context, chain.Network) (chain.EVMClient, error) {
+		return e.sim.Client(), nil
+	}))
+	cs := e.session(e.linkA, e.addr(e.customer))
+	parent, err := e.sim.Client().HeaderByNumber(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Commit() // the block that will be replaced: no payment in it
+	found, next, err := mv.FindAuthorizations(e.ctx, chain.NetworkBaseSepolia, parent.Number.Uint64()+1)
+	if err != nil || len(found) != 0 || next != parent.Number.Uint64()+2 {
+		t.Fatalf("before the reorg: %v next %d %v", found, next, err)
+	}
+	if err := e.sim.Fork(parent.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	a, sig := e.authorize(cs, e.customer, e.addr(e.customer), e.domain)
+	hash := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig)) // at the replaced height
+	e.sim.Commit()
+	found, _, err = mv.FindAuthorizations(e.ctx, chain.NetworkBaseSepolia, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		if f.Reference == *cs.PaymentReference && strings.EqualFold(f.TxHash, hash) {
+			return
+		}
+	}
+	t.Fatalf("the payment the reorg put at a height read before is not found: %+v", found)
+}
