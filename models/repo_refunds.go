@@ -307,8 +307,8 @@ func expiredAwaitingTransfer(q *gorm.DB, now time.Time) *gorm.DB {
 // submitted for whose window is still open at now, and ones that failed
 // REFUND_EXPIRED within ExpiredRefundWatch (the refund watcher reads the
 // transfers out of them), each with where its reading must start (its
-// oldest pending refund's creation; an expired refund's transfer, sent
-// late, from its window's end) and the mark of a new one. One row per
+// oldest refund's creation, an expired one's too) and the mark of a new
+// one. One row per
 // wallet, however many refunds it owes: a merchant's thousands of refunds
 // cannot crowd another merchant's wallet out.
 func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time) ([]RefundSource, error) {
@@ -320,17 +320,17 @@ func (s *Store) RefundSourcesAwaitingTransfer(ctx context.Context, now time.Time
 		// The oldest refund per wallet by id (ids are time-ordered: give
 		// or take the clocks of the processes that created them, which the
 		// caller's slack covers; and every refund has the same window),
-		// joined back for its creation or its window's end (an aggregate
+		// joined back for its creation (an aggregate
 		// of a time column is not read back alike by every driver).
 		agg := scope(s.ctx(ctx).Model(&Refund{}), now).
 			Select("network, source_wallet, MIN(id) AS oldest_id, MAX(id) AS newest_id, COUNT(*) AS count").Group("network, source_wallet")
-		from := "o.created_at"
-		if expired {
-			from = "o.expires_at"
-		}
+		// From the oldest refund's creation, an expired one's too: its
+		// transfer may have been sent inside its window while no worker
+		// read the wallet (down over the window's end), and a wallet new
+		// to the watcher is read from here.
 		var rows []RefundSource
 		if err := s.ctx(ctx).Table("(?) AS agg", agg).
-			Select("agg.network AS network, agg.source_wallet AS source_wallet, " + from + " AS oldest, agg.count AS count, agg.newest_id AS newest_id").
+			Select("agg.network AS network, agg.source_wallet AS source_wallet, o.created_at AS oldest, agg.count AS count, agg.newest_id AS newest_id").
 			Joins("JOIN refunds o ON o.id = agg.oldest_id").Scan(&rows).Error; err != nil {
 			return nil, err
 		}

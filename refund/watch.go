@@ -64,9 +64,10 @@ type watcher struct {
 	// places: where each source wallet's reading stands, per network (EVM:
 	// the next block; Solana: the newest signature read). A wallet without
 	// one (new, or back after its refunds were paid, or after a restart)
-	// is read back to its oldest pending refund's creation (an expired
-	// one's window's end), less the block clocks' slack, so nothing is
-	// kept across restarts.
+	// is read back to its oldest refund's creation (an expired one's too:
+	// a worker down over its window's end did not read the transfer sent
+	// inside it), less the block clocks' slack, so nothing is kept across
+	// restarts.
 	places map[string]map[string]walletPlace
 	// marks: each wallet's new-refund mark (RefundSource's count, expired
 	// count and newest id) as the last pass listed it; recent: the transfers read in

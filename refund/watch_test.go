@@ -605,3 +605,34 @@ func TestRefundWatcherProvenWallet(t *testing.T) {
 	f.pending(again)
 	f.pending(theirsToo)
 }
+
+// A worker down over a refund's window's end: the merchant's transfer,
+// mined an hour and a half before the end while nothing read the wallet,
+// is read once the refund has expired and the worker is back (the reading
+// of a wallet new to the watcher starts at the expired refund's creation,
+// not at its window's end; a day of blocks over a few passes), and
+// recorded late.
+func TestRefundWatcherAfterADowntimeOverTheWindowEnd(t *testing.T) {
+	f := newWatchFixture(t)
+	f.st.SetClock(func() time.Time { return time.Now().Add(-25 * time.Hour) }) // its window ended an hour ago
+	r := f.refund(models.ModeTest, 1200, "")
+	f.st.SetClock(time.Now)
+	hR := f.chain.send("base_sepolia", wMerchant, wPayer, 12_000_000, 5400)
+	f.expire(r)
+	f.restart()
+	// A day back is read over a few passes (catchUpRanges ranges a pass).
+	for range 6 {
+		if got := f.pass(); len(got) != 0 {
+			t.Fatalf("submitted %v", got)
+		}
+	}
+	f.svc.Now = func() time.Time { return time.Now().Add(DefaultLateOfferDelay + time.Second) }
+	if got := f.pass(); fmt.Sprint(got) != fmt.Sprint([]string{"late:" + r.ID + "=" + hR}) {
+		t.Fatalf("submitted %v, want the late recording of %s", got, hR)
+	}
+	f.svc.Now = nil
+	f.flush()
+	if got, err := f.st.RefundByID(context.Background(), r.ID); err != nil || got.Status != models.RefundSucceeded || *got.TxHash != hR {
+		t.Fatalf("the refund paid before its window ended: %+v %v", got, err)
+	}
+}
