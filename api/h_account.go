@@ -92,7 +92,12 @@ func (s *Server) signup(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	hash, err := auth.HashPassword(req.Password)
+	var hash string
+	var err error
+	if werr := s.passwords.hash(c.Request.Context(), func() { hash, err = auth.HashPassword(req.Password) }); werr != nil {
+		fail(c, werr)
+		return
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -155,6 +160,14 @@ func (s *Server) login(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	// One sign-in of an account at a time (in this process): its failures
+	// are counted before the next is let through the check below.
+	release, err := s.passwords.account(c.Request.Context(), email)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer release()
 	// Per account, whatever the address: an attacker rotating addresses
 	// (or a whole IPv6 network) still gets only so many guesses at one
 	// account. Unknown addresses are limited alike, so the answer does not
@@ -167,12 +180,19 @@ func (s *Server) login(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err != nil {
-		auth.BurnPasswordCheck(req.Password)
-		s.loginFailed(c, email)
+	var wrong bool
+	if werr := s.passwords.hash(c.Request.Context(), func() {
+		if err != nil {
+			auth.BurnPasswordCheck(req.Password)
+			wrong = true
+			return
+		}
+		wrong = auth.CheckPassword(m.PasswordHash, req.Password) != nil
+	}); werr != nil {
+		fail(c, werr)
 		return
 	}
-	if auth.CheckPassword(m.PasswordHash, req.Password) != nil {
+	if wrong {
 		s.loginFailed(c, email)
 		return
 	}

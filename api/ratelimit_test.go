@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +150,59 @@ func TestLoginLimitedPerAccount(t *testing.T) {
 		}
 	}
 	expect(t, send("GET", "/api/customers", "198.51.100.200", bob.TestKey, nil), 200, "")
+}
+
+// TestParallelGuessesAtOneAccount: thirty wrong passwords for one account
+// sent at once from thirty addresses get ten password checks, as ten sent
+// one after another do: the rest are refused as the locked account is.
+// Before, the account's count was read before any of them had been
+// counted (a check takes tens of milliseconds), and nearly all of them
+// were checked.
+func TestParallelGuessesAtOneAccount(t *testing.T) {
+	st := storetest.Open(t, "sqlite")
+	cfg := ratelimit.DefaultConfig()
+	cfg.ExemptLoopback = false
+	lim := ratelimit.New(ratelimit.NewMemoryStore(), cfg)
+	h := newHarness(t, st, func(d *api.Deps) {
+		d.Limiter = lim.Middleware()
+		d.AuthFailures = lim
+		d.Accounts = lim
+		d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	ann := h.signup()
+	var wg sync.WaitGroup
+	answers := make([]string, 30)
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _ := json.Marshal(map[string]any{"email": ann.Email, "password": "wrong password!"})
+			req, _ := http.NewRequest("POST", h.http.URL+"/api/auth/login", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1))
+			res, err := h.http.Client().Do(req)
+			if err != nil {
+				answers[i] = err.Error()
+				return
+			}
+			defer res.Body.Close()
+			raw, _ := io.ReadAll(res.Body)
+			answers[i] = fmt.Sprintf("%d %s", res.StatusCode, raw)
+		}()
+	}
+	wg.Wait()
+	checked, locked := 0, 0
+	for _, a := range answers {
+		switch {
+		case strings.HasPrefix(a, "401 ") && strings.Contains(a, "invalid email or password"):
+			checked++
+		case strings.HasPrefix(a, "401 ") && strings.Contains(a, "too many failed sign-in attempts for this account"):
+			locked++
+		default:
+			t.Fatalf("answer %q", a)
+		}
+	}
+	if checked != 10 || locked != 20 {
+		t.Fatalf("%d passwords checked and %d refused as locked, want 10 and 20", checked, locked)
+	}
 }

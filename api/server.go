@@ -150,6 +150,9 @@ type Server struct {
 	polls *pollCache
 	// uploadLocks hold each merchant's upload turn (h_upload.go).
 	uploadLocks sync.Map
+	// passwords bounds sign-up's and sign-in's password hashing
+	// (passwords.go).
+	passwords *passwordGate
 	// drain is closed when the server shuts down (Drain): status streams end.
 	drain                chan struct{}
 	drainInit, drainOnce sync.Once
@@ -189,7 +192,7 @@ func New(d Deps) (*Server, error) {
 	if err := e.SetTrustedProxies(proxies); err != nil {
 		return nil, fmt.Errorf("api: trusted proxies: %w", err)
 	}
-	s := &Server{Deps: d, engine: e}
+	s := &Server{Deps: d, engine: e, passwords: newPasswordGate()}
 	if d.SessionChanges != nil {
 		s.polls = newPollCache(d.SessionChanges)
 	}
