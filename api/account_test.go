@@ -45,6 +45,24 @@ func TestSignupLoginLogout(t *testing.T) {
 		}
 		expect(t, h.do("GET", "/api/merchant", sess, nil), 401, "UNAUTHORIZED")
 		expect(t, h.do("POST", "/api/auth/logout", sess, nil), 401, "UNAUTHORIZED")
+
+		// Two sessions sign out with one Idempotency-Key (a key is the
+		// merchant's): each is signed out, the second not answered from
+		// the first's stored response.
+		var two []string
+		for range 2 {
+			r := h.do("POST", "/api/auth/login", "", map[string]any{"email": "owner@shop.example", "password": "123456789012"})
+			expect(t, r, 200, "")
+			two = append(two, r.str("data", "sessionToken"))
+		}
+		for _, sess := range two {
+			r := h.doWith("POST", "/api/auth/logout", sess, nil, map[string]string{"Idempotency-Key": "sign-out"})
+			expect(t, r, 200, "")
+			if r.Header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("a sign-out answered from a stored response: %v", r.Header)
+			}
+			expect(t, h.do("GET", "/api/merchant", sess, nil), 401, "UNAUTHORIZED")
+		}
 	})
 }
 

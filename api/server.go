@@ -259,6 +259,11 @@ func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.H
 	switch {
 	case a == AuthKey && method == http.MethodPost:
 		g.Handle(method, path, s.requireKey, s.idempotent, h)
+	case a == AuthSession && method == http.MethodPost && full == "/api/auth/logout":
+		// Signing out acts on the caller's own session: a stored answer
+		// (an Idempotency-Key is the merchant's, not the session's) would
+		// tell another session "signed out" and leave it signed in.
+		g.Handle(method, path, s.requireSession, h)
 	case a == AuthSession && method == http.MethodPost:
 		g.Handle(method, path, s.requireSession, s.idempotent, h)
 	case a == AuthKey:
