@@ -20,6 +20,7 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/money"
 	"github.com/paygate/paygate/workflows"
 )
@@ -379,5 +380,75 @@ func TestRefundRepairer(t *testing.T) {
 	done := s.waitRefund(key, r.ID, "succeeded", 20*time.Second)
 	if done["initiatedBy"] != "admin" {
 		t.Fatalf("refund %v", done)
+	}
+}
+
+// TestRefundWorkflowStoppedIsStartedAgain: refunds whose workflow an
+// operator terminated while they were open. Nothing ended them before: the
+// amount stayed held and a submit answered 409 "refund is pending". Now a
+// submit starts the workflow again from the read model and is taken; the
+// refund service's pass starts again an overdue one's (a pending refund
+// past its window expires, its amount refundable again; a submitted one
+// goes on to its verdict), and leaves a running workflow alone.
+func TestRefundWorkflowStoppedIsStartedAgain(t *testing.T) {
+	v := &scriptedVerifier{}
+	s := startStack(t, stackOptions{verifier: v})
+	ctx := context.Background()
+	key, session := s.merchant()
+	mid := s.merchantID(session)
+	tx := &models.Transaction{MerchantID: mid, Mode: models.ModeTest, Amount: money.FromCents(500), Token: "USDC", Network: "base_sepolia",
+		TxHash: "0x" + strings.Repeat("7", 64), WalletAddress: s.wallet, MerchantWalletAddress: merchantWallet, Verification: models.VerificationVerified}
+	if err := s.store.RecordTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	refund := func(amount string) string {
+		return s.call("POST", "/api/refunds", key, map[string]any{"transactionId": tx.ID, "amount": amount}, 201)["id"].(string)
+	}
+	terminate := func(id string) {
+		t.Helper()
+		if err := s.temporal.TerminateWorkflow(ctx, workflows.RefundWorkflowID(id), "", "operator"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paid := func(h, units string) {
+		v.set(h, chain.VerifyResult{Seen: true, Verdict: chain.VerdictComplete, Confirmations: 2, Required: 2, ReceivedUnits: units, Payer: merchantWallet})
+	}
+	a, b, c, running := refund("1.00"), refund("2.00"), refund("1.50"), refund("0.25")
+
+	// a: submitted after its workflow was terminated.
+	terminate(a)
+	hA := "0x" + strings.Repeat("a1", 32)
+	paid(hA, "1000000")
+	if got := s.call("POST", "/api/refunds/"+a+"/submit", key, map[string]any{"txHash": hA}, 200); got["status"] != "submitted" {
+		t.Fatalf("submit to a refund whose workflow was terminated: %v", got)
+	}
+	s.waitRefund(key, a, "succeeded", 20*time.Second)
+
+	// b: pending, its workflow terminated, its window passed; c:
+	// submitted, its transfer not seen yet, its workflow terminated.
+	hC := "0x" + strings.Repeat("c1", 32)
+	v.set(hC, chain.VerifyResult{Verdict: chain.VerdictPending})
+	if got := s.call("POST", "/api/refunds/"+c+"/submit", key, map[string]any{"txHash": hC}, 200); got["status"] != "submitted" {
+		t.Fatalf("submit c: %v", got)
+	}
+	terminate(b)
+	terminate(c)
+	storetest.Exec(t, s.store, "UPDATE refunds SET expires_at = ? WHERE id IN (?, ?)", time.Now().Add(-2*time.Hour).UTC(), b, running)
+	storetest.Exec(t, s.store, "UPDATE refunds SET updated_at = ? WHERE id = ?", time.Now().Add(-2*time.Hour).UTC(), c)
+	if n, err := s.refunds.ResumeStoppedRefunds(ctx, time.Hour); err != nil || n != 2 {
+		t.Fatalf("resumed %d refunds, want 2 (b and c; not the running one): %v", n, err)
+	}
+	if got := s.waitRefund(key, b, "failed", 20*time.Second); got["failureReason"] != "REFUND_EXPIRED" {
+		t.Fatalf("b after its window: %v", got)
+	}
+	paid(hC, "1500000")
+	s.waitRefund(key, c, "succeeded", 20*time.Second)
+	if n, err := s.refunds.ResumeStoppedRefunds(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("a second pass resumed %d: %v", n, err)
+	}
+	// b's 2.00 is refundable again: 5.00 paid, 1.00 + 1.50 refunded, the
+	// running 0.25 held.
+	if got := s.call("GET", "/api/transactions/"+tx.ID, key, nil, 200); units(got["refundableAmount"]) != 2_250_000 {
+		t.Fatalf("refundable after the resumed refunds: %v", got["refundableAmount"])
 	}
 }

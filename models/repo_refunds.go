@@ -251,6 +251,22 @@ func (s *Store) RefundsWithoutWorkflow(ctx context.Context, before time.Time, li
 	return rows, err
 }
 
+// RefundsOverdue lists, by id after after, the open refunds whose workflow
+// was started and that should have moved on by before: a pending one
+// whose window ended before it, a submitted one not updated since it.
+// Their workflow may have closed without ending them (an operator
+// terminated it, or it failed); the caller asks Temporal.
+func (s *Store) RefundsOverdue(ctx context.Context, before time.Time, after string, limit int) ([]Refund, error) {
+	q := s.ctx(ctx).Where("workflow_started = ? AND ((status = ? AND expires_at < ?) OR (status = ? AND updated_at < ?))",
+		true, RefundPending, before.UTC(), RefundSubmitted, before.UTC())
+	if after != "" {
+		q = q.Where("id > ?", after)
+	}
+	var rows []Refund
+	err := q.Order("id asc").Limit(limit).Find(&rows).Error
+	return rows, err
+}
+
 // RefundSource is a wallet that owes the transfers of pending refunds on a
 // network (the wallet that received their payments).
 type RefundSource struct {

@@ -159,6 +159,13 @@ func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Refund, 
 // (also after it closed: a refund's workflow never runs twice), then marks
 // the refund.
 func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
+	return s.startWorkflow(ctx, r, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+// startWorkflow starts the refund's workflow under the reuse policy: a
+// new refund's rejects a duplicate; a refund whose workflow closed
+// without ending it (ResumeStoppedRefunds) allows one.
+func (s *Service) startWorkflow(ctx context.Context, r *models.Refund, reuse enums.WorkflowIdReusePolicy) error {
 	if s.Temporal == nil {
 		return ErrNoTemporal
 	}
@@ -171,8 +178,7 @@ func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
 		}
 		in.Carry = &workflows.RefundCarry{Status: r.Status, TxHash: *r.TxHash, SubmittedAt: at}
 	}
-	_, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(r, workflows.RefundWorkflowID(r.ID), enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE),
-		workflows.RefundWorkflow, in)
+	_, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(r, workflows.RefundWorkflowID(r.ID), reuse), workflows.RefundWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &already) {
 		return err
@@ -284,14 +290,27 @@ func (s *Service) submit(ctx context.Context, sc models.Scope, id, txHash string
 	if r.TxHash != nil {
 		updateID += ":replacing:" + *r.TxHash
 	}
-	hd, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
-		UpdateID: updateID,
-		Args:     []any{workflows.RefundSubmitRequest{TxHash: h, FirstOnly: firstOnly}}, WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		var res workflows.RefundSubmitResult
-		err = hd.Get(uctx, &res)
+	send := func() error {
+		hd, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+			WorkflowID: workflows.RefundWorkflowID(r.ID), UpdateName: workflows.RefundSubmitUpdate,
+			UpdateID: updateID,
+			Args:     []any{workflows.RefundSubmitRequest{TxHash: h, FirstOnly: firstOnly}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			var res workflows.RefundSubmitResult
+			err = hd.Get(uctx, &res)
+		}
+		return err
+	}
+	err = send()
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The workflow closed without ending the refund (an operator
+		// terminated it, or it failed): started again from the read
+		// model, it takes the hash.
+		if ok, rerr := s.restartStopped(ctx, r.ID); rerr == nil && ok {
+			err = send()
+		}
 	}
 	if workflows.UpdateUnanswered(ctx, uctx, err) {
 		return nil, apperr.Unavailable("the refund service is temporarily unavailable; retry shortly", workflows.UnavailableRetryAfter)
@@ -455,6 +474,62 @@ func (s *Service) ReleaseLapsedHolds(ctx context.Context, grace time.Duration) (
 	}
 }
 
+// ResumeStoppedRefunds starts again the workflow of every open refund
+// overdue by grace (pending past its window, or submitted and not moved
+// since) whose workflow closed without ending it: an operator terminated
+// it, or it failed. Nothing else would ever end such a refund: its amount
+// stayed held, and a submit answered 409 "refund is pending". The new run
+// starts from the read model: a pending refund past its window expires
+// (its amount refundable again; a transfer sent late is still recorded
+// by the watcher), a submitted one goes on to its transfer's verdict. It
+// pages through every such refund and returns how many it started.
+func (s *Service) ResumeStoppedRefunds(ctx context.Context, grace time.Duration) (int, error) {
+	if s.Temporal == nil {
+		return 0, ErrNoTemporal
+	}
+	n, after := 0, ""
+	for {
+		rows, err := s.Store.RefundsOverdue(ctx, s.now().Add(-grace), after, 50)
+		if err != nil {
+			return n, err
+		}
+		for i := range rows {
+			after = rows[i].ID
+			ok, err := s.restartStopped(ctx, rows[i].ID)
+			if err != nil {
+				s.log().Warn("refund: workflow not started again", "refundId", rows[i].ID, "err", err)
+			}
+			if ok {
+				n++
+			}
+		}
+		if len(rows) < 50 {
+			return n, nil
+		}
+	}
+}
+
+// restartStopped starts the refund's workflow again when it has closed
+// and the refund is still open (pending or submitted), read after the
+// workflow was seen closed: a workflow that ended the refund and then
+// closed is left closed. It reports whether it started one.
+func (s *Service) restartStopped(ctx context.Context, id string) (bool, error) {
+	closed, how := s.workflowClosed(ctx, id)
+	if !closed {
+		return false, nil
+	}
+	r, err := s.Store.RefundByID(ctx, id)
+	if err != nil || (r.Status != models.RefundPending && r.Status != models.RefundSubmitted) {
+		return false, err
+	}
+	if err := s.startWorkflow(ctx, r, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE); err != nil {
+		return false, err
+	}
+	s.log().Warn("refund: its workflow closed without ending it; started again from the read model",
+		"refundId", id, "status", r.Status, "workflow", how)
+	return true, nil
+}
+
 // workflowClosed says whether the refund's workflow has closed for good
 // (or is gone), and how.
 func (s *Service) workflowClosed(ctx context.Context, refundID string) (bool, string) {
@@ -477,11 +552,15 @@ func (s *Service) workflowClosed(ctx context.Context, refundID string) (bool, st
 
 // RunRepairer repairs every interval until ctx ends, and every ten
 // minutes gives back the amounts of lapsed watches (an hour past their
-// end).
+// end) and starts again the workflows of refunds that closed open (an
+// hour overdue).
 func (s *Service) RunRepairer(ctx context.Context, interval, grace time.Duration) {
 	go periodic.Run(ctx, 10*time.Minute, func(ctx context.Context) {
 		if _, err := s.ReleaseLapsedHolds(ctx, time.Hour); err != nil && ctx.Err() == nil {
 			s.log().Warn("refund hold pass failed", "err", err)
+		}
+		if _, err := s.ResumeStoppedRefunds(ctx, time.Hour); err != nil && ctx.Err() == nil {
+			s.log().Warn("refund resume pass failed", "err", err)
 		}
 	})
 	periodic.Run(ctx, interval, func(ctx context.Context) {
