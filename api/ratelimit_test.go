@@ -81,16 +81,7 @@ func TestRateLimitWiring(t *testing.T) {
 // IPv6 clients count per /64: ten bad keys from ten addresses of one /64
 // block a fresh address of it, not a neighbouring /64.
 func TestLoginLimitedPerAccount(t *testing.T) {
-	st := storetest.Open(t, "sqlite")
-	cfg := ratelimit.DefaultConfig()
-	cfg.ExemptLoopback = false
-	lim := ratelimit.New(ratelimit.NewMemoryStore(), cfg)
-	h := newHarness(t, st, func(d *api.Deps) {
-		d.Limiter = lim.Middleware()
-		d.AuthFailures = lim
-		d.Accounts = lim
-		d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	})
+	h := signInLimitedHarness(t)
 	ann, bob := h.signup(), h.signup()
 	send := func(method, path, ip, token string, body any) resp {
 		t.Helper()
@@ -159,16 +150,7 @@ func TestLoginLimitedPerAccount(t *testing.T) {
 // counted (a check takes tens of milliseconds), and nearly all of them
 // were checked.
 func TestParallelGuessesAtOneAccount(t *testing.T) {
-	st := storetest.Open(t, "sqlite")
-	cfg := ratelimit.DefaultConfig()
-	cfg.ExemptLoopback = false
-	lim := ratelimit.New(ratelimit.NewMemoryStore(), cfg)
-	h := newHarness(t, st, func(d *api.Deps) {
-		d.Limiter = lim.Middleware()
-		d.AuthFailures = lim
-		d.Accounts = lim
-		d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	})
+	h := signInLimitedHarness(t)
 	ann := h.signup()
 	var wg sync.WaitGroup
 	answers := make([]string, 30)
@@ -205,4 +187,20 @@ func TestParallelGuessesAtOneAccount(t *testing.T) {
 	if checked != 10 || locked != 20 {
 		t.Fatalf("%d passwords checked and %d refused as locked, want 10 and 20", checked, locked)
 	}
+}
+
+// signInLimitedHarness is an API on SQLite with the default limits (the
+// address block and the per-account sign-in tier), loopback not exempt,
+// the client address taken from X-Forwarded-For.
+func signInLimitedHarness(t *testing.T) *harness {
+	t.Helper()
+	cfg := ratelimit.DefaultConfig()
+	cfg.ExemptLoopback = false
+	lim := ratelimit.New(ratelimit.NewMemoryStore(), cfg)
+	return newHarness(t, storetest.Open(t, "sqlite"), func(d *api.Deps) {
+		d.Limiter = lim.Middleware()
+		d.AuthFailures = lim
+		d.Accounts = lim
+		d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
 }

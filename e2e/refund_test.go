@@ -353,11 +353,7 @@ func TestRefundRepairer(t *testing.T) {
 	ctx := context.Background()
 	key, session := s.merchant()
 	mid := s.merchantID(session)
-	tx := &models.Transaction{MerchantID: mid, Mode: models.ModeTest, Amount: money.FromCents(500), Token: "USDC", Network: "base_sepolia",
-		TxHash: "0x" + strings.Repeat("4", 64), WalletAddress: s.wallet, MerchantWalletAddress: merchantWallet, Verification: models.VerificationVerified}
-	if err := s.store.RecordTransaction(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
+	tx := s.recordedPayment(mid, "0x"+strings.Repeat("4", 64))
 	r, err := s.store.CreateRefund(ctx, models.RefundRequest{Scope: models.Scope{MerchantID: mid, Mode: models.ModeTest},
 		TransactionID: tx.ID, InitiatedBy: models.InitiatedByAdmin, Window: time.Hour})
 	if err != nil {
@@ -396,11 +392,7 @@ func TestRefundWorkflowStoppedIsStartedAgain(t *testing.T) {
 	ctx := context.Background()
 	key, session := s.merchant()
 	mid := s.merchantID(session)
-	tx := &models.Transaction{MerchantID: mid, Mode: models.ModeTest, Amount: money.FromCents(500), Token: "USDC", Network: "base_sepolia",
-		TxHash: "0x" + strings.Repeat("7", 64), WalletAddress: s.wallet, MerchantWalletAddress: merchantWallet, Verification: models.VerificationVerified}
-	if err := s.store.RecordTransaction(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
+	tx := s.recordedPayment(mid, "0x"+strings.Repeat("7", 64))
 	refund := func(amount string) string {
 		return s.call("POST", "/api/refunds", key, map[string]any{"transactionId": tx.ID, "amount": amount}, 201)["id"].(string)
 	}
@@ -451,4 +443,16 @@ func TestRefundWorkflowStoppedIsStartedAgain(t *testing.T) {
 	if got := s.call("GET", "/api/transactions/"+tx.ID, key, nil, 200); units(got["refundableAmount"]) != 2_250_000 {
 		t.Fatalf("refundable after the resumed refunds: %v", got["refundableAmount"])
 	}
+}
+
+// recordedPayment records a verified payment of 5.00 on base_sepolia from
+// the stack's wallet to the merchant wallet, for refunds of it.
+func (s *stack) recordedPayment(merchantID, hash string) *models.Transaction {
+	s.t.Helper()
+	tx := &models.Transaction{MerchantID: merchantID, Mode: models.ModeTest, Amount: money.FromCents(500), Token: "USDC", Network: "base_sepolia",
+		TxHash: hash, WalletAddress: s.wallet, MerchantWalletAddress: merchantWallet, Verification: models.VerificationVerified}
+	if err := s.store.RecordTransaction(context.Background(), tx); err != nil {
+		s.t.Fatal(err)
+	}
+	return tx
 }
