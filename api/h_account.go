@@ -18,6 +18,10 @@ func (s *Server) registerAuth(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodPost, "/auth/signup", AuthNone, s.signup)
 	s.Handle(g, http.MethodPost, "/auth/login", AuthNone, s.login)
 	s.Handle(g, http.MethodPost, "/auth/logout", AuthSession, s.logout)
+	s.Handle(g, http.MethodPost, "/auth/logout-others", AuthSession, s.logoutOthers)
+	s.Handle(g, http.MethodPost, "/auth/password", AuthSession, s.changePassword)
+	s.Handle(g, http.MethodPost, "/auth/password-reset", AuthNone, s.requestPasswordReset)
+	s.Handle(g, http.MethodPost, "/auth/password-reset/confirm", AuthNone, s.confirmPasswordReset)
 }
 
 func (s *Server) registerMerchant(g *gin.RouterGroup) {
@@ -86,7 +90,7 @@ func (s *Server) signup(c *gin.Context) {
 	}
 	var v checker
 	email := v.email("email", req.Email, true)
-	checkPassword(&v, req.Password)
+	checkPassword(&v, "password", req.Password)
 	name := v.text("businessName", req.BusinessName, true, 200)
 	if err := v.err(); err != nil {
 		fail(c, err)
@@ -127,14 +131,15 @@ func (s *Server) signup(c *gin.Context) {
 	})
 }
 
-func checkPassword(v *checker, p string) {
+// checkPassword checks a new password (the field's value).
+func checkPassword(v *checker, field, p string) {
 	switch n := len([]rune(p)); {
 	case n == 0:
-		v.Add("password", "is required")
+		v.Add(field, "is required")
 	case n < minPassword:
-		v.Add("password", "must be at least 12 characters")
+		v.Add(field, "must be at least 12 characters")
 	case n > maxPassword:
-		v.Add("password", "must be at most 256 characters")
+		v.Add(field, "must be at most 256 characters")
 	}
 }
 

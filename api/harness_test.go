@@ -154,6 +154,10 @@ func (h *harness) doWith(method, path, token string, body any, headers map[strin
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	res, err := h.http.Client().Do(req)

@@ -25,6 +25,7 @@ import (
 	"github.com/paygate/paygate/logging"
 	"github.com/paygate/paygate/metrics"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/notify"
 	"github.com/paygate/paygate/refund"
 	"github.com/paygate/paygate/subscription"
 	"github.com/paygate/paygate/webhook"
@@ -117,6 +118,16 @@ type Deps struct {
 	PublicURL string
 	// Root registers routes outside /api (the hosted pages, web.Pages).
 	Root []func(e *gin.Engine)
+	// Mailer sends the password-reset e-mails; without one (production
+	// without SMTP: a log mailer would write every reset link where log
+	// readers can take the account) a reset request answers 503.
+	Mailer notify.Mailer
+	// ResetBaseURL is where merchants reach the dashboard (the configured
+	// PAYGATE_PUBLIC_URL or its default): the reset e-mails link to it.
+	// Without it no reset e-mail is sent (503): a link built from the
+	// request's Host header would let a stranger point a merchant's reset
+	// link at their own site.
+	ResetBaseURL string
 	// PageNotFound, when set, answers a request that matched no route (or
 	// not its method) on a path the pages own (web.Pages.NotFound) with a
 	// page, and reports whether it did; the API's JSON answers the rest.
@@ -153,6 +164,8 @@ type Server struct {
 	// passwords bounds sign-up's and sign-in's password hashing
 	// (passwords.go).
 	passwords *passwordGate
+	// resetMails bounds the reset e-mails being sent at once (h_password.go).
+	resetMails chan struct{}
 	// drain is closed when the server shuts down (Drain): status streams end.
 	drain                chan struct{}
 	drainInit, drainOnce sync.Once
@@ -173,6 +186,7 @@ func New(d Deps) (*Server, error) {
 	if d.Networks == nil {
 		d.Networks = chain.DefaultRegistry()
 	}
+
 	if d.Refunds == nil && d.Store != nil {
 		d.Refunds = &refund.Service{Store: d.Store, Networks: d.Networks, Log: d.Logger}
 	}
@@ -192,7 +206,7 @@ func New(d Deps) (*Server, error) {
 	if err := e.SetTrustedProxies(proxies); err != nil {
 		return nil, fmt.Errorf("api: trusted proxies: %w", err)
 	}
-	s := &Server{Deps: d, engine: e, passwords: newPasswordGate()}
+	s := &Server{Deps: d, engine: e, passwords: newPasswordGate(), resetMails: make(chan struct{}, resetMailsAtOnce)}
 	if d.SessionChanges != nil {
 		s.polls = newPollCache(d.SessionChanges)
 	}
@@ -259,10 +273,11 @@ func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.H
 	switch {
 	case a == AuthKey && method == http.MethodPost:
 		g.Handle(method, path, s.requireKey, s.idempotent, h)
-	case a == AuthSession && method == http.MethodPost && full == "/api/auth/logout":
-		// Signing out acts on the caller's own session: a stored answer
+	case a == AuthSession && method == http.MethodPost && ownSessionRoutes[full]:
+		// These act on or from the caller's own session: a stored answer
 		// (an Idempotency-Key is the merchant's, not the session's) would
-		// tell another session "signed out" and leave it signed in.
+		// tell another session "signed out" and leave it signed in, or
+		// "password changed" without its current password checked.
 		g.Handle(method, path, s.requireSession, h)
 	case a == AuthSession && method == http.MethodPost:
 		g.Handle(method, path, s.requireSession, s.idempotent, h)
@@ -274,6 +289,10 @@ func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.H
 		g.Handle(method, path, h)
 	}
 }
+
+// ownSessionRoutes are the session routes not kept under an
+// Idempotency-Key (Handle).
+var ownSessionRoutes = map[string]bool{"/api/auth/logout": true, "/api/auth/logout-others": true, "/api/auth/password": true}
 
 const requestIDKey = "requestId"
 

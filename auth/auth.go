@@ -25,6 +25,9 @@ const (
 	TestKeyPrefix = "svc_test_sk_"
 	LiveKeyPrefix = "svc_live_sk_"
 	SessionPrefix = "svc_sess_"
+	// ResetPrefix starts a password-reset token; it is never a bearer
+	// credential.
+	ResetPrefix = "svc_reset_"
 )
 
 // keyRandomChars is the length of a key's random part (base62, ~226 bits).
@@ -125,6 +128,16 @@ func GenerateSessionToken() (string, error) {
 		return "", err
 	}
 	return SessionPrefix + r, nil
+}
+
+// GenerateResetToken makes a password-reset token (the secret of the
+// link e-mailed to a merchant).
+func GenerateResetToken() (string, error) {
+	r, err := randomBase62(43)
+	if err != nil {
+		return "", err
+	}
+	return ResetPrefix + r, nil
 }
 
 func randomBase62(n int) (string, error) {

@@ -20,6 +20,7 @@ func allModels() []any {
 		&CheckoutSessionEvent{}, &Settlement{}, &WebhookEndpoint{}, &Event{},
 		&WebhookDelivery{}, &DeliveryAttempt{}, &KYBApplication{}, &Notification{},
 		&Refund{}, &ChainCursor{}, &RelayedTransaction{}, &WalletProof{},
+		&PasswordReset{},
 	}
 }
 
@@ -469,6 +470,13 @@ func migrations() []*gormigrate.Migration {
 			ID:       "20261202_0025_wallet_proofs",
 			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&WalletProof{}) },
 			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&WalletProof{}) },
+		},
+		{
+			// Password resets: the links e-mailed to merchants who forgot
+			// their password.
+			ID:       "20261203_0026_password_resets",
+			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&PasswordReset{}) },
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&PasswordReset{}) },
 		},
 	}
 }

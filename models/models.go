@@ -69,6 +69,18 @@ type DashboardSession struct {
 	CreatedAt  time.Time
 }
 
+// PasswordReset is a password-reset link e-mailed to a merchant: only its
+// token's hash is kept. It works once, within its hour, and only while it is
+// the merchant's latest (asking again, or changing the password, ends it).
+type PasswordReset struct {
+	ID         string `gorm:"primaryKey;size:36"`
+	MerchantID string `gorm:"size:36;not null;index:idx_password_resets_merchant_created,priority:1"`
+	TokenHash  string `gorm:"size:64;not null;uniqueIndex"`
+	ExpiresAt  time.Time
+	UsedAt     *time.Time
+	CreatedAt  time.Time `gorm:"index:idx_password_resets_merchant_created,priority:2"`
+}
+
 // APIKey is a merchant's secret key. Only the hash is kept; at most one
 // unrevoked key per type per merchant (a partial unique index).
 type APIKey struct {

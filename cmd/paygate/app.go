@@ -169,6 +169,8 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		Root:           root,
 		PageNotFound:   pageNotFound,
 		PublicURL:      os.Getenv("PAYGATE_PUBLIC_URL"),
+		Mailer:         a.resetMailer(),
+		ResetBaseURL:   a.cfg.PublicBaseURL,
 		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback},
 		Deliveries:     deliveries,
 		Dispatcher:     dispatcher,
@@ -188,6 +190,18 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		Ready:          a.readyChecks(temporalOf(svc)),
 		Metrics:        a.metrics,
 	})
+}
+
+// resetMailer sends the password-reset e-mails: by SMTP when configured;
+// else, outside the production profile, into the log (where the developer
+// running `make run` finds the link). In production without SMTP there is
+// none: a reset link in the log would let whoever reads the log take the
+// account.
+func (a *app) resetMailer() notify.Mailer {
+	if a.cfg.SMTP.Host == "" && a.cfg.Profile == config.ProfileProduction {
+		return nil
+	}
+	return notify.NewMailer(a.cfg.SMTP, a.log)
 }
 
 // pollCacheOn reports whether the status poll may answer from memory

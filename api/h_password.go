@@ -1,0 +1,275 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/notify"
+)
+
+// A merchant's password: changed from a signed-in session (the current one
+// checked), or set anew from a link e-mailed to the account's address. Both
+// sign out the account's other sessions: whoever held one (a leaked token,
+// a computer left signed in) is out.
+
+const (
+	// resetTTL is how long a reset link works.
+	resetTTL = time.Hour
+	// resetsPerHour is how many reset e-mails an account is sent in an
+	// hour at most, whoever asks.
+	resetsPerHour = 5
+	// resetMailsAtOnce bounds the reset e-mails being sent at once.
+	resetMailsAtOnce = 8
+	// resetMailTimeout bounds one reset e-mail's sending.
+	resetMailTimeout = 30 * time.Second
+)
+
+type changePasswordRequest struct {
+	CurrentPassword string `json:"currentPassword"`
+	NewPassword     string `json:"newPassword"`
+}
+
+// changePassword serves POST /api/auth/password: the current password is
+// checked as a sign-in is (the account's turn, its failure limit, a wrong
+// one counted), then the new one replaces it and the account's other
+// sessions are signed out. The calling session stays signed in.
+func (s *Server) changePassword(c *gin.Context) {
+	var req changePasswordRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	if req.CurrentPassword == "" {
+		v.Add("currentPassword", "is required")
+	} else if len(req.CurrentPassword) > 4*maxPassword {
+		v.Add("currentPassword", "must be at most 256 characters")
+	}
+	checkPassword(&v, "newPassword", req.NewPassword)
+	if req.NewPassword != "" && req.NewPassword == req.CurrentPassword {
+		v.Add("newPassword", "must differ from the current password")
+	}
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	p := principal(c)
+	m, err := s.Store.Merchant(c.Request.Context(), p.MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	release, err := s.passwords.account(c.Request.Context(), m.Email)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer release()
+	// A stolen session must not find the password by guessing here either.
+	if s.Accounts != nil && !s.Accounts.AllowAccount(c, m.Email) {
+		return
+	}
+	var wrong bool
+	var newHash string
+	var hashErr error
+	if werr := s.passwords.hash(c.Request.Context(), func() {
+		if wrong = auth.CheckPassword(m.PasswordHash, req.CurrentPassword) != nil; !wrong {
+			newHash, hashErr = auth.HashPassword(req.NewPassword)
+		}
+	}); werr != nil {
+		fail(c, werr)
+		return
+	}
+	if wrong {
+		if s.Accounts != nil {
+			if err := s.Accounts.RecordLoginFailure(c.Request.Context(), c.ClientIP(), m.Email); err != nil {
+				s.Logger.Warn("could not record a failed password check", "err", err, "requestId", requestID(c))
+			}
+		}
+		fail(c, apperr.Invalid("currentPassword", "is not the account's password"))
+		return
+	}
+	if hashErr != nil {
+		fail(c, hashErr)
+		return
+	}
+	revoked, err := s.Store.ChangePassword(c.Request.Context(), m.ID, m.PasswordHash, newHash, p.SessionID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.Logger.Info("password changed", "merchantId", m.ID, "sessionsSignedOut", revoked, "requestId", requestID(c))
+	respond(c, http.StatusOK, gin.H{"sessionsSignedOut": revoked})
+}
+
+// logoutOthers serves POST /api/auth/logout-others: every other session of
+// the account is signed out, the calling one stays.
+func (s *Server) logoutOthers(c *gin.Context) {
+	p := principal(c)
+	revoked, err := s.Store.RevokeOtherDashboardSessions(c.Request.Context(), p.MerchantID, p.SessionID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, gin.H{"sessionsSignedOut": revoked})
+}
+
+type resetRequest struct {
+	Email string `json:"email"`
+}
+
+// resetAccepted is the answer to every well-formed reset request, whether
+// or not an account uses the address: the answer tells a stranger nothing.
+const resetAccepted = "if an account uses this e-mail address, a link to choose a new password is on its way; it works for one hour"
+
+// requestPasswordReset serves POST /api/auth/password-reset: when an
+// account uses the address (and was sent fewer than resetsPerHour links in
+// the past hour), a new link is stored and e-mailed, after the answer, so
+// that its time does not tell either.
+func (s *Server) requestPasswordReset(c *gin.Context) {
+	var req resetRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	email := v.email("email", req.Email, true)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if s.Mailer == nil || s.ResetBaseURL == "" {
+		fail(c, apperr.Unavailable("password reset e-mails are not set up on this server; ask its operator", 0))
+		return
+	}
+	ctx := c.Request.Context()
+	m, err := s.Store.MerchantByEmail(ctx, email)
+	if errors.Is(err, apperr.ErrNotFound) {
+		respondMessage(c, http.StatusAccepted, resetAccepted)
+		return
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	token, err := auth.GenerateResetToken()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	created, err := s.Store.CreatePasswordReset(ctx, m.ID, s.Hasher.Hash(token), resetTTL, resetsPerHour)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if !created {
+		s.Logger.Warn("password reset not sent: the account's hourly number was reached", "merchantId", m.ID, "requestId", requestID(c))
+		respondMessage(c, http.StatusAccepted, resetAccepted)
+		return
+	}
+	msg := notify.Message{To: m.Email, Subject: "Choose a new paygate password", Body: resetMailBody(m.BusinessName,
+		strings.TrimRight(s.ResetBaseURL, "/")+"/dashboard/reset?token="+token)}
+	select {
+	case s.resetMails <- struct{}{}:
+	default:
+		// Too many e-mails in flight: this one is not sent (the merchant
+		// asks again); the answer stays the same.
+		s.Logger.Warn("password reset e-mail not sent: too many being sent", "merchantId", m.ID, "requestId", requestID(c))
+		respondMessage(c, http.StatusAccepted, resetAccepted)
+		return
+	}
+	rid := requestID(c)
+	go func() {
+		defer func() { <-s.resetMails }()
+		ctx, cancel := context.WithTimeout(context.Background(), resetMailTimeout)
+		defer cancel()
+		if err := s.Mailer.Send(ctx, msg); err != nil {
+			s.Logger.Error("password reset e-mail failed", "merchantId", m.ID, "err", err, "requestId", rid)
+		}
+	}()
+	respondMessage(c, http.StatusAccepted, resetAccepted)
+}
+
+func resetMailBody(business, link string) string {
+	return fmt.Sprintf(`Hello %s,
+
+someone (we hope you) asked to choose a new password for your paygate account. Open this link within an hour to choose it:
+
+%s
+
+The link works once. Choosing a new password signs out every session of the account.
+If you did not ask, ignore this e-mail: your password stays as it is.
+`, business, link)
+}
+
+type confirmResetRequest struct {
+	Token       string `json:"token"`
+	NewPassword string `json:"newPassword"`
+}
+
+var errResetToken = apperr.Invalid("token", "is not a valid reset link, or it was used, replaced by a newer one or expired (ask for a new link)")
+
+// confirmPasswordReset serves POST /api/auth/password-reset/confirm: the
+// link's token sets the new password once, and every session of the
+// account is signed out.
+func (s *Server) confirmPasswordReset(c *gin.Context) {
+	var req confirmResetRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	var v checker
+	token := strings.TrimSpace(req.Token)
+	if token == "" {
+		v.Add("token", "is required")
+	}
+	checkPassword(&v, "newPassword", req.NewPassword)
+	if err := v.err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if !strings.HasPrefix(token, auth.ResetPrefix) || len(token) > 128 {
+		fail(c, errResetToken)
+		return
+	}
+	r, err := lookupRotating(c, s, token, s.Store.PasswordResetByHash, func(r *models.PasswordReset) string { return r.ID },
+		s.Store.RehashPasswordReset)
+	if errors.Is(err, apperr.ErrNotFound) {
+		fail(c, errResetToken)
+		return
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var hash string
+	var hashErr error
+	if werr := s.passwords.hash(c.Request.Context(), func() { hash, hashErr = auth.HashPassword(req.NewPassword) }); werr != nil {
+		fail(c, werr)
+		return
+	}
+	if hashErr != nil {
+		fail(c, hashErr)
+		return
+	}
+	m, err := s.Store.ResetPassword(c.Request.Context(), r.ID, hash)
+	if errors.Is(err, apperr.ErrNotFound) {
+		fail(c, errResetToken)
+		return
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.Logger.Info("password reset", "merchantId", m.ID, "requestId", requestID(c))
+	respondMessage(c, http.StatusOK, "password set; sign in with it")
+}

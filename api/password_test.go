@@ -1,0 +1,266 @@
+package api_test
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/notify"
+)
+
+// mailbox is a Mailer that keeps what it is given.
+type mailbox struct {
+	mu   sync.Mutex
+	mail []notify.Message
+}
+
+func (m *mailbox) Send(_ context.Context, msg notify.Message) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mail = append(m.mail, msg)
+	return nil
+}
+
+func (m *mailbox) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mail)
+}
+
+// waitFor waits for the n-th message (they are sent after the answer) and
+// returns it.
+func (m *mailbox) waitFor(t *testing.T, n int) notify.Message {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.count() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d e-mails sent, want %d", m.count(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mail[n-1]
+}
+
+var resetLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/reset\?token=(\S+)`)
+
+// resetToken is the token of the link in a reset e-mail.
+func resetToken(t *testing.T, msg notify.Message) string {
+	t.Helper()
+	m := resetLink.FindStringSubmatch(msg.Body)
+	if m == nil {
+		t.Fatalf("no reset link in %q", msg.Body)
+	}
+	tok, err := url.QueryUnescape(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func signIn(t *testing.T, h *harness, email, password string) string {
+	t.Helper()
+	r := h.do("POST", "/api/auth/login", "", map[string]any{"email": email, "password": password})
+	expect(t, r, 200, "")
+	return r.str("data", "sessionToken")
+}
+
+// TestChangePassword: the current password is checked, the new one
+// replaces it, and the account's other sessions are signed out while the
+// calling one stays signed in.
+func TestChangePassword(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.signup()
+		other1, other2 := signIn(t, h, m.Email, "correct horse battery"), signIn(t, h, m.Email, "correct horse battery")
+		b := h.signup()
+
+		expectField(t, h.do("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "wrong password!!",
+			"newPassword": "a new long password"}), "currentPassword")
+		expectField(t, h.do("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "short"}), "newPassword")
+		expectField(t, h.do("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "correct horse battery"}), "newPassword")
+		expectField(t, h.do("POST", "/api/auth/password", m.Session, map[string]any{"newPassword": "a new long password"}), "currentPassword")
+		expectField(t, h.do("POST", "/api/auth/password", m.Session, "{"), "body")
+		expect(t, h.do("POST", "/api/auth/password", m.TestKey, map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "a new long password"}), 401, "UNAUTHORIZED")
+		// Nothing changed by the refusals.
+		for _, s := range []string{m.Session, other1, other2} {
+			expect(t, h.do("GET", "/api/merchant", s, nil), 200, "")
+		}
+
+		r := h.do("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "a new long password"})
+		expect(t, r, 200, "")
+		if got := r.data()["sessionsSignedOut"]; got != float64(2) {
+			t.Fatalf("sessionsSignedOut %v, want 2", got)
+		}
+		expect(t, h.do("GET", "/api/merchant", m.Session, nil), 200, "")
+		for _, s := range []string{other1, other2} {
+			expect(t, h.do("GET", "/api/merchant", s, nil), 401, "UNAUTHORIZED")
+		}
+		expect(t, h.do("POST", "/api/auth/login", "", map[string]any{"email": m.Email, "password": "correct horse battery"}), 401, "UNAUTHORIZED")
+		signIn(t, h, m.Email, "a new long password")
+		// Another merchant's account and sessions are untouched.
+		expect(t, h.do("GET", "/api/merchant", b.Session, nil), 200, "")
+		signIn(t, h, b.Email, "correct horse battery")
+
+		// The old password no longer passes as the current one.
+		expectField(t, h.do("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "yet another long password"}), "currentPassword")
+	})
+}
+
+// TestLogoutOthers: every other session of the account is signed out, the
+// calling one stays; another merchant's sessions are untouched.
+func TestLogoutOthers(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m, b := h.signup(), h.signup()
+		other := signIn(t, h, m.Email, "correct horse battery")
+		r := h.do("POST", "/api/auth/logout-others", m.Session, nil)
+		expect(t, r, 200, "")
+		if got := r.data()["sessionsSignedOut"]; got != float64(1) {
+			t.Fatalf("sessionsSignedOut %v, want 1", got)
+		}
+		expect(t, h.do("GET", "/api/merchant", other, nil), 401, "UNAUTHORIZED")
+		expect(t, h.do("GET", "/api/merchant", m.Session, nil), 200, "")
+		expect(t, h.do("GET", "/api/merchant", b.Session, nil), 200, "")
+		r = h.do("POST", "/api/auth/logout-others", m.Session, nil)
+		expect(t, r, 200, "")
+		if got := r.data()["sessionsSignedOut"]; got != float64(0) {
+			t.Fatalf("a second time: sessionsSignedOut %v, want 0", got)
+		}
+		expect(t, h.do("POST", "/api/auth/logout-others", m.TestKey, nil), 401, "UNAUTHORIZED")
+	})
+}
+
+// TestPasswordReset: a reset request is answered alike whether or not an
+// account uses the address; the e-mailed link (to the configured public
+// address, never the request's Host) sets the password once and signs out
+// every session; a newer link ends the older; the links of an hour are
+// bounded; a used, foreign or expired token is refused.
+func TestPasswordReset(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		box := &mailbox{}
+		h := newHarness(t, st, func(d *api.Deps) { d.Mailer, d.ResetBaseURL = box, "https://pay.example.com/" })
+		m, b := h.signup(), h.signup()
+		other := signIn(t, h, m.Email, "correct horse battery")
+
+		unknown := h.doWith("POST", "/api/auth/password-reset", "", map[string]any{"email": "nobody@example.com"}, map[string]string{"Host": "evil.example"})
+		expect(t, unknown, 202, "")
+		known := h.doWith("POST", "/api/auth/password-reset", "", map[string]any{"email": strings.ToUpper(m.Email)}, map[string]string{"Host": "evil.example"})
+		expect(t, known, 202, "")
+		if unknown.str("message") != known.str("message") || known.str("message") == "" {
+			t.Fatalf("the answers differ: %q and %q", unknown.str("message"), known.str("message"))
+		}
+		first := box.waitFor(t, 1)
+		if first.To != m.Email || strings.Contains(first.Body, "evil.example") {
+			t.Fatalf("reset e-mail %+v", first)
+		}
+		firstToken := resetToken(t, first)
+		time.Sleep(50 * time.Millisecond)
+		if box.count() != 1 {
+			t.Fatalf("%d e-mails: the unknown address got one", box.count())
+		}
+		expectField(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": "not an address"}), "email")
+
+		// A second request: a new link; the first no longer works.
+		expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": m.Email}), 202, "")
+		token := resetToken(t, box.waitFor(t, 2))
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": firstToken,
+			"newPassword": "a new long password"}), "token")
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": token, "newPassword": "short"}), "newPassword")
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": "svc_sess_abc",
+			"newPassword": "a new long password"}), "token")
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"newPassword": "a new long password"}), "token")
+		// The refusals changed nothing.
+		expect(t, h.do("GET", "/api/merchant", m.Session, nil), 200, "")
+
+		r := h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": token, "newPassword": "a new long password"})
+		expect(t, r, 200, "")
+		for _, s := range []string{m.Session, other} {
+			expect(t, h.do("GET", "/api/merchant", s, nil), 401, "UNAUTHORIZED")
+		}
+		expect(t, h.do("POST", "/api/auth/login", "", map[string]any{"email": m.Email, "password": "correct horse battery"}), 401, "UNAUTHORIZED")
+		signIn(t, h, m.Email, "a new long password")
+		expect(t, h.do("GET", "/api/merchant", b.Session, nil), 200, "")
+		// Used once.
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": token,
+			"newPassword": "another long password"}), "token")
+		signIn(t, h, m.Email, "a new long password")
+
+		// At most five e-mails an hour per account, whoever asks (two sent
+		// above): the answer stays the same.
+		for range 4 {
+			expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": m.Email}), 202, "")
+		}
+		last := resetToken(t, box.waitFor(t, 5))
+		time.Sleep(50 * time.Millisecond)
+		if box.count() != 5 {
+			t.Fatalf("%d e-mails in the hour, want 5", box.count())
+		}
+		// The other account's own links are counted apart.
+		expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": b.Email}), 202, "")
+		bToken := resetToken(t, box.waitFor(t, 6))
+
+		// An hour later the latest link has expired.
+		st.SetClock(func() time.Time { return time.Now().Add(61 * time.Minute) })
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": last,
+			"newPassword": "another long password"}), "token")
+		st.SetClock(time.Now)
+		// A password changed from a session ends the links sent before.
+		bs := signIn(t, h, b.Email, "correct horse battery")
+		expect(t, h.do("POST", "/api/auth/password", bs, map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "b's new long password"}), 200, "")
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": bToken,
+			"newPassword": "another long password"}), "token")
+	})
+}
+
+// TestPasswordResetWithoutMailer: a server without a mailer (production
+// without SMTP) or without its public address answers 503.
+func TestPasswordResetWithoutMailer(t *testing.T) {
+	for name, mutate := range map[string]func(*api.Deps){
+		"no mailer":  func(d *api.Deps) { d.ResetBaseURL = "https://pay.example.com" },
+		"no address": func(d *api.Deps) { d.Mailer = &mailbox{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := storetest.Open(t, "sqlite")
+			h := newHarness(t, st, mutate)
+			m := h.signup()
+			expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": m.Email}), 503, "SERVICE_UNAVAILABLE")
+		})
+	}
+}
+
+// TestChangePasswordGuessesLimited: a stolen session cannot find the
+// password by guessing the current one: the account's failed sign-in
+// limit counts the wrong ones, and once it is reached even the right one
+// is refused (401 with Retry-After; the session itself stays valid).
+func TestChangePasswordGuessesLimited(t *testing.T) {
+	h := signInLimitedHarness(t)
+	m := h.signup()
+	for i := range 10 {
+		r := h.doWith("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "guess number " + string(rune('a'+i)),
+			"newPassword": "a new long password"}, map[string]string{"X-Forwarded-For": "203.0.113.7"})
+		expectField(t, r, "currentPassword")
+	}
+	r := h.doWith("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "correct horse battery",
+		"newPassword": "a new long password"}, map[string]string{"X-Forwarded-For": "198.51.100.9"})
+	expect(t, r, 401, "UNAUTHORIZED")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("the account's block has no Retry-After: %s", r.Raw)
+	}
+	expect(t, h.doWith("GET", "/api/merchant", m.Session, nil, map[string]string{"X-Forwarded-For": "198.51.100.9"}), 200, "")
+	// The password did not change.
+	expect(t, h.doWith("POST", "/api/auth/login", "", map[string]any{"email": m.Email, "password": "a new long password"},
+		map[string]string{"X-Forwarded-For": "192.0.2.1"}), 401, "UNAUTHORIZED")
+}

@@ -1,0 +1,143 @@
+package models
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/paygate/paygate/apperr"
+)
+
+// A merchant's password and dashboard sessions: changing the password,
+// signing out the other sessions, and the e-mailed reset link.
+
+// ErrPasswordChanged reports that the password changed between its check
+// and the write of the new one (another session changed it meanwhile).
+var ErrPasswordChanged = apperr.Conflict("the password was changed meanwhile; sign in again with the new one")
+
+// ChangePassword replaces the merchant's password hash, from oldHash (the
+// one the current password was checked against) to newHash, signs out every
+// other dashboard session of the merchant (all but keepSessionID) and ends
+// its unused reset links, all or nothing. It returns how many sessions it
+// signed out.
+func (s *Store) ChangePassword(ctx context.Context, merchantID, oldHash, newHash, keepSessionID string) (int64, error) {
+	var revoked int64
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		now := s.Now()
+		res := tx.Model(&Merchant{}).Where("id = ? AND password_hash = ?", merchantID, oldHash).
+			Updates(map[string]any{"password_hash": newHash, "updated_at": now})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return ErrPasswordChanged
+		}
+		n, err := revokeSessions(tx, merchantID, keepSessionID, now)
+		if err != nil {
+			return err
+		}
+		revoked = n
+		return endResets(tx, merchantID, now)
+	})
+	return revoked, err
+}
+
+// RevokeOtherDashboardSessions signs out every dashboard session of the
+// merchant but keepSessionID, and returns how many it signed out.
+func (s *Store) RevokeOtherDashboardSessions(ctx context.Context, merchantID, keepSessionID string) (int64, error) {
+	return revokeSessions(s.ctx(ctx), merchantID, keepSessionID, s.Now())
+}
+
+// revokeSessions signs out the merchant's open sessions but keep ("" for
+// all of them).
+func revokeSessions(tx *gorm.DB, merchantID, keep string, now time.Time) (int64, error) {
+	q := tx.Model(&DashboardSession{}).Where("merchant_id = ? AND revoked_at IS NULL AND expires_at > ?", merchantID, now)
+	if keep != "" {
+		q = q.Where("id <> ?", keep)
+	}
+	res := q.Update("revoked_at", now)
+	return res.RowsAffected, res.Error
+}
+
+// endResets marks the merchant's unused reset links used.
+func endResets(tx *gorm.DB, merchantID string, now time.Time) error {
+	return tx.Model(&PasswordReset{}).Where("merchant_id = ? AND used_at IS NULL", merchantID).Update("used_at", now).Error
+}
+
+// CreatePasswordReset stores a reset link for the merchant, valid for ttl,
+// and ends its earlier unused ones (only the latest link e-mailed works),
+// unless the merchant was sent perHour links in the past hour already: then
+// it stores nothing and returns false (a stranger cannot fill a merchant's
+// mailbox).
+func (s *Store) CreatePasswordReset(ctx context.Context, merchantID, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
+	created := false
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		now := s.Now()
+		var recent int64
+		if err := tx.Model(&PasswordReset{}).Where("merchant_id = ? AND created_at > ?", merchantID, now.Add(-time.Hour)).
+			Count(&recent).Error; err != nil {
+			return err
+		}
+		if recent >= int64(perHour) {
+			return nil
+		}
+		if err := endResets(tx, merchantID, now); err != nil {
+			return err
+		}
+		created = true
+		return tx.Create(&PasswordReset{ID: NewID(), MerchantID: merchantID, TokenHash: tokenHash, ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
+	})
+	return created && err == nil, err
+}
+
+// PasswordResetByHash finds an unused, unexpired reset link by its token's
+// hash.
+func (s *Store) PasswordResetByHash(ctx context.Context, hash string) (*PasswordReset, error) {
+	var r PasswordReset
+	err := s.ctx(ctx).Where("token_hash = ? AND used_at IS NULL AND expires_at > ?", hash, s.Now()).Take(&r).Error
+	return &r, notFound(err)
+}
+
+// RehashPasswordReset does for a reset link what RehashAPIKey does for a
+// key.
+func (s *Store) RehashPasswordReset(ctx context.Context, id, oldHash, newHash string) error {
+	return s.ctx(ctx).Model(&PasswordReset{}).Where("id = ? AND token_hash = ?", id, oldHash).Update("token_hash", newHash).Error
+}
+
+// ResetPassword uses the reset link id: it sets the merchant's password
+// hash, signs out every dashboard session of the merchant and ends its
+// other reset links, all or nothing. A link used, ended or expired
+// meanwhile is not found (apperr.ErrNotFound) and changes nothing.
+func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Merchant, error) {
+	var m Merchant
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		now := s.Now()
+		var r PasswordReset
+		if err := tx.Where("id = ?", resetID).Take(&r).Error; err != nil {
+			return notFound(err)
+		}
+		res := tx.Model(&PasswordReset{}).Where("id = ? AND used_at IS NULL AND expires_at > ?", resetID, now).Update("used_at", now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return apperr.NotFound()
+		}
+		if err := tx.Model(&Merchant{}).Where("id = ?", r.MerchantID).
+			Updates(map[string]any{"password_hash": newHash, "updated_at": now}).Error; err != nil {
+			return err
+		}
+		if _, err := revokeSessions(tx, r.MerchantID, "", now); err != nil {
+			return err
+		}
+		if err := endResets(tx, r.MerchantID, now); err != nil {
+			return err
+		}
+		return tx.Where("id = ?", r.MerchantID).Take(&m).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
