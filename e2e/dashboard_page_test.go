@@ -24,6 +24,7 @@ import (
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
 	"github.com/paygate/paygate/money"
+	"github.com/paygate/paygate/notify"
 	"github.com/paygate/paygate/web"
 	"github.com/paygate/paygate/webhook"
 )
@@ -426,6 +427,13 @@ func TestDashboardThousandPayments(t *testing.T) {
 // Temporal (no session's workflow starts): enough for dashboard pages.
 func pagesServer(t *testing.T) (*models.Store, *httptest.Server) {
 	t.Helper()
+	return pagesServerMailing(t, nil)
+}
+
+// pagesServerMailing is pagesServer whose password-reset e-mails go to
+// mailer, linking to the server's own address.
+func pagesServerMailing(t *testing.T, mailer notify.Mailer) (*models.Store, *httptest.Server) {
+	t.Helper()
 	st := storetest.Open(t, "sqlite")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
@@ -435,11 +443,14 @@ func pagesServer(t *testing.T) (*models.Store, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register}})
+	hs := httptest.NewUnstartedServer(nil)
+	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register},
+		Mailer: mailer, ResetBaseURL: "http://" + hs.Listener.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return st, hs
 }

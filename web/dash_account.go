@@ -285,3 +285,46 @@ func (p *Pages) logoForm(c *gin.Context) {
 	}
 	back(c, "/settings", "logo.saved", "logo")
 }
+
+// passwordForm changes the password (POST /api/auth/password); the new one
+// is typed twice.
+func (p *Pages) passwordForm(c *gin.Context) {
+	cur, pw := c.PostForm("currentPassword"), c.PostForm("newPassword")
+	if pw != c.PostForm("confirmPassword") {
+		p.renderSettingsPassword(c, http.StatusBadRequest, &apiError{Status: http.StatusBadRequest, Code: "BAD_REQUEST",
+			Message: "confirmPassword: differs from the new password; type the same one twice"})
+		return
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/password",
+		json: map[string]string{"currentPassword": cur, "newPassword": pw}}, nil); err != nil {
+		if err.sessionEnded() {
+			p.clearSession(c)
+			c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=expired&next="+url.QueryEscape(returnTo(c)))
+			return
+		}
+		p.renderSettingsPassword(c, err.Status, err)
+		return
+	}
+	back(c, "/settings", "password.changed", "security")
+}
+
+// logoutOthersForm signs out every other session of the account (POST
+// /api/auth/logout-others).
+func (p *Pages) logoutOthersForm(c *gin.Context) {
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/logout-others"}, nil); err != nil {
+		p.renderSettingsPassword(c, err.Status, err)
+		return
+	}
+	back(c, "/settings", "sessions.signedout", "security")
+}
+
+// renderSettingsPassword renders the settings page with the refusal of the
+// password or sessions form.
+func (p *Pages) renderSettingsPassword(c *gin.Context, status int, e *apiError) {
+	if e.RetryAfter != "" {
+		c.Header("Retry-After", e.RetryAfter)
+	}
+	proofs, proofsErr := p.walletProofs(c, "", nil)
+	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": savedSettings(c.MustGet(merchantKey).(dMerchant)),
+		"Proofs": proofs, "ProofsError": proofsErr, "SecurityError": e})
+}

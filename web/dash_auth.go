@@ -32,7 +32,8 @@ func safeNext(next string) string {
 
 func (p *Pages) loginPage(c *gin.Context) {
 	p.renderDash(c, http.StatusOK, "dash_login.html", map[string]any{"Title": "Sign in", "Next": c.Query("next"),
-		"SignedOut": c.Query("done") == "signed-out", "Expired": c.Query("done") == "expired"})
+		"SignedOut": c.Query("done") == "signed-out", "Expired": c.Query("done") == "expired",
+		"PasswordSet": c.Query("done") == "password-set"})
 }
 
 type authAnswer struct {
@@ -148,4 +149,49 @@ func (p *Pages) liveBlocked(c *gin.Context) bool {
 	p.renderDash(c, http.StatusForbidden, "dash_error.html", map[string]any{"Title": "Live mode is not open yet",
 		"Message": "Live mode requires an approved KYB application.", "KYBLink": true})
 	return true
+}
+
+// The forgotten password: a form asks for the account's e-mail address
+// (POST /api/auth/password-reset); the e-mailed link opens the reset form
+// (POST /api/auth/password-reset/confirm), which signs every session out
+// and leads to the sign-in page.
+
+func (p *Pages) forgotPage(c *gin.Context) {
+	p.renderDash(c, http.StatusOK, "dash_forgot.html", map[string]any{"Title": "Forgot your password"})
+}
+
+func (p *Pages) forgotForm(c *gin.Context) {
+	email := strings.TrimSpace(c.PostForm("email"))
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/password-reset", token: noToken,
+		json: map[string]string{"email": email}}, nil); err != nil {
+		if err.RetryAfter != "" {
+			c.Header("Retry-After", err.RetryAfter)
+		}
+		p.renderDash(c, err.Status, "dash_forgot.html", map[string]any{"Title": "Forgot your password", "Error": err.Message, "Email": email})
+		return
+	}
+	p.renderDash(c, http.StatusOK, "dash_forgot.html", map[string]any{"Title": "Forgot your password", "Sent": true, "Email": email})
+}
+
+func (p *Pages) resetPage(c *gin.Context) {
+	p.renderDash(c, http.StatusOK, "dash_reset.html", map[string]any{"Title": "Choose a new password", "Token": c.Query("token")})
+}
+
+func (p *Pages) resetForm(c *gin.Context) {
+	token, pw := c.PostForm("token"), c.PostForm("password")
+	data := map[string]any{"Title": "Choose a new password", "Token": token}
+	if pw != c.PostForm("confirm") {
+		data["Error"] = "The two passwords differ; type the same one twice."
+		p.renderDash(c, http.StatusBadRequest, "dash_reset.html", data)
+		return
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/password-reset/confirm", token: noToken,
+		json: map[string]string{"token": token, "newPassword": pw}}, nil); err != nil {
+		data["Error"], data["TokenRefused"] = err.Message, strings.HasPrefix(err.Message, "token:")
+		p.renderDash(c, err.Status, "dash_reset.html", data)
+		return
+	}
+	// Every session of the account ended, this browser's included.
+	p.clearSession(c)
+	c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=password-set")
 }

@@ -36,7 +36,7 @@ import (
 // dashViews are the dashboard's pages; each is parsed with
 // dash_layout.html and dash_parts.html at start-up.
 var dashViews = []string{
-	"dash_login.html", "dash_signup.html", "dash_welcome.html", "dash_error.html",
+	"dash_login.html", "dash_signup.html", "dash_welcome.html", "dash_error.html", "dash_forgot.html", "dash_reset.html",
 	"dash_payments.html", "dash_payment.html", "dash_links.html", "dash_link.html",
 	"dash_webhooks.html", "dash_developers.html", "dash_business.html", "dash_settings.html",
 	"dash_customers.html", "dash_customer.html", "dash_exceptions.html", "dash_subscriptions.html", "dash_subscription.html",
@@ -66,6 +66,10 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	d.GET("/signup", p.signupPage)
 	d.POST("/signup", p.signupForm)
 	d.POST("/logout", p.logoutForm)
+	d.GET("/forgot", p.forgotPage)
+	d.POST("/forgot", p.forgotForm)
+	d.GET("/reset", p.resetPage)
+	d.POST("/reset", p.resetForm)
 
 	m := d.Group("/:mode", p.requireMerchant)
 	m.GET("", func(c *gin.Context) { back(c, "/payments", "", "") })
@@ -106,6 +110,8 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.POST("/settings/logo", p.logoForm)
 	m.POST("/settings/wallet-proof", p.walletProofForm)
 	m.POST("/settings/wallet-proof/withdraw", p.walletProofWithdrawForm)
+	m.POST("/settings/password", p.passwordForm)
+	m.POST("/settings/logout-others", p.logoutOthersForm)
 }
 
 // dashHeaders: dashboard pages are never cached, framed or indexed.
@@ -535,6 +541,8 @@ var notices = map[string]string{
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"refund.recorded":  "Transfer recorded: it was confirmed on chain, and the refund succeeded with it.",
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
+	"password.changed":  "Password changed: use the new one from now on. Every other session of your account is signed out.",
+	"sessions.signedout": "Every other session of your account is signed out; this one stays signed in.",
 	"wallet.proven":       "Wallet proven: it is yours on paygate, and no other account can name it.",
 	"wallet.withdrawn":    "Wallet proof withdrawn: another account may now name the wallet.",
 	"subscription.cancel": "The subscription ends with its current period.",

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/e2e/browser"
+	"github.com/paygate/paygate/notify"
+)
+
+// outbox keeps the e-mails the server sends.
+type outbox struct {
+	mu   sync.Mutex
+	mail []notify.Message
+}
+
+func (o *outbox) Send(_ context.Context, m notify.Message) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mail = append(o.mail, m)
+	return nil
+}
+
+// waitFor waits for the n-th e-mail (sent after the answer) and returns it.
+func (o *outbox) waitFor(t *testing.T, n int) notify.Message {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		o.mu.Lock()
+		if len(o.mail) >= n {
+			m := o.mail[n-1]
+			o.mu.Unlock()
+			return m
+		}
+		got := len(o.mail)
+		o.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d e-mails sent, want %d", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDashboardPasswordInBrowser: a merchant signed in on two devices
+// changes its password on the settings page (a wrong current password and
+// a mistyped confirmation are refused there); the other device is signed
+// out. Signed in there again, it is signed out once more by "sign out every
+// other session". Then, having forgotten the password, the merchant asks
+// for a link on the sign-in page, opens the e-mailed link, sets a new
+// password (every session ends, the link works once) and signs in with it.
+// Screenshots dash-security, dash-forgot and dash-reset.
+func TestDashboardPasswordInBrowser(t *testing.T) {
+	if !browser.Available() {
+		if ciMode() {
+			t.Fatal("chromium is not installed: make chromium")
+		}
+		t.Skip("chromium is not installed: make chromium")
+	}
+	box := &outbox{}
+	_, hs := pagesServerMailing(t, box)
+	base := hs.URL
+	const email, first = "owner@password.example", "correct horse battery staple"
+	b := browser.Start(t, browser.Timeout(3*time.Minute), browser.ActionTimeout(30*time.Second))
+	desk := b.NewTab(browser.Desktop)
+	signUpInBrowser(desk, base, "Blue Bottle Roasters", email, first)
+	phone := b.NewTab(browser.Phone)
+	signInInBrowser(phone, base, "/dashboard/test/payments", email, first, "#payments")
+
+	// Refused on the page: a wrong current password, a mistyped copy.
+	changePassword := func(current, next, again string) {
+		desk.Navigate(base + "/dashboard/test/settings#security")
+		desk.SetValue("#currentPassword", current)
+		desk.SetValue("#newPassword", next)
+		desk.SetValue("#confirmPassword", again)
+		desk.Click("#password-form button[type=submit]")
+	}
+	changePassword("not my password at all", "a second long password", "a second long password")
+	desk.WaitText("#security .error", "currentPassword: is not the account's password")
+	changePassword(first, "a second long password", "a second long passwort")
+	desk.WaitText("#security .error", "differs from the new password")
+	changePassword(first, "a second long password", "a second long password")
+	desk.WaitText(".notice", "Password changed")
+	desk.Screenshot("dash-security")
+
+	// The phone's session ended with the change.
+	phone.Navigate(base + "/dashboard/test/payments")
+	phone.WaitText(".notice", "Your session ended")
+	signInInBrowser(phone, base, "/dashboard/test/payments", email, "a second long password", "#payments")
+	desk.Navigate(base + "/dashboard/test/settings")
+	desk.Click("#logout-others-form button[type=submit]")
+	desk.WaitText(".notice", "Every other session of your account is signed out")
+	phone.Navigate(base + "/dashboard/test/payments")
+	phone.WaitText(".notice", "Your session ended")
+	desk.Navigate(base + "/dashboard/test/payments")
+	desk.WaitVisible("#payments")
+
+	// Forgotten: the link from the sign-in page.
+	signInInBrowser(phone, base, "/dashboard/test/payments", email, "a second long password", "#payments")
+	desk.Click(".logout button")
+	desk.WaitText(".notice", "signed out")
+	desk.Click("#forgot")
+	desk.WaitVisible("#forgot-form")
+	desk.SetValue("#email", email)
+	desk.Click("#forgot-form button[type=submit]")
+	desk.WaitText("#sent", email)
+	desk.Screenshot("dash-forgot")
+	mail := box.waitFor(t, 1)
+	link := regexp.MustCompile(`http://\S+/dashboard/reset\?token=\S+`).FindString(mail.Body)
+	if mail.To != email || !strings.HasPrefix(link, base+"/dashboard/reset?token=svc_reset_") {
+		t.Fatalf("reset e-mail to %q: %q", mail.To, mail.Body)
+	}
+	desk.Navigate(link)
+	desk.WaitVisible("#reset-form")
+	desk.Screenshot("dash-reset")
+	desk.SetValue("#password", "a third long password")
+	desk.SetValue("#confirm", "a third long passwort")
+	desk.Click("#reset-form button[type=submit]")
+	desk.WaitText(".error", "The two passwords differ")
+	desk.SetValue("#password", "a third long password")
+	desk.SetValue("#confirm", "a third long password")
+	desk.Click("#reset-form button[type=submit]")
+	desk.WaitText(".notice", "Your new password is set")
+	// Every session ended: the phone's too.
+	phone.Navigate(base + "/dashboard/test/payments")
+	phone.WaitText(".notice", "Your session ended")
+	// The old password no longer signs in; the new one does.
+	desk.SetValue("#email", email)
+	desk.SetValue("#password", "a second long password")
+	desk.Click("#login-form button[type=submit]")
+	desk.WaitText(".error", "invalid email or password")
+	signInInBrowser(desk, base, "/dashboard/test/payments", email, "a third long password", "#payments")
+	// The link worked once.
+	desk.Navigate(link)
+	desk.SetValue("#password", "a fourth long password")
+	desk.SetValue("#confirm", "a fourth long password")
+	desk.Click("#reset-form button[type=submit]")
+	desk.WaitText(".error", "is not a valid reset link")
+	desk.WaitVisible("#ask-again")
+	// The refusals above are pages answered 400 or 401, which the browser
+	// logs as failed loads; nothing else may be reported.
+	for _, tab := range []*browser.Tab{desk, phone} {
+		for _, e := range tab.ConsoleErrors() {
+			if e.Kind != "log.network" || !(strings.Contains(e.Text, "status of 400") || strings.Contains(e.Text, "status of 401")) {
+				t.Errorf("the page reported %s", e)
+			}
+		}
+	}
+}
