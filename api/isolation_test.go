@@ -191,7 +191,12 @@ var ownAccountRoutes = map[string]bool{
 	"POST /api/checkout/session/:id/authorization": true, "POST /api/v1/products": true, "GET /api/v1/products": true,
 	"GET /api/v1/checkouts": true, "GET /api/checkout/session/:id/events": true, "GET /api/payment-exceptions": true,
 	"POST /api/auth/signup": true, "POST /api/auth/login": true, "POST /api/auth/logout": true,
-	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
+	// The caller's own account, or the account a reset link names (another
+	// merchant's sessions and password untouched: TestChangePassword,
+	// TestLogoutOthers, TestPasswordReset).
+	"POST /api/auth/logout-others": true, "POST /api/auth/password": true, "POST /api/auth/password-reset": true,
+	"POST /api/auth/password-reset/confirm": true,
+	"GET /api/merchant":                     true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
 	"GET /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs/message": true,
 	// Its path names a wallet, not a record: the caller's own proof of it,
 	// or 404 (another merchant's proof of it: TestWalletProofs).

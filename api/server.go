@@ -46,6 +46,8 @@ type RouteInfo struct {
 	Method string
 	Path   string
 	Auth   Auth
+	// Idempotent: the route keeps its answers under an Idempotency-Key.
+	Idempotent bool
 }
 
 // AuthFailureRecorder counts failed authentications per client IP (the rate
@@ -269,7 +271,8 @@ func (s *Server) Routes() []RouteInfo { return append([]RouteInfo(nil), s.routes
 // check its Auth kind requires.
 func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.HandlerFunc) {
 	full := strings.TrimSuffix(g.BasePath(), "/") + path
-	s.routes = append(s.routes, RouteInfo{Method: method, Path: full, Auth: a})
+	s.routes = append(s.routes, RouteInfo{Method: method, Path: full, Auth: a,
+		Idempotent: method == http.MethodPost && (a == AuthKey || (a == AuthSession && !ownSessionRoutes[full]))})
 	switch {
 	case a == AuthKey && method == http.MethodPost:
 		g.Handle(method, path, s.requireKey, s.idempotent, h)

@@ -55,7 +55,10 @@ func TestSweepMalformedInput(t *testing.T) {
 		for _, r := range h.srv.Routes() {
 			auths[r.Method+" "+r.Path] = r.Auth
 		}
-		sw := &sweeper{t: t, h: h, snap: openTableSnapshot(t, h.store)}
+		sw := &sweeper{t: t, h: h, snap: openTableSnapshot(t, h.store), idempotent: map[string]bool{}}
+		for _, r := range h.srv.Routes() {
+			sw.idempotent[r.Method+" "+r.Path] = r.Idempotent
+		}
 		sw.state = sw.snap.take()
 		checkSnapshotSeesWrites(t, h, sw, f)
 		cases := sweepCases()
@@ -200,7 +203,13 @@ func sweepCases() map[string]sweepCase {
 		"POST /api/auth/login": {body: func(f *sweepFixtures) map[string]any {
 			return map[string]any{"email": f.a.Email, "password": "correct horse battery"}
 		}},
-		"POST /api/auth/logout":                       {skip: noInput + " (and a valid one ends the sweep's session)"},
+		"POST /api/auth/logout":        {skip: noInput + " (and a valid one ends the sweep's session)"},
+		"POST /api/auth/logout-others": {skip: noInput + " (and a valid one ends the sweep's other sessions)"},
+		"POST /api/auth/password": {body: body(map[string]any{"currentPassword": "correct horse battery",
+			"newPassword": "a new long password"})},
+		"POST /api/auth/password-reset": {body: func(f *sweepFixtures) map[string]any { return map[string]any{"email": f.a.Email} }},
+		"POST /api/auth/password-reset/confirm": {body: body(map[string]any{"token": "svc_reset_0123456789abcdefghijABCDEFGHIJ0123456789abc",
+			"newPassword": "a new long password"})},
 		"GET /api/merchant":                           {skip: noInput},
 		"PATCH /api/merchant":                         {body: body(map[string]any{"businessName": "Sweep"})},
 		"PATCH /api/merchant/logo":                    {body: body(map[string]any{"logoUrl": "https://cdn.example.com/logo.png"})},
@@ -352,6 +361,8 @@ type sweeper struct {
 	snap   *tableSnapshot
 	state  map[string][]string
 	probes int
+	// idempotent: the routes kept under an Idempotency-Key.
+	idempotent map[string]bool
 }
 
 func (s *sweeper) route(key, method, path string, auth api.Auth, op *openapi3.Operation, c sweepCase, f *sweepFixtures) {
@@ -470,7 +481,7 @@ func (s *sweeper) route(key, method, path string, auth api.Auth, op *openapi3.Op
 
 	// POST routes behind the idempotency middleware: a bad key is refused,
 	// and a refused request with a good key leaves no record behind.
-	idem := method == http.MethodPost && auth != api.AuthNone
+	idem := s.idempotent[key]
 	if idem {
 		pr := probe{name: "Idempotency-Key of 300 characters", method: method, path: at(models.NewID()), token: token, body: b,
 			header: map[string]string{api.HeaderIdempotencyKey: strings.Repeat("k", 300)}, want: bad, field: api.HeaderIdempotencyKey}
