@@ -32,8 +32,8 @@ func TestRateLimitWiring(t *testing.T) {
 		d.AuthFailures = lim
 		d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
-	get := func(ip, token string) *http.Response {
-		req, _ := http.NewRequest("GET", h.http.URL+"/api/customers", nil)
+	getPath := func(method, path, ip, token string) *http.Response {
+		req, _ := http.NewRequest(method, h.http.URL+path, nil)
 		req.Header.Set("X-Forwarded-For", ip)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -44,6 +44,7 @@ func TestRateLimitWiring(t *testing.T) {
 		}
 		return res
 	}
+	get := func(ip, token string) *http.Response { return getPath("GET", "/api/customers", ip, token) }
 	m := h.signup() // from 127.0.0.1 itself
 	res := get("203.0.113.7", m.TestKey)
 	res.Body.Close()
@@ -67,10 +68,33 @@ func TestRateLimitWiring(t *testing.T) {
 	if res.StatusCode != 401 || !strings.Contains(string(body), "too many failed authentication attempts") || !strings.Contains(string(body), `"code":"UNAUTHORIZED"`) {
 		t.Fatalf("blocked client with a valid key: %d %s", res.StatusCode, body)
 	}
+	// The block holds on paths no route serves, and on a route's wrong
+	// method, as on the routes.
+	for _, probe := range [][2]string{{"GET", "/api/nothing-here"}, {"PUT", "/api/customers"}} {
+		res = getPath(probe[0], probe[1], "203.0.113.7", m.TestKey)
+		body, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 401 || !strings.Contains(string(body), "too many failed authentication attempts") {
+			t.Fatalf("blocked client on %s %s: %d %s", probe[0], probe[1], res.StatusCode, body)
+		}
+	}
 	res = get("198.51.100.9", m.TestKey)
 	res.Body.Close()
 	if res.StatusCode != 200 {
 		t.Fatalf("another client must not be blocked: %d", res.StatusCode)
+	}
+	for _, probe := range [][2]string{{"GET", "/api/nothing-here"}, {"PUT", "/api/customers"}} {
+		res = getPath(probe[0], probe[1], "198.51.100.9", "")
+		res.Body.Close()
+		if want := map[string]int{"GET": 404, "PUT": 405}[probe[0]]; res.StatusCode != want || res.Header.Get("X-RateLimit-Limit") == "" {
+			t.Fatalf("%s %s: %d, limit headers %q; want %d with them", probe[0], probe[1], res.StatusCode, res.Header.Get("X-RateLimit-Limit"), want)
+		}
+	}
+	// Pages are not the API's: an unknown page path is not limited here.
+	res = getPath("GET", "/nothing-here", "198.51.100.9", "")
+	res.Body.Close()
+	if res.Header.Get("X-RateLimit-Limit") != "" {
+		t.Fatalf("a non-API path carries the API's limit headers")
 	}
 }
 

@@ -214,13 +214,23 @@ func New(d Deps) (*Server, error) {
 	}
 	e.Use(s.requestID, s.observe, s.recovery, s.accessLog)
 	s.handler = s.withOps(e)
-	e.NoRoute(func(c *gin.Context) {
+	// An unmatched /api path is limited as the routes are: without it a
+	// stranger probing paths, or one blocked for failed sign-ins, went
+	// unlimited there.
+	apiLimit := func(c *gin.Context) {
+		if d.Limiter != nil && strings.HasPrefix(c.Request.URL.Path, "/api/") {
+			d.Limiter(c)
+			return
+		}
+		c.Next()
+	}
+	e.NoRoute(apiLimit, func(c *gin.Context) {
 		if d.PageNotFound != nil && d.PageNotFound(c) {
 			return
 		}
 		fail(c, apperr.New(apperr.ErrNotFound, "not found: no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})
-	e.NoMethod(func(c *gin.Context) {
+	e.NoMethod(apiLimit, func(c *gin.Context) {
 		if d.PageNotFound != nil && d.PageNotFound(c) {
 			return
 		}
