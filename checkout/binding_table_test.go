@@ -372,6 +372,18 @@ func TestBindingVerdictTable(t *testing.T) {
 			}
 			return got + "; customer " + e.judge(victim)
 		}},
+		{"burn: stranger submits a proven payment to a dearer session of the same shop", "stranger failed INVALID_TRANSFER, no exception; customer complete (bound)", func() string {
+			// Short of the dearer session's amount: the failure must not
+			// keep the customer's payment as that session's underpayment.
+			victim, thief := e.session(e.linkA, cust), e.sessionDue(e.linkA, e.addr(e.stranger), 2*bindDue)
+			h := e.payBound(victim)
+			e.submit(thief, h)
+			got := "stranger " + e.judge(thief) + ", " + e.exception(e.mA, h)
+			if !e.submit(victim, h) {
+				return got + "; customer 409"
+			}
+			return got + "; customer " + e.judge(victim)
+		}},
 		{"burn: stranger submits an unproven payment at another merchant", "stranger pending; customer complete", func() string {
 			// The stranger's session waits (it looks for its own payment
 			// for two minutes before failing: TestPaidNothingFollowsTheReference).

@@ -510,6 +510,16 @@ func (s *Store) finish(ctx context.Context, o Outcome, received money.Amount) (F
 				}
 			}
 			if keepsTransfer(o, received) {
+				// A transfer short of this session, or from another wallet
+				// than it declared, that carries another session's
+				// reference is that session's payment: not kept as this
+				// one's exception (a stranger submitting a customer's
+				// payment to a dearer session made it an "underpayment").
+				if _, err := anotherSessions(tx, &cs, &o, &received); err != nil {
+					return err
+				}
+			}
+			if keepsTransfer(o, received) {
 				if exc, err = s.failedTransferException(tx, &cs, o, received, at); err != nil {
 					return err
 				}
@@ -565,19 +575,8 @@ func (s *Store) finish(ctx context.Context, o Outcome, received money.Amount) (F
 // was contested before: then o becomes a failure, and a contested transfer
 // a payment exception the merchant resolves.
 func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received *money.Amount, at time.Time) (*EventSpec, error) {
-	if len(o.Refs) > 0 {
-		var n int64
-		if err := tx.Model(&CheckoutSession{}).Where("payment_reference IN ? AND id <> ?", o.Refs, cs.ID).Count(&n).Error; err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			// Not this session's money, and not lost: the session it is
-			// bound to completes with it.
-			o.Status, o.Reason = StatusFailed, ReasonInvalidTransfer
-			o.Message = "this transfer carries the payment reference of another checkout session"
-			o.ReceivedUnits, *received = "0", 0
-			return nil, nil
-		}
+	if theirs, err := anotherSessions(tx, cs, o, received); err != nil || theirs {
+		return nil, err
 	}
 	var rivals int64
 	if err := tx.Model(&CheckoutSession{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND id <> ? AND status NOT IN ?",
@@ -619,6 +618,27 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 		o.Message = "another checkout session declaring the same wallet could be the one this transfer pays, and nothing proves it this session's; the merchant will review it"
 	}
 	return s.contest(tx, cs, *received, o.Payer, at, could...)
+}
+
+// anotherSessions reports whether an unproven transfer carries another
+// session's reference: then it is that session's payment (the session it is
+// bound to completes with it), and o becomes a failure of this one with
+// nothing received, so that no exception keeps it as this session's.
+func anotherSessions(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received *money.Amount) (bool, error) {
+	if o.Bound || len(o.Refs) == 0 {
+		return false, nil
+	}
+	var n int64
+	if err := tx.Model(&CheckoutSession{}).Where("payment_reference IN ? AND id <> ?", o.Refs, cs.ID).Count(&n).Error; err != nil {
+		return false, err
+	}
+	if n == 0 {
+		return false, nil
+	}
+	o.Status, o.Reason = StatusFailed, ReasonInvalidTransfer
+	o.Message = "this transfer carries the payment reference of another checkout session"
+	o.ReceivedUnits, *received = "0", 0
+	return true, nil
 }
 
 // checkHostedOnce keeps a hosted checkout single-use: a session whose
