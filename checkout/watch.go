@@ -222,15 +222,15 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		}
 		if err != nil {
 			s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
-			if len(found) == 0 {
-				continue
-			}
-			// What was found is attached; the rest is looked for again.
 		}
-		s.advance(ctx, name, cursorReferences, s.cursors, next)
+		if err == nil || len(found) > 0 {
+			// What was found is attached; the rest is looked for again.
+			s.advance(ctx, name, cursorReferences, s.cursors, next)
+		}
 		// What a pass could not settle (a node or the workers failing) is
-		// tried again: the EVM cursor has moved past it.
-		// (Solana finds it again by itself: once is enough.)
+		// tried again, even when this pass failed: the EVM cursor, or a
+		// Solana wallet's read, has moved past it (one wallet failing every
+		// pass must not hold another's payment).
 		found = uniqueFound(append(s.retryFound[name], found...))
 		s.retryFound[name] = nil
 		for _, f := range found {
@@ -328,9 +328,14 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 	return found, next, true, err
 }
 
-// scanSolanaWallets reads the new transactions that reached the
-// merchants' USDC accounts on a Solana network, and returns the payments
-// among them that carry a watched session's reference.
+// scanSolanaWallets reads the new transactions that reached the USDC
+// accounts of the wallets watched sessions pay on a Solana network (not
+// every merchant's: one read per wallet and pass, and a stranger's dust
+// into an idle merchant's wallet would cost reads for nothing), and
+// returns the payments among them that carry a watched session's
+// reference. A wallet that no watched session pays loses its place: when
+// one does again, it is read back to since, not from where it stood days
+// before.
 func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time.Time) ([]chain.Found, error) {
 	sc, ok := s.Finder.(chain.SolanaPaymentScanner)
 	if !ok {
@@ -339,23 +344,24 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 	if fam, _ := chain.FamilyOf(name); fam != chain.FamilySolana {
 		return nil, nil
 	}
-	wallets, err := s.receivingWallets(ctx, name)
+	addrs, err := s.Store.WatchedWallets(ctx, name, since)
 	if err != nil {
 		return nil, err
-	}
-	seen := map[string]bool{}
-	var addrs []string
-	for _, w := range wallets {
-		if !seen[w.Address] {
-			seen[w.Address] = true
-			addrs = append(addrs, w.Address)
-		}
 	}
 	if s.walletSigs == nil {
 		s.walletSigs = map[string]map[string]string{}
 	}
 	if s.walletSigs[name] == nil {
 		s.walletSigs[name] = map[string]string{}
+	}
+	watchedNow := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		watchedNow[a] = true
+	}
+	for w := range s.walletSigs[name] {
+		if !watchedNow[w] {
+			delete(s.walletSigs[name], w)
+		}
 	}
 	all, newest, err := sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name], since)
 	keys := make([]string, 0, len(all))

@@ -923,6 +923,16 @@ func (s *Store) WatchedReferences(ctx context.Context, network string, endedAfte
 	return refs, err
 }
 
+// WatchedWallets lists the receiving wallets of a network's watched
+// sessions (WatchedReferences' sessions), each once.
+func (s *Store) WatchedWallets(ctx context.Context, network string, endedAfter time.Time) ([]string, error) {
+	var wallets []string
+	err := s.ctx(ctx).Model(&CheckoutSession{}).Distinct("merchant_wallet_address").
+		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status = ?) AND expires_at > ?", network, StatusFailed, endedAfter).
+		Order("merchant_wallet_address").Pluck("merchant_wallet_address", &wallets).Error
+	return wallets, err
+}
+
 // WatchedAmong answers which of refs are watched references of a network
 // (WatchedReferences' sessions: no transaction hash or failed, expiring
 // after endedAfter), for a scan that found them on chain without listing

@@ -1,0 +1,175 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/money"
+)
+
+// walletScanner is a Solana finder whose wallet reads are recorded: each
+// pass's wallets and the places it was given.
+type walletScanner struct {
+	asked  [][]string
+	places []map[string]string
+	found  map[string][]chain.Found // per wallet
+	fail   bool
+}
+
+func (w *walletScanner) FindByReference(_ context.Context, _ string, _ []string, from uint64) ([]chain.Found, uint64, error) {
+	if w.fail {
+		return nil, from, errors.New("node down")
+	}
+	return nil, from, nil
+}
+
+func (w *walletScanner) FindReferencesPaidTo(_ context.Context, _ string, wallets []string, after map[string]string, _ time.Time) ([]chain.Found, map[string]string, error) {
+	w.asked = append(w.asked, append([]string(nil), wallets...))
+	cp := map[string]string{}
+	for k, v := range after {
+		cp[k] = v
+	}
+	w.places = append(w.places, cp)
+	if w.fail {
+		return nil, nil, errors.New("node down")
+	}
+	var out []chain.Found
+	newest := map[string]string{}
+	for _, a := range wallets {
+		out = append(out, w.found[a]...)
+		newest[a] = "sig-of-" + a
+	}
+	return out, newest, nil
+}
+
+// TestSolanaWalletScanReadsWatchedWalletsOnly: each pass reads the USDC
+// accounts of the wallets that watched sessions pay, not every merchant's
+// receiving wallet (an idle merchant's wallet, dusted by a stranger, costs
+// no reads); a wallet no watched session pays loses its place, so that
+// when one does again it is read back to the watch's start.
+func TestSolanaWalletScanReadsWatchedWalletsOnly(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite")
+	const paid, idle = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM", "HN7cABqLq46Es1jh92dQQisAq662SmxELLLsHHe4YWrH"
+	m := &models.Merchant{Email: "scan@example.com", PasswordHash: "x", BusinessName: "Scan", WalletSolana: paid}
+	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	other := &models.Merchant{Email: "idle@example.com", PasswordHash: "x", BusinessName: "Idle", WalletSolana: idle}
+	if _, err := st.CreateMerchant(ctx, other, &models.DashboardSession{TokenHash: "s2"}, models.NewKey{Hash: "k2", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
+		Network: chain.NetworkSolanaDevnet, Networks: models.StringList{chain.NetworkSolanaDevnet}, Token: "USDC", MerchantWalletAddress: paid}
+	if err := st.CreatePaymentLink(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := NewPaymentReference(chain.FamilySolana)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: chain.NetworkSolanaDevnet,
+		WalletType: "solana", ExpectedAmount: money.Amount(10_000_000), MerchantWalletAddress: paid, PaymentReference: &ref,
+		CustomerEmail: "c@x.io", ExpiresAt: time.Now().Add(30 * time.Minute)}
+	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}, {Reference: "not-a-reference", TxHash: "6sig"}}}}
+	s := &Service{Store: st, Finder: sc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	since := time.Now().Add(-time.Hour)
+
+	found, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.asked) != 1 || len(sc.asked[0]) != 1 || sc.asked[0][0] != paid {
+		t.Fatalf("wallets read: %v, want only %s (the idle merchant's wallet has no watched session)", sc.asked, paid)
+	}
+	if len(found) != 1 || found[0].Reference != ref {
+		t.Fatalf("found %v, want the session's payment only", found)
+	}
+	// The next pass resumes at the wallet's place.
+	if _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.places[1][paid]; got != "sig-of-"+paid {
+		t.Fatalf("second pass's place %q", got)
+	}
+	// Watched no more (ended before since): not read, its place dropped.
+	later := time.Now().Add(time.Hour)
+	if _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, later); err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.asked[2]) != 0 {
+		t.Fatalf("wallets read with no watched session: %v", sc.asked[2])
+	}
+	// Watched again: read back to since, not from its old place.
+	if _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.places[3]; len(got) != 0 {
+		t.Fatalf("a wallet watched again kept its old place: %v", got)
+	}
+	sort.Strings(sc.asked[3])
+	if len(sc.asked[3]) != 1 || sc.asked[3][0] != paid {
+		t.Fatalf("watched again: read %v", sc.asked[3])
+	}
+}
+
+// countingVerifier answers every verification pending and unseen, and
+// counts them.
+type countingVerifier struct{ calls int }
+
+func (v *countingVerifier) Verify(context.Context, chain.VerifyRequest) (chain.VerifyResult, error) {
+	v.calls++
+	return chain.VerifyResult{Verdict: chain.VerdictPending}, nil
+}
+
+// TestWatchRetriesWhatItParkedWhenAPassFails: a payment the wallet scan
+// found but could not settle yet (not final) is parked for the next pass;
+// a next pass whose chain reads fail still tries it again (the wallet's
+// read moved past it, so nothing else finds it again).
+func TestWatchRetriesWhatItParkedWhenAPassFails(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite")
+	const paid = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
+	m := &models.Merchant{Email: "retry@example.com", PasswordHash: "x", BusinessName: "Retry", WalletSolana: paid}
+	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
+		Network: chain.NetworkSolanaDevnet, Networks: models.StringList{chain.NetworkSolanaDevnet}, Token: "USDC", MerchantWalletAddress: paid}
+	if err := st.CreatePaymentLink(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := NewPaymentReference(chain.FamilySolana)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: chain.NetworkSolanaDevnet,
+		WalletType: "solana", ExpectedAmount: money.Amount(10_000_000), MerchantWalletAddress: paid, PaymentReference: &ref,
+		CustomerEmail: "c@x.io", ExpiresAt: time.Now().Add(30 * time.Minute)}
+	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}}}}
+	v := &countingVerifier{}
+	s := &Service{Store: st, Finder: sc, Verifier: v, Networks: chain.DefaultRegistry(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.WatchOnce(ctx, nil)
+	if v.calls != 1 {
+		t.Fatalf("first pass: %d verifications, want 1", v.calls)
+	}
+	sc.fail = true
+	s.WatchOnce(ctx, nil)
+	if v.calls != 2 {
+		t.Fatalf("a failing pass: %d verifications in all, want 2 (the parked payment tried again)", v.calls)
+	}
+}
