@@ -417,11 +417,17 @@ func TestRefundWorkflowStoppedIsStartedAgain(t *testing.T) {
 	s.waitRefund(key, a, "succeeded", 20*time.Second)
 
 	// b: pending, its workflow terminated, its window passed; c:
-	// submitted, its transfer not seen yet, its workflow terminated.
-	hC := "0x" + strings.Repeat("c1", 32)
+	// submitted, then its transfer replaced (a speed-up), neither seen
+	// yet, its workflow terminated.
+	hC, hC2 := "0x"+strings.Repeat("c1", 32), "0x"+strings.Repeat("c2", 32)
 	v.set(hC, chain.VerifyResult{Verdict: chain.VerdictPending})
+	v.set(hC2, chain.VerifyResult{Verdict: chain.VerdictPending})
 	if got := s.call("POST", "/api/refunds/"+c+"/submit", key, map[string]any{"txHash": hC}, 200); got["status"] != "submitted" {
 		t.Fatalf("submit c: %v", got)
+	}
+	if got := s.call("POST", "/api/refunds/"+c+"/submit", key, map[string]any{"txHash": hC2}, 200); got["status"] != "submitted" ||
+		got["txHash"] != hC2 {
+		t.Fatalf("c's replacement: %v", got)
 	}
 	terminate(b)
 	terminate(c)
@@ -433,6 +439,8 @@ func TestRefundWorkflowStoppedIsStartedAgain(t *testing.T) {
 	if got := s.waitRefund(key, b, "failed", 20*time.Second); got["failureReason"] != "REFUND_EXPIRED" {
 		t.Fatalf("b after its window: %v", got)
 	}
+	// The first transfer lands, not its replacement: the run started
+	// again still checks the hash the current one replaced.
 	paid(hC, "1500000")
 	s.waitRefund(key, c, "succeeded", 20*time.Second)
 	if n, err := s.refunds.ResumeStoppedRefunds(ctx, time.Hour); err != nil || n != 0 {

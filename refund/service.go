@@ -159,13 +159,14 @@ func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Refund, 
 // (also after it closed: a refund's workflow never runs twice), then marks
 // the refund.
 func (s *Service) StartWorkflow(ctx context.Context, r *models.Refund) error {
-	return s.startWorkflow(ctx, r, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+	return s.startWorkflow(ctx, r, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, nil)
 }
 
 // startWorkflow starts the refund's workflow under the reuse policy: a
 // new refund's rejects a duplicate; a refund whose workflow closed
-// without ending it (ResumeStoppedRefunds) allows one.
-func (s *Service) startWorkflow(ctx context.Context, r *models.Refund, reuse enums.WorkflowIdReusePolicy) error {
+// without ending it (ResumeStoppedRefunds) allows one, and prior is then
+// what the closed run last held (nil when it could not be read).
+func (s *Service) startWorkflow(ctx context.Context, r *models.Refund, reuse enums.WorkflowIdReusePolicy, prior *workflows.RefundState) error {
 	if s.Temporal == nil {
 		return ErrNoTemporal
 	}
@@ -177,6 +178,12 @@ func (s *Service) startWorkflow(ctx context.Context, r *models.Refund, reuse enu
 			at = *r.SubmittedAt
 		}
 		in.Carry = &workflows.RefundCarry{Status: r.Status, TxHash: *r.TxHash, SubmittedAt: at}
+		if prior != nil && strings.EqualFold(prior.TxHash, *r.TxHash) {
+			// The hashes the current one replaced are still checked (the
+			// first may land after all), and the replacements taken still
+			// count: the read model keeps the current hash only.
+			in.Carry.Replaced, in.Carry.Replacements = prior.Replaced, prior.Replacements
+		}
 	}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(r, workflows.RefundWorkflowID(r.ID), reuse), workflows.RefundWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
@@ -522,12 +529,29 @@ func (s *Service) restartStopped(ctx context.Context, id string) (bool, error) {
 	if err != nil || (r.Status != models.RefundPending && r.Status != models.RefundSubmitted) {
 		return false, err
 	}
-	if err := s.startWorkflow(ctx, r, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE); err != nil {
+	if err := s.startWorkflow(ctx, r, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, s.closedRunState(ctx, id)); err != nil {
 		return false, err
 	}
 	s.log().Warn("refund: its workflow closed without ending it; started again from the read model",
 		"refundId", id, "status", r.Status, "workflow", how)
 	return true, nil
+}
+
+// closedRunState is what the refund's closed workflow run last held, read
+// by its status query (answered by a worker replaying its history), or
+// nil when it cannot be read (the run is gone, or does not replay).
+func (s *Service) closedRunState(ctx context.Context, refundID string) *workflows.RefundState {
+	v, err := s.Temporal.QueryWorkflow(ctx, workflows.RefundWorkflowID(refundID), "", workflows.RefundStatusQuery)
+	var st workflows.RefundState
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil {
+		s.log().Warn("refund: the closed workflow's state not read; started again from the read model alone (the hashes the current one replaced are not checked)",
+			"refundId", refundID, "err", err)
+		return nil
+	}
+	return &st
 }
 
 // workflowClosed says whether the refund's workflow has closed for good
