@@ -179,7 +179,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	policy := workflows.DefaultSubscriptionPolicy()
 	policy.FixedPeriod = o.subscriptionPeriod
 	subs := &subscription.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Policy: policy,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Sessions: svc, Dispatch: pworker.Dispatcher{Client: c, Queue: webhookQueue}.Dispatch}
 	if mv, ok := o.verifier.(*chain.MultiVerifier); ok && o.watch {
 		svc.Finder, svc.Verifier = mv, mv
 		every := o.watchEvery

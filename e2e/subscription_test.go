@@ -174,6 +174,24 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	if r.status != 409 || !strings.Contains(r.body, `"code":"CONFLICT"`) || !strings.Contains(r.body, "not running") {
 		t.Fatalf("an action on a terminated subscription workflow: %+v", r)
 	}
+	// A cancel is taken (SPEC.md: from any status): nothing bills it any
+	// more, so it is canceled at once, its subscription.canceled delivered.
+	if got := s.call("PATCH", "/api/subscriptions", key, map[string]any{"subscriptionId": other, "action": "cancel"}, 200); got["status"] != "canceled" {
+		t.Fatalf("cancel of a subscription whose workflow was terminated: %v", got)
+	}
+	if got := s.call("GET", "/api/subscriptions/"+other, key, nil, 200); got["status"] != "canceled" || got["canceledAt"] == nil {
+		t.Fatalf("after the cancel: %v", got)
+	}
+	got = rc.waitFor("the terminated one's cancel", 30*time.Second, func(g []received) bool { return countOf(g, "subscription.canceled") == 2 })
+	for _, r := range got {
+		if r.Event == "subscription.canceled" && r.Payload["data"].(map[string]any)["subscriptionId"] == other {
+			validateSubscriptionEvent(t, r.Event, r.Payload["data"])
+		}
+	}
+	// Asked again: answered the same.
+	if got := s.call("PATCH", "/api/subscriptions", key, map[string]any{"subscriptionId": other, "action": "cancel_now"}, 200); got["status"] != "canceled" {
+		t.Fatalf("a second cancel: %v", got)
+	}
 }
 
 // TestSubscriptionRenewedFromAcceptedShortPayment: on the dev server and

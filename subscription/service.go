@@ -42,6 +42,13 @@ type Service struct {
 	Log           *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// Sessions voids an open invoice's session when a subscription whose
+	// workflow closed without ending it is canceled (cancelStopped); nil:
+	// the session is left to expire.
+	Sessions activities.InvoiceSessions
+	// Dispatch starts the deliveries of the events cancelStopped emits
+	// (nil: the delivery reconciler starts them).
+	Dispatch func(ctx context.Context, deliveryIDs []string) error
 }
 
 func (s *Service) now() time.Time {
@@ -268,10 +275,57 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 		}
 	}
 	st, err := s.update(ctx, id, workflows.SubscriptionActionUpdate, workflows.ActionRequest{Action: action})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && (action == workflows.ActionCancel || action == workflows.ActionCancelNow) {
+		return s.cancelStopped(ctx, sc, id)
+	}
 	if err != nil {
 		return st, s.mapError(ctx, sc, id, err)
 	}
 	return st, nil
+}
+
+// cancelStopped cancels, at once, a subscription whose workflow closed
+// without ending it (terminated by an operator, or failed): nothing bills
+// it any more, so a cancel, at the period's end or now, is written to the
+// read model directly, with its subscription.canceled event (SPEC.md's
+// transitions let a cancel come from any status). An open invoice's
+// session is voided first; one with a payment being confirmed is a
+// conflict, as it is for the workflow.
+func (s *Service) cancelStopped(ctx context.Context, sc models.Scope, id string) (workflows.SubscriptionState, error) {
+	sub, err := s.Store.Subscription(ctx, sc, id)
+	if err != nil {
+		return workflows.SubscriptionState{}, err
+	}
+	if sub.Status == models.SubCanceled {
+		return workflows.SubscriptionState{SubscriptionID: sub.ID, Status: sub.Status, CancelAtPeriodEnd: sub.CancelAtPeriodEnd}, nil
+	}
+	if s.Sessions != nil && sub.LatestSessionID != nil && *sub.LatestSessionID != "" &&
+		(sub.Status == models.SubRenewalPending || sub.Status == models.SubPastDue) {
+		if _, err := s.Sessions.VoidInvoiceSession(ctx, *sub.LatestSessionID); err != nil {
+			if errors.Is(err, apperr.ErrConflict) {
+				return workflows.SubscriptionState{}, apperr.Conflict("a payment of the renewal is being confirmed on chain; try again when it is decided")
+			}
+			return workflows.SubscriptionState{}, err
+		}
+	}
+	now := s.now()
+	ids, err := s.Store.RecordSubscription(ctx, models.SubscriptionRecord{SubscriptionID: sub.ID, Seq: sub.ChangeSeq + 1,
+		Status: models.SubCanceled, CurrentPeriodStart: sub.CurrentPeriodStart, CurrentPeriodEnd: sub.CurrentPeriodEnd,
+		TrialEnd: sub.TrialEnd, BillingAnchor: sub.BillingAnchor, PausedAt: sub.PausedAt, CanceledAt: &now,
+		CancelReason: workflows.CancelReasonRequested, At: now,
+		Events: []models.SubscriptionEventSpec{{Type: "subscription.canceled", Extra: map[string]any{"reason": workflows.CancelReasonRequested}}}})
+	if err != nil {
+		return workflows.SubscriptionState{}, err
+	}
+	s.log().WarnContext(ctx, "subscription canceled while its workflow was not running; written to the read model", "subscriptionId", id,
+		"was", sub.Status)
+	if s.Dispatch != nil && len(ids) > 0 {
+		if err := s.Dispatch(ctx, ids); err != nil {
+			s.log().WarnContext(ctx, "subscription.canceled deliveries not started; the reconciler starts them", "subscriptionId", id, "err", err)
+		}
+	}
+	return workflows.SubscriptionState{SubscriptionID: sub.ID, Status: models.SubCanceled}, nil
 }
 
 // update runs one of the workflow's updates and answers the state it

@@ -147,6 +147,9 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		deliveries = pworker.Retrier{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
 		dispatcher = pworker.Dispatcher{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
 		subs = a.subscriptionService(svc.Temporal)
+		// A cancel of a subscription whose workflow stopped voids its open
+		// invoice and delivers its event here.
+		subs.Sessions, subs.Dispatch = svc, dispatcher.Dispatch
 	}
 	var root []func(e *gin.Engine)
 	var pageNotFound func(*gin.Context) bool
