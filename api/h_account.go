@@ -96,12 +96,7 @@ func (s *Server) signup(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	var hash string
-	var err error
-	if werr := s.passwords.hash(c.Request.Context(), func() { hash, err = auth.HashPassword(req.Password) }); werr != nil {
-		fail(c, werr)
-		return
-	}
+	hash, err := s.hashPassword(c.Request.Context(), req.Password)
 	if err != nil {
 		fail(c, err)
 		return

@@ -243,33 +243,39 @@ func (s *Server) confirmPasswordReset(c *gin.Context) {
 	}
 	r, err := lookupRotating(c, s, token, s.Store.PasswordResetByHash, func(r *models.PasswordReset) string { return r.ID },
 		s.Store.RehashPasswordReset)
-	if errors.Is(err, apperr.ErrNotFound) {
-		fail(c, errResetToken)
+	if err != nil {
+		fail(c, resetError(err))
 		return
 	}
+	hash, err := s.hashPassword(c.Request.Context(), req.NewPassword)
 	if err != nil {
 		fail(c, err)
-		return
-	}
-	var hash string
-	var hashErr error
-	if werr := s.passwords.hash(c.Request.Context(), func() { hash, hashErr = auth.HashPassword(req.NewPassword) }); werr != nil {
-		fail(c, werr)
-		return
-	}
-	if hashErr != nil {
-		fail(c, hashErr)
 		return
 	}
 	m, err := s.Store.ResetPassword(c.Request.Context(), r.ID, hash)
-	if errors.Is(err, apperr.ErrNotFound) {
-		fail(c, errResetToken)
-		return
-	}
 	if err != nil {
-		fail(c, err)
+		fail(c, resetError(err))
 		return
 	}
 	s.Logger.Info("password reset", "merchantId", m.ID, "requestId", requestID(c))
 	respondMessage(c, http.StatusOK, "password set; sign in with it")
+}
+
+// resetError is the answer to a reset link not found (unknown, used,
+// replaced or expired), or err itself.
+func resetError(err error) error {
+	if errors.Is(err, apperr.ErrNotFound) {
+		return errResetToken
+	}
+	return err
+}
+
+// hashPassword hashes a new password in one of the password gate's slots.
+func (s *Server) hashPassword(ctx context.Context, password string) (string, error) {
+	var hash string
+	var err error
+	if werr := s.passwords.hash(ctx, func() { hash, err = auth.HashPassword(password) }); werr != nil {
+		return "", werr
+	}
+	return hash, err
 }

@@ -57,29 +57,10 @@ func (w *walletScanner) FindReferencesPaidTo(_ context.Context, _ string, wallet
 // when one does again it is read back to the watch's start.
 func TestSolanaWalletScanReadsWatchedWalletsOnly(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.Open(t, "sqlite")
-	const paid, idle = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM", "HN7cABqLq46Es1jh92dQQisAq662SmxELLLsHHe4YWrH"
-	m := &models.Merchant{Email: "scan@example.com", PasswordHash: "x", BusinessName: "Scan", WalletSolana: paid}
-	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
-		t.Fatal(err)
-	}
+	st, paid, ref := watchedSolanaSession(t)
+	const idle = "HN7cABqLq46Es1jh92dQQisAq662SmxELLLsHHe4YWrH"
 	other := &models.Merchant{Email: "idle@example.com", PasswordHash: "x", BusinessName: "Idle", WalletSolana: idle}
 	if _, err := st.CreateMerchant(ctx, other, &models.DashboardSession{TokenHash: "s2"}, models.NewKey{Hash: "k2", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
-		t.Fatal(err)
-	}
-	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
-		Network: chain.NetworkSolanaDevnet, Networks: models.StringList{chain.NetworkSolanaDevnet}, Token: "USDC", MerchantWalletAddress: paid}
-	if err := st.CreatePaymentLink(ctx, l); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := NewPaymentReference(chain.FamilySolana)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: chain.NetworkSolanaDevnet,
-		WalletType: "solana", ExpectedAmount: money.Amount(10_000_000), MerchantWalletAddress: paid, PaymentReference: &ref,
-		CustomerEmail: "c@x.io", ExpiresAt: time.Now().Add(30 * time.Minute)}
-	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
 	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}, {Reference: "not-a-reference", TxHash: "6sig"}}}}
@@ -139,9 +120,29 @@ func (v *countingVerifier) Verify(context.Context, chain.VerifyRequest) (chain.V
 // read moved past it, so nothing else finds it again).
 func TestWatchRetriesWhatItParkedWhenAPassFails(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.Open(t, "sqlite")
-	const paid = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
-	m := &models.Merchant{Email: "retry@example.com", PasswordHash: "x", BusinessName: "Retry", WalletSolana: paid}
+	st, paid, ref := watchedSolanaSession(t)
+	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}}}}
+	v := &countingVerifier{}
+	s := &Service{Store: st, Finder: sc, Verifier: v, Networks: chain.DefaultRegistry(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.WatchOnce(ctx, nil)
+	if v.calls != 1 {
+		t.Fatalf("first pass: %d verifications, want 1", v.calls)
+	}
+	sc.fail = true
+	s.WatchOnce(ctx, nil)
+	if v.calls != 2 {
+		t.Fatalf("a failing pass: %d verifications in all, want 2 (the parked payment tried again)", v.calls)
+	}
+}
+
+// watchedSolanaSession is a store with a merchant whose open session on
+// Solana devnet is paid to the wallet paid and carries ref.
+func watchedSolanaSession(t *testing.T) (st *models.Store, paid, ref string) {
+	t.Helper()
+	ctx := context.Background()
+	st = storetest.Open(t, "sqlite")
+	paid = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
+	m := &models.Merchant{Email: "scan@example.com", PasswordHash: "x", BusinessName: "Scan", WalletSolana: paid}
 	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,16 +161,5 @@ func TestWatchRetriesWhatItParkedWhenAPassFails(t *testing.T) {
 	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}}}}
-	v := &countingVerifier{}
-	s := &Service{Store: st, Finder: sc, Verifier: v, Networks: chain.DefaultRegistry(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	s.WatchOnce(ctx, nil)
-	if v.calls != 1 {
-		t.Fatalf("first pass: %d verifications, want 1", v.calls)
-	}
-	sc.fail = true
-	s.WatchOnce(ctx, nil)
-	if v.calls != 2 {
-		t.Fatalf("a failing pass: %d verifications in all, want 2 (the parked payment tried again)", v.calls)
-	}
+	return st, paid, ref
 }
