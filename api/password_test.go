@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,39 +13,19 @@ import (
 	"github.com/paygate/paygate/notify"
 )
 
-// mailbox is a Mailer that keeps what it is given.
-type mailbox struct {
-	mu   sync.Mutex
-	mail []notify.Message
-}
+// mailbox keeps the e-mails the server sends; waitFor waits for the n-th
+// (they are sent after the answer).
+type mailbox struct{ notify.Outbox }
 
-func (m *mailbox) Send(_ context.Context, msg notify.Message) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.mail = append(m.mail, msg)
-	return nil
-}
+func (m *mailbox) count() int { return m.Count() }
 
-func (m *mailbox) count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.mail)
-}
-
-// waitFor waits for the n-th message (they are sent after the answer) and
-// returns it.
 func (m *mailbox) waitFor(t *testing.T, n int) notify.Message {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for m.count() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d e-mails sent, want %d", m.count(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	msg, ok := m.Wait(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("%d e-mails sent, want %d", m.Count(), n)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mail[n-1]
+	return msg
 }
 
 var resetLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/reset\?token=(\S+)`)

@@ -1,49 +1,14 @@
 package e2e
 
 import (
-	"context"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/paygate/paygate/e2e/browser"
 	"github.com/paygate/paygate/notify"
 )
-
-// outbox keeps the e-mails the server sends.
-type outbox struct {
-	mu   sync.Mutex
-	mail []notify.Message
-}
-
-func (o *outbox) Send(_ context.Context, m notify.Message) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.mail = append(o.mail, m)
-	return nil
-}
-
-// waitFor waits for the n-th e-mail (sent after the answer) and returns it.
-func (o *outbox) waitFor(t *testing.T, n int) notify.Message {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		o.mu.Lock()
-		if len(o.mail) >= n {
-			m := o.mail[n-1]
-			o.mu.Unlock()
-			return m
-		}
-		got := len(o.mail)
-		o.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("%d e-mails sent, want %d", got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestDashboardPasswordInBrowser: a merchant signed in on two devices
 // changes its password on the settings page (a wrong current password and
@@ -60,7 +25,7 @@ func TestDashboardPasswordInBrowser(t *testing.T) {
 		}
 		t.Skip("chromium is not installed: make chromium")
 	}
-	box := &outbox{}
+	box := &notify.Outbox{}
 	_, hs := pagesServerMailing(t, box)
 	base := hs.URL
 	const email, first = "owner@password.example", "correct horse battery staple"
@@ -108,7 +73,10 @@ func TestDashboardPasswordInBrowser(t *testing.T) {
 	desk.Click("#forgot-form button[type=submit]")
 	desk.WaitText("#sent", email)
 	desk.Screenshot("dash-forgot")
-	mail := box.waitFor(t, 1)
+	mail, ok := box.Wait(1, 15*time.Second)
+	if !ok {
+		t.Fatal("no reset e-mail sent")
+	}
 	link := regexp.MustCompile(`http://\S+/dashboard/reset\?token=\S+`).FindString(mail.Body)
 	if mail.To != email || !strings.HasPrefix(link, base+"/dashboard/reset?token=svc_reset_") {
 		t.Fatalf("reset e-mail to %q: %q", mail.To, mail.Body)

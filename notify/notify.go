@@ -12,6 +12,7 @@ import (
 	"net/smtp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/paygate/paygate/config"
@@ -70,5 +71,46 @@ func (s SMTPMailer) Send(ctx context.Context, m Message) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Outbox keeps the messages it is given, in memory (tests, and a
+// development server's own reading of what it sent).
+type Outbox struct {
+	mu   sync.Mutex
+	mail []Message
+}
+
+// Send keeps the message.
+func (o *Outbox) Send(_ context.Context, m Message) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mail = append(o.mail, m)
+	return nil
+}
+
+// Count is how many messages were sent.
+func (o *Outbox) Count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.mail)
+}
+
+// Wait waits up to within for the n-th message (counting from 1) and
+// returns it; false when it did not come.
+func (o *Outbox) Wait(n int, within time.Duration) (Message, bool) {
+	deadline := time.Now().Add(within)
+	for {
+		o.mu.Lock()
+		if len(o.mail) >= n {
+			m := o.mail[n-1]
+			o.mu.Unlock()
+			return m, true
+		}
+		o.mu.Unlock()
+		if time.Now().After(deadline) {
+			return Message{}, false
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
