@@ -56,8 +56,12 @@ func (w *walletScanner) FindReferencesPaidTo(_ context.Context, _ string, wallet
 // no reads); a wallet no watched session pays loses its place, so that
 // when one does again it is read back to the watch's start.
 func TestSolanaWalletScanReadsWatchedWalletsOnly(t *testing.T) {
+	storetest.ForEach(t, testSolanaWalletScan)
+}
+
+func testSolanaWalletScan(t *testing.T, st *models.Store) {
 	ctx := context.Background()
-	st, paid, ref := watchedSolanaSession(t)
+	paid, ref := watchedSolanaSession(t, st)
 	const idle = "HN7cABqLq46Es1jh92dQQisAq662SmxELLLsHHe4YWrH"
 	other := &models.Merchant{Email: "idle@example.com", PasswordHash: "x", BusinessName: "Idle", WalletSolana: idle}
 	if _, err := st.CreateMerchant(ctx, other, &models.DashboardSession{TokenHash: "s2"}, models.NewKey{Hash: "k2", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
@@ -120,7 +124,8 @@ func (v *countingVerifier) Verify(context.Context, chain.VerifyRequest) (chain.V
 // read moved past it, so nothing else finds it again).
 func TestWatchRetriesWhatItParkedWhenAPassFails(t *testing.T) {
 	ctx := context.Background()
-	st, paid, ref := watchedSolanaSession(t)
+	st := storetest.Open(t, "sqlite")
+	paid, ref := watchedSolanaSession(t, st)
 	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}}}}
 	v := &countingVerifier{}
 	s := &Service{Store: st, Finder: sc, Verifier: v, Networks: chain.DefaultRegistry(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -135,12 +140,11 @@ func TestWatchRetriesWhatItParkedWhenAPassFails(t *testing.T) {
 	}
 }
 
-// watchedSolanaSession is a store with a merchant whose open session on
-// Solana devnet is paid to the wallet paid and carries ref.
-func watchedSolanaSession(t *testing.T) (st *models.Store, paid, ref string) {
+// watchedSolanaSession stores a merchant whose open session on Solana
+// devnet is paid to the wallet paid and carries ref.
+func watchedSolanaSession(t *testing.T, st *models.Store) (paid, ref string) {
 	t.Helper()
 	ctx := context.Background()
-	st = storetest.Open(t, "sqlite")
 	paid = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
 	m := &models.Merchant{Email: "scan@example.com", PasswordHash: "x", BusinessName: "Scan", WalletSolana: paid}
 	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s"}, models.NewKey{Hash: "k", Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
@@ -161,5 +165,5 @@ func watchedSolanaSession(t *testing.T) (st *models.Store, paid, ref string) {
 	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	return st, paid, ref
+	return paid, ref
 }
