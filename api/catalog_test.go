@@ -75,6 +75,10 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 		// An amount instead of a product; the limits.
 		expect(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"name": "Custom", "amount": "3.00", "network": "base_sepolia"}), 201, "")
 		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "amount": "3.00", "network": "base_sepolia"}), "productId")
+		// A blank productId (an empty template variable) is no product:
+		// name and amount are required, not a checkout at 0.00.
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": " ", "network": "base_sepolia"}), "amount")
+		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": " ", "network": "base_sepolia"}), "name")
 		big := map[string]string{}
 		for i := range 51 {
 			big[fmt.Sprint("k", i)] = "v"

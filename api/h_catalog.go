@@ -327,7 +327,7 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 				v.Add("productId", "give a product or an amount and name, not both")
 			}
 		}
-	} else if req.ProductID == "" {
+	} else if strings.TrimSpace(req.ProductID) == "" {
 		hc.Name = v.text("name", req.Name, true, 200)
 		hc.Amount = v.amount("amount", req.Amount, true, 2)
 	}
