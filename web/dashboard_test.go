@@ -286,6 +286,21 @@ func TestDashboardSignInAndOut(t *testing.T) {
 	}
 }
 
+// TestPagesStrictTransport: pages served over TLS (SecureCookies: a proxy
+// ends it) tell the browser to keep to https; plain-HTTP development does
+// not (a browser would then refuse http://127.0.0.1 for a year).
+func TestPagesStrictTransport(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		d := newDash(t, func(p *web.Pages, _ *api.Deps) { p.SecureCookies = secure })
+		for _, path := range []string{"/dashboard/login", "/pay/" + models.NewID()} {
+			p := d.browser().get(path)
+			if got := p.header.Get("Strict-Transport-Security"); (got != "") != secure || (secure && !strings.Contains(got, "max-age=31536000")) {
+				t.Fatalf("secure %v, %s: Strict-Transport-Security %q", secure, path, got)
+			}
+		}
+	}
+}
+
 // TestDashboardUnknownPages: an unknown dashboard URL, or a form's URL
 // opened with GET, is a dashboard page with the dashboard's headers (it
 // was the API's JSON); an unknown hosted page is the customer's 404 page;

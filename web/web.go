@@ -162,6 +162,12 @@ func (p *Pages) pageHeaders(c *gin.Context) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
 	h.Set("Cache-Control", "no-store")
+	if p.secureRequest(c) {
+		// Served over TLS (or behind a proxy that ends it): the browser
+		// keeps to https for a year, so a later visit typed as http is
+		// not a plain-text page a network can rewrite (the sign-in form).
+		h.Set("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+	}
 }
 
 // frame sets the page's CSP with who may frame it: the operator's
