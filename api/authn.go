@@ -60,10 +60,20 @@ func (s *Server) loginFailed(c *gin.Context, email string) {
 		s.unauthorized(c, "invalid email or password", "")
 		return
 	}
-	if err := s.Accounts.RecordLoginFailure(c.Request.Context(), c.ClientIP(), email); err != nil {
-		s.Logger.Warn("could not record a failed sign-in", "err", err, "requestId", requestID(c))
-	}
+	s.recordLoginFailure(c, email)
 	fail(c, apperr.WithHint(apperr.ErrUnauthorized, "invalid email or password", ""))
+}
+
+// recordLoginFailure counts a wrong password for the account (a sign-in's,
+// or the current one of a password change) against the client address and
+// the account, with Deps.Accounts.
+func (s *Server) recordLoginFailure(c *gin.Context, email string) {
+	if s.Accounts == nil {
+		return
+	}
+	if err := s.Accounts.RecordLoginFailure(c.Request.Context(), c.ClientIP(), email); err != nil {
+		s.Logger.Warn("could not record a failed password check", "err", err, "requestId", requestID(c))
+	}
 }
 
 // lookupRotating finds a credential by its hash under the current server

@@ -126,6 +126,18 @@ func (s *Server) signup(c *gin.Context) {
 	})
 }
 
+// checkGivenPassword checks a password given to be compared with the
+// account's (sign-in, the current one of a change): present, and not so
+// long that hashing it costs more than a real one (in bytes: any password
+// set had at most maxPassword characters).
+func checkGivenPassword(v *checker, field, p string) {
+	if p == "" {
+		v.Add(field, "is required")
+	} else if len(p) > 4*maxPassword {
+		v.Add(field, "must be at most 256 characters")
+	}
+}
+
 // checkPassword checks a new password (the field's value).
 func checkPassword(v *checker, field, p string) {
 	switch n := len([]rune(p)); {
@@ -151,11 +163,7 @@ func (s *Server) login(c *gin.Context) {
 	}
 	var v checker
 	email := v.email("email", req.Email, true)
-	if req.Password == "" {
-		v.Add("password", "is required")
-	} else if len(req.Password) > 4*maxPassword {
-		v.Add("password", "must be at most 256 characters")
-	}
+	checkGivenPassword(&v, "password", req.Password)
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return

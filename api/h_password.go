@@ -49,11 +49,7 @@ func (s *Server) changePassword(c *gin.Context) {
 		return
 	}
 	var v checker
-	if req.CurrentPassword == "" {
-		v.Add("currentPassword", "is required")
-	} else if len(req.CurrentPassword) > 4*maxPassword {
-		v.Add("currentPassword", "must be at most 256 characters")
-	}
+	checkGivenPassword(&v, "currentPassword", req.CurrentPassword)
 	checkPassword(&v, "newPassword", req.NewPassword)
 	if req.NewPassword != "" && req.NewPassword == req.CurrentPassword {
 		v.Add("newPassword", "must differ from the current password")
@@ -90,11 +86,7 @@ func (s *Server) changePassword(c *gin.Context) {
 		return
 	}
 	if wrong {
-		if s.Accounts != nil {
-			if err := s.Accounts.RecordLoginFailure(c.Request.Context(), c.ClientIP(), m.Email); err != nil {
-				s.Logger.Warn("could not record a failed password check", "err", err, "requestId", requestID(c))
-			}
-		}
+		s.recordLoginFailure(c, m.Email)
 		fail(c, apperr.Invalid("currentPassword", "is not the account's password"))
 		return
 	}

@@ -78,7 +78,7 @@ func TestChangePassword(t *testing.T) {
 		r := h.do("POST", "/api/auth/password", m.Session, map[string]any{"currentPassword": "correct horse battery",
 			"newPassword": "a new long password"})
 		expect(t, r, 200, "")
-		if got := r.data()["sessionsSignedOut"]; got != float64(2) {
+		if got := r.decimal("data", "sessionsSignedOut"); got != "2" {
 			t.Fatalf("sessionsSignedOut %v, want 2", got)
 		}
 		expect(t, h.do("GET", "/api/merchant", m.Session, nil), 200, "")
@@ -105,7 +105,7 @@ func TestLogoutOthers(t *testing.T) {
 		other := signIn(t, h, m.Email, "correct horse battery")
 		r := h.do("POST", "/api/auth/logout-others", m.Session, nil)
 		expect(t, r, 200, "")
-		if got := r.data()["sessionsSignedOut"]; got != float64(1) {
+		if got := r.decimal("data", "sessionsSignedOut"); got != "1" {
 			t.Fatalf("sessionsSignedOut %v, want 1", got)
 		}
 		expect(t, h.do("GET", "/api/merchant", other, nil), 401, "UNAUTHORIZED")
@@ -113,7 +113,7 @@ func TestLogoutOthers(t *testing.T) {
 		expect(t, h.do("GET", "/api/merchant", b.Session, nil), 200, "")
 		r = h.do("POST", "/api/auth/logout-others", m.Session, nil)
 		expect(t, r, 200, "")
-		if got := r.data()["sessionsSignedOut"]; got != float64(0) {
+		if got := r.decimal("data", "sessionsSignedOut"); got != "0" {
 			t.Fatalf("a second time: sessionsSignedOut %v, want 0", got)
 		}
 		expect(t, h.do("POST", "/api/auth/logout-others", m.TestKey, nil), 401, "UNAUTHORIZED")

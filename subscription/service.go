@@ -265,7 +265,7 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 		if action == workflows.ActionCancel || action == workflows.ActionCancelNow {
 			// Asked again (a client retrying, SPEC.md: cancel from any
 			// status): it is canceled, nothing changes.
-			return workflows.SubscriptionState{SubscriptionID: sub.ID, Status: sub.Status, CancelAtPeriodEnd: sub.CancelAtPeriodEnd}, nil
+			return stateOf(sub), nil
 		}
 		return workflows.SubscriptionState{}, apperr.Invalid("action", "the subscription is already canceled")
 	}
@@ -285,6 +285,11 @@ func (s *Service) Act(ctx context.Context, sc models.Scope, id, action string) (
 	return st, nil
 }
 
+// stateOf is the answer of an action from the read model alone.
+func stateOf(sub *models.Subscription) workflows.SubscriptionState {
+	return workflows.SubscriptionState{SubscriptionID: sub.ID, Status: sub.Status, CancelAtPeriodEnd: sub.CancelAtPeriodEnd}
+}
+
 // cancelStopped cancels, at once, a subscription whose workflow closed
 // without ending it (terminated by an operator, or failed): nothing bills
 // it any more, so a cancel, at the period's end or now, is written to the
@@ -298,7 +303,7 @@ func (s *Service) cancelStopped(ctx context.Context, sc models.Scope, id string)
 		return workflows.SubscriptionState{}, err
 	}
 	if sub.Status == models.SubCanceled {
-		return workflows.SubscriptionState{SubscriptionID: sub.ID, Status: sub.Status, CancelAtPeriodEnd: sub.CancelAtPeriodEnd}, nil
+		return stateOf(sub), nil
 	}
 	if s.Sessions != nil && sub.LatestSessionID != nil && *sub.LatestSessionID != "" &&
 		(sub.Status == models.SubRenewalPending || sub.Status == models.SubPastDue) {
