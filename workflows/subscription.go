@@ -193,6 +193,24 @@ const cancelInFlightVersion = "cancel-while-payment-in-flight"
 // a payment of a canceled subscription.
 const cancelVoidsEveryVersion = "cancel-voids-every-session"
 
+// pausedCancelVersion marks the workflows in which a cancel (at period
+// end) of a paused subscription, or a pause of one that cancels at period
+// end, ends it at the end of its current period though it is paused
+// (SubscriptionState.PausedCancelEnds). Before, a paused subscription had
+// no deadline: the cancel answered cancelAtPeriodEnd and never took effect
+// unless someone resumed it.
+const pausedCancelVersion = "cancel-while-paused-ends-at-period-end"
+
+// resumeNextStartVersion marks the workflows whose resume sets the next
+// invoice's start to the current period's end moved by the paused time
+// (SubscriptionState.NextStart), the date the subscription reports. Before,
+// the next invoice came on the anchor's calendar (the anchor moved by the
+// pause), which differs from the reported period end where a month's end
+// clamps: anchored on January 29, paused a day in February, the invoice came
+// on February 28 while currentPeriodEnd said March 1 (the customer lost the
+// paused day).
+const resumeNextStartVersion = "resume-next-invoice-at-period-end"
+
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
 type SubscriptionState struct {
@@ -213,13 +231,20 @@ type SubscriptionState struct {
 	// Anchor and NextPeriod place the next invoice: it pays
 	// [PeriodEnd(Anchor, NextPeriod), PeriodEnd(Anchor, NextPeriod+1)) and is
 	// issued at its start. A resume re-anchors on the moved period end.
-	Anchor            time.Time
-	NextPeriod        int
+	Anchor     time.Time
+	NextPeriod int
+	// NextStart, when set (after a resume, resumeNextStartVersion), is the
+	// start of the next invoice's period in place of the anchor's
+	// PeriodEnd(Anchor, NextPeriod); its end still counts from the anchor.
+	NextStart         time.Time
 	CancelAtPeriodEnd bool
 	PausedAt          time.Time
 	PausedFrom        string
-	CanceledAt        time.Time
-	CancelReason      string
+	// PausedCancelEnds: paused and canceling at period end, it ends at
+	// CurrentPeriodEnd though paused (pausedCancelVersion).
+	PausedCancelEnds bool
+	CanceledAt       time.Time
+	CancelReason     string
 	// Invoice is the open invoice (renewal_pending, past_due), else nil.
 	Invoice *Invoice
 	// Invoices counts invoices issued; PaidPeriods those paid.
@@ -339,12 +364,16 @@ func (s *subscriptionRun) deadline() time.Time {
 	st := &s.st
 	var d time.Time
 	switch {
+	case st.Status == models.SubPaused && st.CancelAtPeriodEnd && st.PausedCancelEnds:
+		// The billing clock is stopped, but the subscription ends when the
+		// period paid for ends: no more periods will use the pause.
+		d = st.CurrentPeriodEnd
 	case st.Status == models.SubCanceled || st.Status == models.SubPaused:
 		return time.Time{}
 	case st.Invoice == nil:
 		// Trialing or active (or a first invoice not yet issued): the next
 		// invoice is due when its period starts.
-		d = s.periodEnd(st.NextPeriod)
+		d = s.nextStart()
 	case st.Invoice.PastDueAt.IsZero():
 		d = st.Invoice.IssuedAt.Add(st.Policy.GracePeriod)
 	default:
@@ -354,6 +383,14 @@ func (s *subscriptionRun) deadline() time.Time {
 		d = st.HoldUntil
 	}
 	return d
+}
+
+// nextStart is when the next invoice's period starts.
+func (s *subscriptionRun) nextStart() time.Time {
+	if !s.st.NextStart.IsZero() {
+		return s.st.NextStart
+	}
+	return s.periodEnd(s.st.NextPeriod)
 }
 
 // nextDunningStep is the next reminder of a past_due invoice, or its end.
@@ -531,7 +568,7 @@ func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time)
 func (s *subscriptionRun) issueInvoice(ctx workflow.Context) error {
 	now := utcNow(ctx)
 	s.st.Invoices++
-	s.st.Invoice = &Invoice{Number: s.st.Invoices, PeriodStart: s.periodEnd(s.st.NextPeriod),
+	s.st.Invoice = &Invoice{Number: s.st.Invoices, PeriodStart: s.nextStart(),
 		PeriodEnd: s.periodEnd(s.st.NextPeriod + 1), IssuedAt: now}
 	if err := s.openSession(ctx, now.Add(s.st.Policy.GracePeriod)); err != nil {
 		return err
@@ -585,6 +622,7 @@ func (s *subscriptionRun) renew(ctx workflow.Context, sessionID string, data map
 	inv := s.st.Invoice
 	s.st.CurrentPeriodStart, s.st.CurrentPeriodEnd = inv.PeriodStart, inv.PeriodEnd
 	s.st.NextPeriod++
+	s.st.NextStart = time.Time{}
 	s.st.PaidPeriods++
 	s.st.Status = models.SubActive
 	s.st.Invoice = nil
@@ -779,6 +817,7 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 			err = s.cancel(ctx, CancelReasonRequested, true, &ev)
 		} else {
 			st.CancelAtPeriodEnd = true
+			s.pausedCancel(ctx)
 			err = s.record(ctx, updated())
 		}
 	case ActionCancelNow:
@@ -786,6 +825,7 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 		err = s.cancel(ctx, CancelReasonRequested, false, &ev)
 	case ActionPause:
 		st.PausedAt, st.PausedFrom, st.Status = now, st.Status, models.SubPaused
+		s.pausedCancel(ctx)
 		err = s.record(ctx, updated())
 	case ActionResume:
 		// The billing clock stopped while paused: the period (and a trial)
@@ -799,10 +839,15 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 			// The anchor moves by the pause, its day of the month kept:
 			// later periods clamp and recover as without a pause.
 			st.Anchor = st.Anchor.Add(paused)
+			if workflow.GetVersion(ctx, resumeNextStartVersion, workflow.DefaultVersion, 1) == 1 {
+				// The next invoice comes when the moved period ends, as
+				// reported; the anchor's calendar may clamp it otherwise.
+				st.NextStart = st.CurrentPeriodEnd
+			}
 		} else {
 			st.Anchor, st.NextPeriod = st.CurrentPeriodEnd, 0
 		}
-		st.Status, st.PausedAt, st.PausedFrom = st.PausedFrom, time.Time{}, ""
+		st.Status, st.PausedAt, st.PausedFrom, st.PausedCancelEnds = st.PausedFrom, time.Time{}, "", false
 		err = s.record(ctx, updated())
 	}
 	s.version++
@@ -810,6 +855,16 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 		return SubscriptionState{}, err
 	}
 	return s.st, nil
+}
+
+// pausedCancel makes a paused subscription that cancels at period end end
+// then (pausedCancelVersion; asked only when both hold).
+func (s *subscriptionRun) pausedCancel(ctx workflow.Context) {
+	st := &s.st
+	if st.Status == models.SubPaused && st.CancelAtPeriodEnd &&
+		workflow.GetVersion(ctx, pausedCancelVersion, workflow.DefaultVersion, 1) == 1 {
+		st.PausedCancelEnds = true
+	}
 }
 
 // noOpenInvoice says why nothing can be settled now (nil: an invoice is

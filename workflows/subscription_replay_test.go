@@ -35,6 +35,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_reopened_past_due.json", // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
 	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed, continued as new
 	"testdata/subscription_dunning_voids_all.json", // as subscription_dunning, its cancel voiding every session of the invoice (cancelVoidsEveryVersion)
+	"testdata/subscription_paused_cancel.json",     // trial paused, canceled at period end while paused (pausedCancelVersion), resumed (resumeNextStartVersion), paused again: canceled at the trial's end
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -255,6 +256,18 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	// every session of the invoice, the older ones first.
 	id = rec.start("sub_replay_dunning_voids_all", policy, time.Second)
 	save(id.id, rec.finish(id, CancelReasonUnpaid), subscriptionHistoryFiles[10])
+
+	// 12. A three-second trial paused, canceled at period end while paused
+	// (it will end then though paused), resumed (the next start moves),
+	// paused again: canceled as the trial's moved end passes.
+	id = rec.start("sub_replay_paused_cancel", long, 3*time.Second)
+	for _, step := range []struct{ action, status string }{{ActionPause, models.SubPaused}, {ActionCancel, models.SubPaused},
+		{ActionResume, models.SubTrialing}, {ActionPause, models.SubPaused}} {
+		if st, err := rec.action(id, step.action); err != nil || st.Status != step.status {
+			t.Fatalf("%s: %+v %v", step.action, st, err)
+		}
+	}
+	save(id.id, rec.finish(id, CancelReasonPeriodEnd), subscriptionHistoryFiles[11])
 }
 
 // settle sends the settle update for exception excID.

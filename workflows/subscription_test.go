@@ -918,6 +918,84 @@ func TestSubscriptionPauseKeepsMonthEnd(t *testing.T) {
 	}
 }
 
+// TestSubscriptionCancelWhilePaused: a cancel (at period end) of a paused
+// subscription, or a pause of one canceling at period end, ends it when
+// its current period ends, paused or not; resumed meanwhile, the period
+// (and the end) moves by the paused time. Before, a paused subscription had
+// no deadline: the cancel answered cancelAtPeriodEnd and never took effect.
+func TestSubscriptionCancelWhilePaused(t *testing.T) {
+	feb10, feb28 := time.Date(2027, 2, 10, 9, 0, 0, 0, time.UTC), time.Date(2027, 2, 28, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		actions []string
+		ends    time.Time
+	}{
+		{"cancel while paused", []string{ActionPause, ActionCancel}, feb28},
+		{"pause after cancel", []string{ActionCancel, ActionPause}, feb28},
+		{"resumed before the end", []string{ActionPause, ActionCancel, ActionResume}, feb28.Add(2 * 24 * time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSubHarness(t, subStart, 0, billing.Month)
+			var acts []*subUpdate
+			for i, a := range tc.actions {
+				acts = append(acts, h.action(feb10.Add(time.Duration(i)*24*time.Hour), a))
+			}
+			h.runUntil(3, nil)
+			for _, u := range acts {
+				if !u.accepted || u.err != nil {
+					t.Fatalf("%s: %+v", u.action, u)
+				}
+			}
+			if second := acts[1].state; second.Status != models.SubPaused || !second.CancelAtPeriodEnd {
+				t.Fatalf("answer of the second action: %s, cancelAtPeriodEnd %v", second.Status, second.CancelAtPeriodEnd)
+			}
+			if h.result == nil || h.result.Status != models.SubCanceled || h.result.CancelReason != CancelReasonPeriodEnd || h.result.PaidPeriods != 1 {
+				t.Fatalf("result %+v", h.result)
+			}
+			c := h.store.ofType("subscription.canceled")
+			if len(c) != 1 || !c[0].At.Equal(tc.ends) || c[0].Extra["reason"] != CancelReasonPeriodEnd {
+				t.Fatalf("canceled %+v, want at %s", c, tc.ends)
+			}
+			if n := len(h.store.ofType("subscription.renewal_due")); n != 1 {
+				t.Fatalf("%d invoices, want the first only", n)
+			}
+		})
+	}
+}
+
+// TestSubscriptionResumeNextInvoiceAtReportedEnd: after a resume the next
+// invoice comes when the reported currentPeriodEnd says, where the anchor's
+// calendar clamps too. Anchored on January 29 (February ends on the 28th),
+// paused a day: the period ends on March 1, and so the next invoice is
+// issued then, for March 1 to March 30 (the anchor moved by the day). Before,
+// it came on February 28: the customer lost the paused day.
+func TestSubscriptionResumeNextInvoiceAtReportedEnd(t *testing.T) {
+	start := time.Date(2027, 1, 29, 9, 0, 0, 0, time.UTC)
+	h := newSubHarness(t, start, 0, billing.Month)
+	feb20 := time.Date(2027, 2, 20, 9, 0, 0, 0, time.UTC)
+	h.action(feb20, ActionPause)
+	resume := h.action(feb20.Add(24*time.Hour), ActionResume)
+	h.runUntil(4, func() bool { return len(h.carried) == 3 })
+	mar1 := time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC)
+	if !resume.state.CurrentPeriodEnd.Equal(mar1) {
+		t.Fatalf("currentPeriodEnd after the resume %s, want %s", resume.state.CurrentPeriodEnd, mar1)
+	}
+	var got []string
+	for _, d := range h.store.ofType("subscription.renewal_due") {
+		inv := invoiceOf(t, d)
+		got = append(got, fmt.Sprint(ts(d.At), ": ", inv["periodStart"], " - ", inv["periodEnd"]))
+	}
+	at := func(m time.Month, d int) string { return ts(time.Date(2027, m, d, 9, 0, 0, 0, time.UTC)) }
+	want := []string{at(1, 29) + ": " + at(1, 29) + " - " + at(2, 28), at(3, 1) + ": " + at(3, 1) + " - " + at(3, 30),
+		at(3, 30) + ": " + at(3, 30) + " - " + at(4, 30)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("invoices (issued: period)\n got %q\nwant %q", got, want)
+	}
+	if r := h.store.ofType("subscription.renewed"); len(r) < 2 || !r[1].Record.CurrentPeriodStart.Equal(mar1) {
+		t.Fatalf("renewed %+v", r)
+	}
+}
+
 // TestSubscriptionCancelWhileRenewalInFlight: SPEC.md's cancel (any
 // status, cancelAtPeriodEnd) sent while the renewal's transfer is being
 // confirmed is taken at once and recorded; the transfer's verdict decides:
