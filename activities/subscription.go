@@ -16,6 +16,12 @@ import (
 // after a broadcast). The API answers 409.
 const ErrTypePaymentInFlight = "PaymentInFlight"
 
+// ErrTypeUnbillable: an invoice's session cannot be opened because the
+// subscription cannot be billed as it stands (its network is no longer
+// configured, its receiving wallet is proven by another merchant); the
+// message says which. The workflow holds and tries again.
+const ErrTypeUnbillable = "Unbillable"
+
 // SessionNotice tells a subscription's workflow that one of its invoice
 // sessions ended (the signal sent after FinishSession).
 type SessionNotice struct {
@@ -48,8 +54,10 @@ type SubscriptionRecord struct {
 	CanceledAt         *time.Time
 	CancelReason       string
 	LatestSessionID    string
-	At                 time.Time
-	Events             []SubscriptionEvent
+	// BillingError: why the subscription cannot be billed now ("" none).
+	BillingError string
+	At           time.Time
+	Events       []SubscriptionEvent
 }
 
 // SubscriptionEvent is one event of a change: its type and the fields it
@@ -175,9 +183,11 @@ func (a *SubscriptionActivities) OpenInvoiceSession(ctx context.Context, req Inv
 	s, err := a.Sessions.OpenInvoiceSession(ctx, req)
 	if err != nil {
 		if errors.Is(err, apperr.ErrBadRequest) || errors.Is(err, apperr.ErrNotFound) {
-			// The subscription cannot be billed as it stands (no receiving
-			// wallet, network not configured): retrying will not help.
-			return InvoiceSession{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidInput, err)
+			// The subscription cannot be billed as it stands (network not
+			// configured, receiving wallet proven by another merchant):
+			// retrying now will not help; the workflow holds and tries
+			// again later.
+			return InvoiceSession{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnbillable, err)
 		}
 		return InvoiceSession{}, err
 	}

@@ -84,7 +84,7 @@ func TestSubscriptionActivities(t *testing.T) {
 		t.Fatalf("open: %+v %v", got, err)
 	}
 	a.Sessions = &stubSessions{openErr: apperr.Invalid("merchantWalletAddress", "missing")}
-	if err := run(a, a.OpenInvoiceSession, req); checkoutErrKind(err) != ErrTypeInvalidInput+"/nonretryable" {
+	if err := run(a, a.OpenInvoiceSession, req); checkoutErrKind(err) != ErrTypeUnbillable+"/nonretryable" {
 		t.Fatalf("unbillable: %v", err)
 	}
 	a.Sessions = &stubSessions{openErr: errors.New("connection refused")}

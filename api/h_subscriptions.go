@@ -45,6 +45,10 @@ type subscriptionJSON struct {
 	CanceledAt            *Time   `json:"canceledAt"`
 	CancelReason          *string `json:"cancelReason"`
 	LatestSessionID       *string `json:"latestCheckoutSessionId"`
+	// BillingError says why the subscription cannot be billed now (its
+	// workflow holds the next invoice and tries again hourly); null when
+	// nothing stands in the way.
+	BillingError *string `json:"billingError"`
 }
 
 func toSubscriptionJSON(s *models.Subscription) subscriptionJSON {
@@ -58,6 +62,9 @@ func toSubscriptionJSON(s *models.Subscription) subscriptionJSON {
 		LatestSessionID: s.LatestSessionID}
 	if s.CancelReason != "" {
 		out.CancelReason = &s.CancelReason
+	}
+	if s.BillingError != "" {
+		out.BillingError = &s.BillingError
 	}
 	return out
 }

@@ -30,6 +30,15 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	if !ok {
 		return activities.InvoiceSession{}, apperr.Invalid("network", sub.Network+" is not configured on this server")
 	}
+	// A wallet another merchant proved after the subscription was made is
+	// that merchant's: no renewal is paid to it.
+	if err := s.Store.WalletsFree(ctx, sub.MerchantID, map[string]string{"merchantWalletAddress": sub.MerchantWalletAddress}); err != nil {
+		if errors.Is(err, apperr.ErrBadRequest) {
+			return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+
+				" is proven by another merchant account, so no renewal is paid to it: prove it on this account if it is yours, or cancel the subscription")
+		}
+		return activities.InvoiceSession{}, err
+	}
 	link, err := s.Store.SubscriptionLink(ctx, sub.ID)
 	if err != nil {
 		return activities.InvoiceSession{}, err

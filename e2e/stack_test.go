@@ -178,6 +178,10 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(func() { pworker.Stop(ws) })
 	policy := workflows.DefaultSubscriptionPolicy()
 	policy.FixedPeriod = o.subscriptionPeriod
+	if o.subscriptionPeriod > 0 {
+		// Periods of seconds: a held subscription tries again as often.
+		policy.BlockedRecheck = o.subscriptionPeriod / 2
+	}
 	subs := &subscription.Service{Store: st, Temporal: c, Networks: o.networks, TaskQueue: queue, Policy: policy,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Sessions: svc, Dispatch: pworker.Dispatcher{Client: c, Queue: webhookQueue}.Dispatch}
 	if mv, ok := o.verifier.(*chain.MultiVerifier); ok && o.watch {

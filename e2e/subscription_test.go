@@ -194,6 +194,92 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	}
 }
 
+// TestSubscriptionHeldWhileItsWalletIsAnothers: on the dev server and the
+// dev EVM chain, another merchant proves the subscription's receiving wallet
+// after its first invoice was paid. The next invoice is not opened (no
+// renewal is paid to another merchant's wallet): the subscription is held,
+// subscription.updated says why (billingError, also on GET), and its status
+// is kept. Once the merchant proves the wallet too, the held invoice comes
+// with billingError null. Before, the renewals kept paying the other
+// merchant's wallet; and a subscription that could not be billed failed its
+// workflow, left active and unbilled with nobody told.
+func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
+	ctx := context.Background()
+	const period = 6 * time.Second
+	s, dc := devChainStack(t, time.Second, stackOptions{subscriptionPeriod: period})
+	key, session := s.merchant()
+	rc := newReceiver(t, nil)
+	s.webhookEndpoint(session, rc, "subscription.updated", "subscription.renewal_due", "subscription.renewed", "subscription.canceled")
+	sub := s.call("POST", "/api/subscriptions", key, map[string]any{"customerEmail": "ann@example.com",
+		"customerWalletAddress": dc.Customer().Hex(), "productName": "Coffee club", "amount": "4.20",
+		"billingInterval": "month", "network": "base_sepolia"}, 201)
+	id, wallet := sub["id"].(string), sub["merchantWalletAddress"].(string)
+	count := func(g []received, typ string) int {
+		n := 0
+		for _, r := range g {
+			if r.Event == typ {
+				n++
+			}
+		}
+		return n
+	}
+	got := rc.waitFor("the first invoice", 2*period, func(g []received) bool { return count(g, "subscription.renewal_due") == 1 })
+	first := got[0].Payload["data"].(map[string]any)["invoice"].(map[string]any)["sessionId"].(string)
+	if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: first}); err != nil {
+		t.Fatal(err)
+	}
+	rc.waitFor("renewed", 30*time.Second, func(g []received) bool { return count(g, "subscription.renewed") == 1 })
+
+	owner := &models.Merchant{Email: models.NewID() + "@example.com", PasswordHash: "x", BusinessName: "Owner"}
+	if _, err := s.store.CreateMerchant(ctx, owner, &models.DashboardSession{TokenHash: models.NewID()},
+		models.NewKey{Hash: models.NewID(), Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.RecordWalletProof(ctx, &models.WalletProof{MerchantID: owner.ID, Family: "evm", Address: wallet,
+		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	got = rc.waitFor("held", 3*period, func(g []received) bool { return count(g, "subscription.updated") == 1 })
+	var held map[string]any
+	for _, r := range got {
+		if r.Event == "subscription.updated" {
+			held = r.Payload["data"].(map[string]any)
+			validateSubscriptionEvent(t, r.Event, held)
+		}
+	}
+	reason, _ := held["billingError"].(string)
+	if held["action"] != nil || held["status"] != "active" || !strings.Contains(reason, "proven by another merchant") {
+		t.Fatalf("held: %v", held)
+	}
+	if cur := s.call("GET", "/api/subscriptions/"+id, key, nil, 200); cur["billingError"] != reason || cur["status"] != "active" {
+		t.Fatalf("GET while held: %v", cur)
+	}
+	time.Sleep(period) // tried again meanwhile, still held: no second event, no invoice
+	if g := rc.snapshot(); count(g, "subscription.updated") != 1 || count(g, "subscription.renewal_due") != 1 {
+		t.Fatalf("while held: %v", types(g))
+	}
+
+	// The merchant proves the wallet too: it is theirs as well, and billed.
+	acct := s.call("GET", "/api/merchant", session, nil, 200)
+	if _, err := s.store.RecordWalletProof(ctx, &models.WalletProof{MerchantID: acct["id"].(string), Family: "evm", Address: wallet,
+		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	got = rc.waitFor("the held invoice", 3*period, func(g []received) bool { return count(g, "subscription.renewal_due") == 2 })
+	for _, r := range got {
+		if d := r.Payload["data"].(map[string]any); r.Event == "subscription.renewal_due" && d["invoice"].(map[string]any)["number"] == 2.0 {
+			validateSubscriptionEvent(t, r.Event, d)
+			if v, ok := d["billingError"]; !ok || v != nil || d["status"] != "renewal_pending" {
+				t.Fatalf("the held invoice: %v", d)
+			}
+		}
+	}
+	if cur := s.call("GET", "/api/subscriptions/"+id, key, nil, 200); cur["billingError"] != nil || cur["status"] != "renewal_pending" {
+		t.Fatalf("GET once billed: %v", cur)
+	}
+	s.call("PATCH", "/api/subscriptions", key, map[string]any{"subscriptionId": id, "action": "cancel_now"}, 200)
+}
+
 // TestSubscriptionRenewedFromAcceptedShortPayment: on the dev server and
 // the dev EVM chain the customer pays a subscription's invoice 0.30 short;
 // the session fails and the transfer becomes an underpaid payment

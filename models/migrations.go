@@ -478,6 +478,17 @@ func migrations() []*gormigrate.Migration {
 			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&PasswordReset{}) },
 			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&PasswordReset{}) },
 		},
+		{
+			// Why a subscription cannot be billed (its workflow holds).
+			ID: "20261204_0027_subscription_billing_error",
+			Migrate: func(tx *gorm.DB) error {
+				if tx.Migrator().HasColumn(&Subscription{}, "BillingError") {
+					return nil
+				}
+				return tx.Migrator().AddColumn(&Subscription{}, "BillingError")
+			},
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropColumn(&Subscription{}, "BillingError") },
+		},
 	}
 }
 

@@ -356,6 +356,11 @@ type Subscription struct {
 	CancelReason string `gorm:"size:32"`
 	// LatestSessionID is the checkout session of the latest invoice.
 	LatestSessionID *string `gorm:"size:36"`
+	// BillingError says why the subscription cannot be billed as it stands
+	// (its network no longer configured, its receiving wallet proven by
+	// another merchant): its workflow holds the next step and tries again
+	// ("" when none).
+	BillingError string `gorm:"size:500;not null;default:''"`
 	// ChangeSeq is the workflow's number of the last change written: a
 	// write carrying a number not above it is a retry and changes nothing.
 	ChangeSeq int64 `gorm:"not null;default:0"`

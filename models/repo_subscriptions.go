@@ -114,8 +114,10 @@ type SubscriptionRecord struct {
 	CanceledAt         *time.Time
 	CancelReason       string
 	LatestSessionID    string
-	At                 time.Time
-	Events             []SubscriptionEventSpec
+	// BillingError: why the subscription cannot be billed now ("" none).
+	BillingError string
+	At           time.Time
+	Events       []SubscriptionEventSpec
 }
 
 // SubscriptionEventSpec is an event of a change: its type and the fields it
@@ -143,7 +145,7 @@ func (s *Store) RecordSubscription(ctx context.Context, r SubscriptionRecord) ([
 			fields := map[string]any{"status": r.Status, "current_period_start": r.CurrentPeriodStart.UTC(),
 				"current_period_end": r.CurrentPeriodEnd.UTC(), "cancel_at_period_end": r.CancelAtPeriodEnd,
 				"trial_end": utcPtr(r.TrialEnd), "billing_anchor": utcPtr(r.BillingAnchor), "paused_at": utcPtr(r.PausedAt),
-				"canceled_at": utcPtr(r.CanceledAt), "cancel_reason": r.CancelReason, "change_seq": r.Seq,
+				"canceled_at": utcPtr(r.CanceledAt), "cancel_reason": r.CancelReason, "billing_error": r.BillingError, "change_seq": r.Seq,
 				"workflow_started": true, "updated_at": s.Now()}
 			if r.LatestSessionID != "" {
 				fields["latest_session_id"] = r.LatestSessionID
@@ -225,6 +227,10 @@ func SubscriptionEventData(sub *Subscription, r SubscriptionRecord) map[string]a
 		customerID = *sub.CustomerID
 	}
 	start, end := r.CurrentPeriodStart, r.CurrentPeriodEnd
+	var billingError any
+	if r.BillingError != "" {
+		billingError = r.BillingError
+	}
 	return map[string]any{
 		"subscriptionId": sub.ID, "customerId": customerID, "customerEmail": sub.CustomerEmail,
 		"customerWalletAddress": sub.CustomerWalletAddress, "status": r.Status, "network": sub.Network,
@@ -233,7 +239,7 @@ func SubscriptionEventData(sub *Subscription, r SubscriptionRecord) map[string]a
 		"currentPeriodStart": eventTime(&start), "currentPeriodEnd": eventTime(&end),
 		"cancelAtPeriodEnd": r.CancelAtPeriodEnd, "trialEnd": eventTime(r.TrialEnd), "pausedAt": eventTime(r.PausedAt),
 		"canceledAt": eventTime(r.CanceledAt), "merchantWalletAddress": sub.MerchantWalletAddress,
-		"livemode": sub.Mode == ModeLive,
+		"livemode": sub.Mode == ModeLive, "billingError": billingError,
 	}
 }
 

@@ -74,6 +74,7 @@ func TestRecordSubscription(t *testing.T) {
 		end := time.Date(2027, 2, 28, 10, 0, 0, 0, time.UTC)
 		due := models.SubscriptionRecord{SubscriptionID: sub.ID, Seq: 2, Status: models.SubRenewalPending,
 			CurrentPeriodStart: start, CurrentPeriodEnd: start, BillingAnchor: &start, LatestSessionID: "0192f3a4-0000-7000-8000-000000000001",
+			BillingError: "network: base_sepolia is not configured on this server",
 			Events: []models.SubscriptionEventSpec{{Type: "subscription.renewal_due",
 				Extra: map[string]any{"invoice": map[string]any{"number": 1, "sessionId": "s1"}}}}}
 		ids, err := st.RecordSubscription(ctx, due)
@@ -94,8 +95,12 @@ func TestRecordSubscription(t *testing.T) {
 		}
 		if env.Event != "subscription.renewal_due" || env.Data["subscriptionId"] != sub.ID || env.Data["livemode"] != false ||
 			env.Data["status"] != models.SubRenewalPending || env.Data["amount"] != "19.99" || env.Data["customerId"] != *sub.CustomerID ||
-			env.Data["currentPeriodEnd"] != "2027-01-31T10:00:00.000Z" || env.Data["invoice"] == nil {
+			env.Data["currentPeriodEnd"] != "2027-01-31T10:00:00.000Z" || env.Data["invoice"] == nil ||
+			env.Data["billingError"] != due.BillingError {
 			t.Fatalf("payload %+v", env.Data)
+		}
+		if got, err := st.SubscriptionByID(ctx, sub.ID); err != nil || got.BillingError != due.BillingError {
+			t.Fatalf("billing error kept: %+v %v", got, err)
 		}
 		// A later change, then the earlier one again: the row keeps the later.
 		paid := models.SubscriptionRecord{SubscriptionID: sub.ID, Seq: 3, Status: models.SubActive, CurrentPeriodStart: start,
@@ -110,11 +115,14 @@ func TestRecordSubscription(t *testing.T) {
 		}
 		got, err := st.SubscriptionByID(ctx, sub.ID)
 		if err != nil || got.Status != models.SubActive || got.ChangeSeq != 3 || !got.CurrentPeriodEnd.Equal(end) || !got.WorkflowStarted ||
-			got.LatestSessionID == nil || got.BillingAnchor == nil || !got.BillingAnchor.Equal(start) {
+			got.LatestSessionID == nil || got.BillingAnchor == nil || !got.BillingAnchor.Equal(start) || got.BillingError != "" {
 			t.Fatalf("row %+v %v", got, err)
 		}
 		d, _ = st.WebhookDelivery(ctx, ids2[0])
 		_ = json.Unmarshal(d.Payload, &env)
+		if v, ok := env.Data["billingError"]; !ok || v != nil {
+			t.Fatalf("billingError of a billed subscription: %v (present %v)", v, ok)
+		}
 		if _, ok := env.Data["txHash"]; !ok || env.Data["txHash"] != nil {
 			t.Fatalf("renewed without a transaction carries txHash null: %+v", env.Data)
 		}

@@ -227,6 +227,7 @@ type dSubscription struct {
 	CancelReason          *string     `json:"cancelReason"`
 	MerchantWalletAddress string      `json:"merchantWalletAddress"`
 	LatestSessionID       *string     `json:"latestCheckoutSessionId"`
+	BillingError          *string     `json:"billingError"`
 	CreatedAt             time.Time   `json:"createdAt"`
 }
 

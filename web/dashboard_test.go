@@ -1142,9 +1142,15 @@ func TestDashboardSubscriptions(t *testing.T) {
 	page := a.get("/dashboard/test/subscriptions/" + active.ID)
 	if page.status != 200 || !strings.Contains(page.text("#subscription"), "4.20 USDC every 3 months") ||
 		page.doc.Find("#do-pause").Length() != 1 || page.doc.Find("#do-resume").Length() != 0 || page.doc.Find("#do-cancel-now").Length() != 1 ||
-		page.doc.Find("#invoice-hint").Length() != 0 {
+		page.doc.Find("#invoice-hint").Length() != 0 || page.doc.Find("#billing-error").Length() != 0 {
 		t.Fatalf("active subscription %d %q", page.status, page.text("main"))
 	}
+	// Held (its workflow cannot open an invoice's session): the page says why.
+	storetest.Exec(t, d.st, "UPDATE subscriptions SET billing_error = ? WHERE id = ?", "the receiving wallet <w> is proven by another merchant account", active.ID)
+	if held := a.get("/dashboard/test/subscriptions/" + active.ID); !strings.Contains(held.text("#billing-error"), "Billing is on hold. the receiving wallet <w> is proven") {
+		t.Fatalf("held subscription %q", held.text("main"))
+	}
+	storetest.Exec(t, d.st, "UPDATE subscriptions SET billing_error = '' WHERE id = ?", active.ID)
 	if href, _ := page.doc.Find("#subscription a[href*='/customers/']").Attr("href"); !strings.HasSuffix(href, "/customers/"+*active.CustomerID) {
 		t.Fatalf("customer link %q", href)
 	}

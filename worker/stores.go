@@ -98,7 +98,7 @@ func (a subscriptionStore) RecordSubscription(ctx context.Context, r activities.
 	rec := models.SubscriptionRecord{SubscriptionID: r.SubscriptionID, Seq: r.Seq, Status: r.Status,
 		CurrentPeriodStart: r.CurrentPeriodStart, CurrentPeriodEnd: r.CurrentPeriodEnd, CancelAtPeriodEnd: r.CancelAtPeriodEnd,
 		TrialEnd: r.TrialEnd, BillingAnchor: r.BillingAnchor, PausedAt: r.PausedAt, CanceledAt: r.CanceledAt,
-		CancelReason: r.CancelReason, LatestSessionID: r.LatestSessionID, At: r.At}
+		CancelReason: r.CancelReason, LatestSessionID: r.LatestSessionID, BillingError: r.BillingError, At: r.At}
 	for _, ev := range r.Events {
 		rec.Events = append(rec.Events, models.SubscriptionEventSpec{Type: ev.Type, Extra: ev.Extra})
 	}

@@ -99,6 +99,9 @@ type SubscriptionPolicy struct {
 	// InFlightRecheck is how often a deadline that finds a payment being
 	// confirmed looks again (the signal normally comes first).
 	InFlightRecheck time.Duration
+	// BlockedRecheck is how often a subscription that cannot be billed as
+	// it stands (Unbillable) tries its step again (an hour when unset).
+	BlockedRecheck time.Duration
 	// FixedPeriod, when set (tests, demos), makes every period last this
 	// long instead of its calendar interval.
 	FixedPeriod time.Duration
@@ -108,7 +111,7 @@ type SubscriptionPolicy struct {
 // into past_due, canceled 7 days after past_due.
 func DefaultSubscriptionPolicy() SubscriptionPolicy {
 	return SubscriptionPolicy{GracePeriod: 72 * time.Hour, Reminders: []time.Duration{24 * time.Hour, 72 * time.Hour, 120 * time.Hour},
-		DunningPeriod: 168 * time.Hour, InFlightRecheck: time.Minute}
+		DunningPeriod: 168 * time.Hour, InFlightRecheck: time.Minute, BlockedRecheck: time.Hour}
 }
 
 // Validate checks the policy: positive durations, reminders ascending and
@@ -124,7 +127,7 @@ func (p SubscriptionPolicy) Validate() error {
 		}
 		prev = r
 	}
-	if p.FixedPeriod < 0 || p.InFlightRecheck < 0 {
+	if p.FixedPeriod < 0 || p.InFlightRecheck < 0 || p.BlockedRecheck < 0 {
 		return errors.New("durations must not be negative")
 	}
 	return nil
@@ -211,6 +214,16 @@ const pausedCancelVersion = "cancel-while-paused-ends-at-period-end"
 // paused day).
 const resumeNextStartVersion = "resume-next-invoice-at-period-end"
 
+// billingBlockedVersion marks the workflows in which a step that cannot
+// open its invoice's session because the subscription cannot be billed as
+// it stands (activities.ErrTypeUnbillable: its network no longer
+// configured, its receiving wallet proven by another merchant) holds and
+// tries again every BlockedRecheck, with the reason in the read model
+// (billingError) and subscription.updated. Before, the activity's failure
+// failed the workflow: the subscription stayed active, never billed again,
+// and nobody was told.
+const billingBlockedVersion = "unbillable-holds"
+
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
 type SubscriptionState struct {
@@ -252,8 +265,12 @@ type SubscriptionState struct {
 	PaidPeriods int
 	// LatestSessionID is the session of the latest invoice.
 	LatestSessionID string
-	// HoldUntil defers a deadline while a payment is being confirmed.
+	// HoldUntil defers a deadline while a payment is being confirmed, or
+	// while the subscription cannot be billed (BillingError).
 	HoldUntil time.Time
+	// BillingError says why the last step could not open its invoice's
+	// session ("" once one opens; billingBlockedVersion).
+	BillingError string
 	// Seq numbers the changes written to the read model.
 	Seq int64
 	// Created: subscription.created has been emitted.
@@ -307,6 +324,9 @@ func SubscriptionWorkflow(ctx workflow.Context, st SubscriptionState) (Subscript
 	}
 	if st.Policy.InFlightRecheck <= 0 {
 		st.Policy.InFlightRecheck = time.Minute
+	}
+	if st.Policy.BlockedRecheck <= 0 {
+		st.Policy.BlockedRecheck = time.Hour
 	}
 	st.Runs++
 	s := &subscriptionRun{st: st, mu: workflow.NewMutex(ctx), notices: workflow.GetSignalChannel(ctx, SubscriptionSessionSignal),
@@ -379,7 +399,9 @@ func (s *subscriptionRun) deadline() time.Time {
 	default:
 		d = s.nextDunningStep()
 	}
-	if st.HoldUntil.After(d) {
+	// A cancel at period end with nothing invoiced is not held (a hold
+	// with no open invoice is a blocked billing, which it ends).
+	if st.HoldUntil.After(d) && (st.Invoice != nil || !st.CancelAtPeriodEnd) {
 		d = st.HoldUntil
 	}
 	return d
@@ -452,7 +474,7 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 	case s.st.Invoice == nil && s.st.CancelAtPeriodEnd:
 		return false, s.cancel(ctx, CancelReasonPeriodEnd, false, nil)
 	case s.st.Invoice == nil:
-		return false, s.issueInvoice(ctx)
+		return false, s.unlessUnbillable(ctx, s.issueInvoice)
 	}
 	// A deadline of an open invoice: look at its session first, so that a
 	// lost signal never cancels a customer who paid.
@@ -472,9 +494,9 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 		// which did not pay: no dunning, the subscription ends.
 		return false, s.cancel(ctx, CancelReasonRequested, true, nil)
 	case s.st.Invoice.PastDueAt.IsZero():
-		return false, s.pastDue(ctx)
+		return false, s.unlessUnbillable(ctx, s.pastDue)
 	case s.st.Invoice.Reminders < len(s.st.Policy.Reminders) && utcNow(ctx).Before(s.st.Invoice.PastDueAt.Add(s.st.Policy.DunningPeriod)):
-		return false, s.remind(ctx)
+		return false, s.unlessUnbillable(ctx, s.remind)
 	}
 	// Dunning is over. A payment that reached the session since the look
 	// above still wins: cancel holds for one on its way and renews for
@@ -506,7 +528,7 @@ func (s *subscriptionRun) takeNotices(ctx workflow.Context) (bool, error) {
 			// period that ended is the last.
 			return false, s.cancel(ctx, CancelReasonRequested, true, nil)
 		}
-		if err := s.reopen(ctx, n); err != nil {
+		if err := s.unlessUnbillable(ctx, func(ctx workflow.Context) error { return s.reopen(ctx, n) }); err != nil {
 			return false, err
 		}
 	}
@@ -560,7 +582,43 @@ func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time)
 	inv.SessionID, inv.SessionExpiresAt, inv.CheckoutURL = got.SessionID, got.ExpiresAt, got.CheckoutURL
 	inv.Sessions = append(inv.Sessions, got.SessionID)
 	s.st.LatestSessionID = got.SessionID
+	// Billed again: the record that follows clears the reason.
+	s.st.BillingError = ""
 	return nil
+}
+
+// unlessUnbillable runs a step that opens an invoice's session. If the
+// subscription cannot be billed as it stands (billingBlockedVersion), the
+// step is undone (the invoice as it was), the reason recorded once with
+// subscription.updated, and the step tried again after BlockedRecheck;
+// the subscription keeps its status meanwhile, and a cancel still ends it.
+func (s *subscriptionRun) unlessUnbillable(ctx workflow.Context, step func(workflow.Context) error) error {
+	invoices, inv := s.st.Invoices, s.st.Invoice.clone()
+	err := step(ctx)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeUnbillable ||
+		workflow.GetVersion(ctx, billingBlockedVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return err
+	}
+	s.st.Invoices, s.st.Invoice = invoices, inv
+	s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.BlockedRecheck)
+	workflow.GetLogger(ctx).Error("subscription cannot be billed; the step is held and tried again", "subscriptionId", s.st.SubscriptionID,
+		"reason", appErr.Message(), "retryAt", s.st.HoldUntil)
+	if s.st.BillingError == appErr.Message() {
+		return nil
+	}
+	s.st.BillingError = appErr.Message()
+	return s.record(ctx, subEvent("subscription.updated", map[string]any{"action": nil, "previousStatus": s.st.Status}))
+}
+
+// clone is a copy of the invoice sharing nothing with it (nil for nil).
+func (inv *Invoice) clone() *Invoice {
+	if inv == nil {
+		return nil
+	}
+	c := *inv
+	c.Sessions = slices.Clone(inv.Sessions)
+	return &c
 }
 
 // issueInvoice opens the invoice of the next period at its start, with a
@@ -693,6 +751,7 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 	s.st.CancelReason = reason
 	s.st.Invoice = nil
 	s.st.HoldUntil = time.Time{}
+	s.st.BillingError = ""
 	events := []activities.SubscriptionEvent{}
 	if before != nil {
 		events = append(events, *before)
@@ -749,7 +808,7 @@ func (s *subscriptionRun) record(ctx workflow.Context, events ...activities.Subs
 		CurrentPeriodStart: st.CurrentPeriodStart, CurrentPeriodEnd: st.CurrentPeriodEnd, CancelAtPeriodEnd: st.CancelAtPeriodEnd,
 		TrialEnd: timePtr(st.TrialEnd), BillingAnchor: timePtr(st.Anchor), PausedAt: timePtr(st.PausedAt),
 		CanceledAt: timePtr(st.CanceledAt), CancelReason: st.CancelReason, LatestSessionID: st.LatestSessionID,
-		At: utcNow(ctx), Events: events}
+		BillingError: st.BillingError, At: utcNow(ctx), Events: events}
 	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.RecordSubscription, r).Get(ctx, nil); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/paygate/paygate/activities"
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/billing"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/temporaldev"
@@ -36,6 +37,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed, continued as new
 	"testdata/subscription_dunning_voids_all.json", // as subscription_dunning, its cancel voiding every session of the invoice (cancelVoidsEveryVersion)
 	"testdata/subscription_paused_cancel.json",     // trial paused, canceled at period end while paused (pausedCancelVersion), resumed (resumeNextStartVersion), paused again: canceled at the trial's end
+	"testdata/subscription_unbillable_held.json",   // the first invoice's session refused twice (Unbillable): held (billingBlockedVersion), then opened; cancel_now
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -268,6 +270,27 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 		}
 	}
 	save(id.id, rec.finish(id, CancelReasonPeriodEnd), subscriptionHistoryFiles[11])
+
+	// 13. At the trial's end the invoice's session is refused twice (the
+	// subscription cannot be billed as it stands): held, recorded once,
+	// tried again after BlockedRecheck; the third try opens it; cancel_now.
+	held := long
+	held.BlockedRecheck = time.Second
+	base = len(rec.sessions.all())
+	rec.sessions.mu.Lock()
+	rec.sessions.refuse = func() error {
+		if rec.sessions.refused < 2 {
+			return apperr.Invalid("network", "base_sepolia is not configured on this server")
+		}
+		return nil
+	}
+	rec.sessions.mu.Unlock()
+	id = rec.start("sub_replay_unbillable_held", held, time.Second)
+	rec.waitSessions(base + 1)
+	if st, err := rec.action(id, ActionCancelNow); err != nil || st.Status != models.SubCanceled {
+		t.Fatalf("cancel_now: %+v %v", st, err)
+	}
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[12])
 }
 
 // settle sends the settle update for exception excID.

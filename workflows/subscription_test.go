@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,6 +176,10 @@ type subFakeSessions struct {
 	// beforeVoid, when set, runs (locked) as a void begins: a customer
 	// acting between the workflow's look at the session and its void.
 	beforeVoid func(s *subFakeSession)
+	// refuse, when set, answers an error in place of opening a session
+	// (the subscription cannot be billed as it stands).
+	refuse  func() error
+	refused int
 }
 
 func newSubFakeSessions() *subFakeSessions {
@@ -197,6 +202,12 @@ func (f *subFakeSessions) statusLocked(s *subFakeSession) string {
 func (f *subFakeSessions) OpenInvoiceSession(_ context.Context, req activities.InvoiceSessionRequest) (activities.InvoiceSession, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refuse != nil {
+		if err := f.refuse(); err != nil {
+			f.refused++
+			return activities.InvoiceSession{}, err
+		}
+	}
 	s, ok := f.byID[req.SessionID]
 	if !ok {
 		s = &subFakeSession{ID: req.SessionID, Req: req, OpenedAt: f.now(), Status: models.StatusCreated}
@@ -994,6 +1005,84 @@ func TestSubscriptionResumeNextInvoiceAtReportedEnd(t *testing.T) {
 	if r := h.store.ofType("subscription.renewed"); len(r) < 2 || !r[1].Record.CurrentPeriodStart.Equal(mar1) {
 		t.Fatalf("renewed %+v", r)
 	}
+}
+
+// TestSubscriptionUnbillableHolds: a step whose invoice session cannot be
+// opened because the subscription cannot be billed as it stands (its
+// receiving wallet proven by another merchant, its network removed) holds
+// and tries again hourly: the reason is recorded once (subscription.updated,
+// billingError), the status kept, and once a session opens the invoice
+// comes with billingError cleared, for the period it would have paid. A
+// cancel at period end is not held. Before, the activity's failure failed
+// the workflow: the subscription stayed active, unbilled, and nobody knew.
+func TestSubscriptionUnbillableHolds(t *testing.T) {
+	trialEnd := subStart.Add(7 * 24 * time.Hour)
+	claimed := func(h *subHarness, until time.Time) {
+		h.sessions.refuse = func() error {
+			if h.sessions.now().Before(until) {
+				return apperr.New(apperr.ErrBadRequest, "the receiving wallet 0xabc is proven by another merchant account")
+			}
+			return nil
+		}
+	}
+	t.Run("held, then billed", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		claimed(h, trialEnd.Add(150*time.Minute))
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		if h.sessions.refused != 3 {
+			t.Fatalf("%d refused opens, want 3 (at the trial's end, then hourly)", h.sessions.refused)
+		}
+		types := h.store.types()
+		if want := []string{"subscription.created", "subscription.updated", "subscription.renewal_due", "subscription.renewed"}; !slices.Equal(types, want) {
+			t.Fatalf("events %v, want %v", types, want)
+		}
+		held := h.store.ofType("subscription.updated")[0]
+		if !held.At.Equal(trialEnd) || held.Record.BillingError == "" || !strings.Contains(held.Record.BillingError, "another merchant") ||
+			held.Record.Status != models.SubTrialing || held.Extra["action"] != nil || held.Extra["previousStatus"] != models.SubTrialing {
+			t.Fatalf("held %+v at %s", held, held.At)
+		}
+		due := h.store.ofType("subscription.renewal_due")[0]
+		if !due.At.Equal(trialEnd.Add(3*time.Hour)) || due.Record.BillingError != "" || invoiceOf(t, due)["periodStart"] != ts(trialEnd) ||
+			num(invoiceOf(t, due)["number"]) != 1 {
+			t.Fatalf("invoice at %s: %+v (%q)", due.At, invoiceOf(t, due), due.Record.BillingError)
+		}
+	})
+	t.Run("cancel while held", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		claimed(h, trialEnd.Add(100*24*time.Hour))
+		cancel := h.action(trialEnd.Add(10*time.Minute), ActionCancel)
+		h.runUntil(1, nil)
+		if cancel.err != nil || h.result == nil || h.result.CancelReason != CancelReasonPeriodEnd {
+			t.Fatalf("cancel %+v, result %+v", cancel, h.result)
+		}
+		c := h.store.ofType("subscription.canceled")
+		if len(c) != 1 || !c[0].At.Equal(trialEnd.Add(10*time.Minute)) || c[0].Record.BillingError != "" {
+			t.Fatalf("canceled %+v", c)
+		}
+	})
+	t.Run("past due held", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		graceEnd := trialEnd.Add(72 * time.Hour)
+		h.at(graceEnd.Add(-time.Minute), func() { claimed(h, graceEnd.Add(30*time.Minute)) })
+		cancel := h.action(graceEnd.Add(2*time.Hour), ActionCancelNow)
+		h.runUntil(1, nil)
+		types := h.store.types()
+		if want := []string{"subscription.created", "subscription.renewal_due", "subscription.updated", "subscription.past_due",
+			"subscription.updated", "subscription.canceled"}; !slices.Equal(types, want) {
+			t.Fatalf("events %v, want %v", types, want)
+		}
+		pd := h.store.ofType("subscription.past_due")[0]
+		if !pd.At.Equal(graceEnd.Add(time.Hour)) || pd.Record.BillingError != "" || num(invoiceOf(t, pd)["number"]) != 1 {
+			t.Fatalf("past_due at %s: %+v", pd.At, pd.Record)
+		}
+		if held := h.store.ofType("subscription.updated")[0]; held.Record.Status != models.SubRenewalPending || !held.At.Equal(graceEnd) {
+			t.Fatalf("held %+v", held.Record)
+		}
+		if cancel.err != nil || len(h.sessions.all()) != 2 {
+			t.Fatalf("cancel %+v, sessions %d", cancel, len(h.sessions.all()))
+		}
+	})
 }
 
 // TestSubscriptionCancelWhileRenewalInFlight: SPEC.md's cancel (any
