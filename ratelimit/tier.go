@@ -16,6 +16,7 @@ const (
 	TierKeyManagement     = "key_management"
 	TierWebhookManagement = "webhook_management"
 	TierRead              = "read"
+	TierHostedPageRead    = "hosted_page_read"
 	TierAuthFailures      = "auth_failures"
 )
 
@@ -73,6 +74,8 @@ func (t Tier) Rule() Rule { return Rule{Name: t.Name, Limit: t.Limit, Window: t.
 // (the two management tiers leave out the dashboard's own page reads)
 //
 //	read                 30 / 10 s  every GET under /api
+//	hosted_page_read    120 / 1 min GET of the hosted pages (/pay/{link},
+//	                                /checkout/{session} and its QR code)
 //	auth_failures        10 / 5 min failed authentications (RecordAuthFailure)
 //
 // HEAD counts as GET. OPTIONS (CORS preflight, answered without touching the
@@ -98,8 +101,18 @@ func DefaultTiers() []Tier {
 		{Name: TierRead, Limit: 30, Window: 10 * time.Second, SkipPageReads: true, Match: func(m, p string) bool {
 			return isRead(m) && under(p, "/api")
 		}},
+		// Not SPEC.md's (its tiers are the API's): each hosted page read
+		// costs store reads, and a person opens a few a minute.
+		{Name: TierHostedPageRead, Limit: 120, Window: time.Minute, Match: isHostedPageRead},
 		{Name: TierAuthFailures, Limit: 10, Window: 5 * time.Minute, AuthFailures: true},
 	}
+}
+
+// isHostedPageRead matches the reads of the hosted pages: the payment
+// link's page, the checkout page and its QR code (their static assets are
+// not limited: fingerprinted and cached).
+func isHostedPageRead(method, p string) bool {
+	return isRead(method) && (under(p, "/pay") || under(p, "/checkout"))
 }
 
 // under reports whether p is prefix or a path below it.

@@ -19,7 +19,7 @@ func matchedTiers(method, p string) []string {
 }
 
 func TestDefaultTierMatching(t *testing.T) {
-	g, cm, cp, km, wm, rd := TierGlobal, TierCheckoutMutation, TierCheckoutPoll, TierKeyManagement, TierWebhookManagement, TierRead
+	g, cm, cp, km, wm, rd, hp := TierGlobal, TierCheckoutMutation, TierCheckoutPoll, TierKeyManagement, TierWebhookManagement, TierRead, TierHostedPageRead
 	cases := []struct {
 		method, path string
 		want         []string
@@ -47,8 +47,13 @@ func TestDefaultTierMatching(t *testing.T) {
 		{"POST", "/pay/l1", []string{cm}},
 		{"POST", "/checkout/s1/submit", []string{cm}},
 		{"POST", "/checkout/s1/cancel", []string{cm}},
-		{"GET", "/pay/l1", nil},
-		{"GET", "/checkout/s1", nil},
+		{"GET", "/pay/l1", []string{hp}},
+		{"HEAD", "/pay/l1", []string{hp}},
+		{"GET", "/checkout/s1", []string{hp}},
+		{"GET", "/checkout/s1/qr.svg", []string{hp}},
+		{"GET", "/payx", nil},
+		{"GET", "/static/abc/app.css", nil},
+		{"GET", "/dashboard/login", nil},
 		{"GET", "/apix", nil},
 		{"GET", "/healthz", nil},
 		{"GET", "/api", []string{g, rd}},

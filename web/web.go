@@ -125,16 +125,16 @@ func New(p Pages) (*Pages, error) {
 
 // Register mounts the pages and their assets on the engine.
 func (p *Pages) Register(e *gin.Engine) {
-	e.GET("/pay/:linkId", p.secure, p.payPage)
 	limit := func(*gin.Context) {}
 	if p.Limiter != nil {
 		limit = p.Limiter.PageMiddleware(p.tooMany)
 	}
+	e.GET("/pay/:linkId", p.secure, limit, p.payPage)
 	e.POST("/pay/:linkId", p.secure, limit, p.payForm)
-	e.GET("/checkout/:sessionId", p.secure, p.checkoutPage)
+	e.GET("/checkout/:sessionId", p.secure, limit, p.checkoutPage)
 	e.POST("/checkout/:sessionId/cancel", p.secure, limit, p.cancelForm)
 	e.POST("/checkout/:sessionId/submit", p.secure, limit, p.submitForm)
-	e.GET("/checkout/:sessionId/qr.svg", p.secure, p.qr)
+	e.GET("/checkout/:sessionId/qr.svg", p.secure, limit, p.qr)
 	e.GET("/static/:hash/:name", p.static)
 	e.GET("/favicon.ico", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, p.assets["favicon.svg"].path) })
 	p.registerDashboard(e)

@@ -267,6 +267,24 @@ func TestHostedFormsAreRateLimited(t *testing.T) {
 	}
 }
 
+// The hosted pages' reads have a tier of their own (each costs store
+// reads): 120 a minute from one address, then a page saying to wait.
+// Before, they were not limited at all.
+func TestHostedPageReadsAreRateLimited(t *testing.T) {
+	limiter := ratelimit.New(ratelimit.NewMemoryStore(), ratelimit.Config{Enabled: true, Tiers: ratelimit.DefaultTiers()})
+	s := newSite(t, func(p *web.Pages) { p.Limiter = limiter })
+	paths := []string{"/pay/" + s.link.ID, "/checkout/" + models.NewID(), "/checkout/" + models.NewID() + "/qr.svg"}
+	for i := range 120 {
+		if r := s.get(paths[i%len(paths)]); r.status == http.StatusTooManyRequests {
+			t.Fatalf("read %d refused", i+1)
+		}
+	}
+	r := s.get(paths[0])
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "Too many attempts") {
+		t.Fatalf("the 121st read in a minute: %d %q %.300s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+}
+
 func TestSolanaCheckoutShowsSolanaPay(t *testing.T) {
 	s := newSite(t)
 	ok := s.post("/pay/"+s.link.ID, url.Values{"network": {"solana_devnet"}, "email": {"ann@example.com"}, "country": {"FR"},
