@@ -19,6 +19,8 @@ func (s *Server) registerAuth(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodPost, "/auth/login", AuthNone, s.login)
 	s.Handle(g, http.MethodPost, "/auth/logout", AuthSession, s.logout)
 	s.Handle(g, http.MethodPost, "/auth/logout-others", AuthSession, s.logoutOthers)
+	s.Handle(g, http.MethodGet, "/auth/sessions", AuthSession, s.listSessions)
+	s.Handle(g, http.MethodDelete, "/auth/sessions/:id", AuthSession, s.revokeSession)
 	s.Handle(g, http.MethodPost, "/auth/password", AuthSession, s.changePassword)
 	s.Handle(g, http.MethodPost, "/auth/password-reset", AuthNone, s.requestPasswordReset)
 	s.Handle(g, http.MethodPost, "/auth/password-reset/confirm", AuthNone, s.confirmPasswordReset)
@@ -112,7 +114,7 @@ func (s *Server) signup(c *gin.Context) {
 		return
 	}
 	m := &models.Merchant{Email: email, PasswordHash: hash, BusinessName: name}
-	sess := &models.DashboardSession{TokenHash: s.Hasher.Hash(token), ExpiresAt: s.Store.Now().Add(s.SessionTTL)}
+	sess := s.newDashboardSession(c, "", token)
 	if _, err := s.Store.CreateMerchant(c.Request.Context(), m, sess,
 		models.NewKey{Hash: s.Hasher.Hash(key.Full), Prefix: key.Prefix, Suffix: key.Suffix, Type: models.ModeTest}); err != nil {
 		fail(c, err)
@@ -209,7 +211,7 @@ func (s *Server) login(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	sess := &models.DashboardSession{MerchantID: m.ID, TokenHash: s.Hasher.Hash(token), ExpiresAt: s.Store.Now().Add(s.SessionTTL)}
+	sess := s.newDashboardSession(c, m.ID, token)
 	if err := s.Store.CreateDashboardSession(c.Request.Context(), sess); err != nil {
 		fail(c, err)
 		return

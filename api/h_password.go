@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -113,6 +114,67 @@ func (s *Server) logoutOthers(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusOK, gin.H{"sessionsSignedOut": revoked})
+}
+
+// newDashboardSession is the session a sign-up or sign-in opens with token,
+// noting the browser and the address it came from.
+func (s *Server) newDashboardSession(c *gin.Context, merchantID, token string) *models.DashboardSession {
+	return &models.DashboardSession{MerchantID: merchantID, TokenHash: s.Hasher.Hash(token), ExpiresAt: s.Store.Now().Add(s.SessionTTL),
+		UserAgent: cutUTF8(strings.ToValidUTF8(c.Request.UserAgent(), ""), 300), ClientIP: cutUTF8(c.ClientIP(), 64)}
+}
+
+// cutUTF8 cuts s to at most n bytes, never inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+type signedInJSON struct {
+	ID        string `json:"id"`
+	Current   bool   `json:"current"`
+	CreatedAt Time   `json:"createdAt"`
+	ExpiresAt Time   `json:"expiresAt"`
+	UserAgent string `json:"userAgent"`
+	IPAddress string `json:"ipAddress"`
+}
+
+// listSessions serves GET /api/auth/sessions: the account's signed-in
+// sessions (the newest 100), the caller's marked current.
+func (s *Server) listSessions(c *gin.Context) {
+	p := principal(c)
+	list, err := s.Store.OpenDashboardSessions(c.Request.Context(), p.MerchantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]signedInJSON, 0, len(list))
+	for _, d := range list {
+		out = append(out, signedInJSON{ID: d.ID, Current: d.ID == p.SessionID, CreatedAt: ts(d.CreatedAt), ExpiresAt: ts(d.ExpiresAt),
+			UserAgent: d.UserAgent, IPAddress: d.ClientIP})
+	}
+	respond(c, http.StatusOK, out)
+}
+
+// revokeSession serves DELETE /api/auth/sessions/{id}: one of the
+// account's sessions is signed out (the caller's own too: a logout).
+// Another account's, an unknown or an ended session is 404.
+func (s *Server) revokeSession(c *gin.Context) {
+	id, err := pathID(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	p := principal(c)
+	if err := s.Store.RevokeOwnDashboardSession(c.Request.Context(), p.MerchantID, id); err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, gin.H{"id": id, "signedOut": true, "current": id == p.SessionID})
 }
 
 type resetRequest struct {

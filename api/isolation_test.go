@@ -196,7 +196,9 @@ var ownAccountRoutes = map[string]bool{
 	// TestLogoutOthers, TestPasswordReset).
 	"POST /api/auth/logout-others": true, "POST /api/auth/password": true, "POST /api/auth/password-reset": true,
 	"POST /api/auth/password-reset/confirm": true,
-	"GET /api/merchant":                     true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
+	// The caller's own sessions (another account's: 404, TestSignedInSessions).
+	"GET /api/auth/sessions": true, "DELETE /api/auth/sessions/:id": true,
+	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,
 	"GET /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs": true, "POST /api/merchant/wallet-proofs/message": true,
 	// Its path names a wallet, not a record: the caller's own proof of it,
 	// or 404 (another merchant's proof of it: TestWalletProofs).

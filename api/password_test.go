@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/models"
@@ -117,6 +118,69 @@ func TestLogoutOthers(t *testing.T) {
 			t.Fatalf("a second time: sessionsSignedOut %v, want 0", got)
 		}
 		expect(t, h.do("POST", "/api/auth/logout-others", m.TestKey, nil), 401, "UNAUTHORIZED")
+	})
+}
+
+// TestSignedInSessions: the account lists its signed-in sessions, the
+// newest first, with the browser and address each signed in from and the
+// caller's marked current; one is signed out by id (the caller's own too);
+// another account's, an ended or a malformed id is refused, and another
+// account's sessions never show.
+func TestSignedInSessions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m, b := h.signup(), h.signup()
+		login := h.doWith("POST", "/api/auth/login", "", map[string]any{"email": m.Email, "password": "correct horse battery"},
+			map[string]string{"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0 " + strings.Repeat("é", 200)})
+		expect(t, login, 200, "")
+		phone := login.str("data", "sessionToken")
+
+		r := h.do("GET", "/api/auth/sessions", m.Session, nil)
+		expect(t, r, 200, "")
+		list := r.list()
+		if len(list) != 2 {
+			t.Fatalf("%d sessions, want 2: %s", len(list), r.Raw)
+		}
+		newest, first := list[0].(map[string]any), list[1].(map[string]any)
+		ua, _ := newest["userAgent"].(string)
+		if newest["current"] != false || first["current"] != true || !strings.HasPrefix(ua, "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0 é") ||
+			len(ua) > 300 || !utf8.ValidString(ua) || newest["ipAddress"] != "127.0.0.1" {
+			t.Fatalf("sessions %s", r.Raw)
+		}
+		for _, s := range list {
+			if id := s.(map[string]any)["id"]; id == "" || id == nil {
+				t.Fatalf("no id: %s", r.Raw)
+			}
+		}
+		// Another account's session: not found, and still signed in.
+		theirs := h.do("GET", "/api/auth/sessions", b.Session, nil)
+		expect(t, theirs, 200, "")
+		if len(theirs.list()) != 1 {
+			t.Fatalf("b sees %s", theirs.Raw)
+		}
+		theirID := theirs.list()[0].(map[string]any)["id"].(string)
+		expect(t, h.do("DELETE", "/api/auth/sessions/"+theirID, m.Session, nil), 404, "NOT_FOUND")
+		expect(t, h.do("GET", "/api/merchant", b.Session, nil), 200, "")
+		expectField(t, h.do("DELETE", "/api/auth/sessions/not-a-uuid", m.Session, nil), "id")
+
+		// The other one signed out: gone from the list, its token refused.
+		out := h.do("DELETE", "/api/auth/sessions/"+newest["id"].(string), m.Session, nil)
+		expect(t, out, 200, "")
+		if out.data()["current"] != false || out.data()["signedOut"] != true {
+			t.Fatalf("signed out %s", out.Raw)
+		}
+		expect(t, h.do("GET", "/api/merchant", phone, nil), 401, "UNAUTHORIZED")
+		expect(t, h.do("DELETE", "/api/auth/sessions/"+newest["id"].(string), m.Session, nil), 404, "NOT_FOUND")
+		if r := h.do("GET", "/api/auth/sessions", m.Session, nil); len(r.list()) != 1 {
+			t.Fatalf("after the sign-out %s", r.Raw)
+		}
+		// Its own: a logout.
+		self := h.do("DELETE", "/api/auth/sessions/"+first["id"].(string), m.Session, nil)
+		expect(t, self, 200, "")
+		if self.data()["current"] != true {
+			t.Fatalf("own sign-out %s", self.Raw)
+		}
+		expect(t, h.do("GET", "/api/auth/sessions", m.Session, nil), 401, "UNAUTHORIZED")
+		expect(t, h.do("GET", "/api/auth/sessions", b.TestKey, nil), 401, "UNAUTHORIZED")
 	})
 }
 

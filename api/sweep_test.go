@@ -205,6 +205,9 @@ func sweepCases() map[string]sweepCase {
 		}},
 		"POST /api/auth/logout":        {skip: noInput + " (and a valid one ends the sweep's session)"},
 		"POST /api/auth/logout-others": {skip: noInput + " (and a valid one ends the sweep's other sessions)"},
+		"GET /api/auth/sessions":       {skip: noInput},
+		"DELETE /api/auth/sessions/:id": {skip: "its one input is the path's id, checked by TestSignedInSessions (malformed: 400; another account's: 404); " +
+			"a valid one ends a sweep session"},
 		"POST /api/auth/password": {body: body(map[string]any{"currentPassword": "correct horse battery",
 			"newPassword": "a new long password"})},
 		"POST /api/auth/password-reset": {body: func(f *sweepFixtures) map[string]any { return map[string]any{"email": f.a.Email} }},

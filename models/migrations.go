@@ -1,10 +1,10 @@
 package models
 
 import (
-	"time"
-
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
@@ -488,6 +488,25 @@ func migrations() []*gormigrate.Migration {
 				return tx.Migrator().AddColumn(&Subscription{}, "BillingError")
 			},
 			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropColumn(&Subscription{}, "BillingError") },
+		},
+		{
+			// Where each dashboard session signed in from (the account's
+			// list of sessions).
+			ID: "20261205_0028_dashboard_session_origin",
+			Migrate: func(tx *gorm.DB) error {
+				for _, col := range []string{"UserAgent", "ClientIP"} {
+					if !tx.Migrator().HasColumn(&DashboardSession{}, col) {
+						if err := tx.Migrator().AddColumn(&DashboardSession{}, col); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			},
+			Rollback: func(tx *gorm.DB) error {
+				return errors.Join(tx.Migrator().DropColumn(&DashboardSession{}, "UserAgent"),
+					tx.Migrator().DropColumn(&DashboardSession{}, "ClientIP"))
+			},
 		},
 	}
 }

@@ -67,6 +67,10 @@ type DashboardSession struct {
 	ExpiresAt  time.Time
 	RevokedAt  *time.Time
 	CreatedAt  time.Time
+	// UserAgent and ClientIP are the browser and the address that signed
+	// in (shown in the account's list of sessions; "" for older sessions).
+	UserAgent string `gorm:"size:300;not null;default:''"`
+	ClientIP  string `gorm:"size:64;not null;default:''"`
 }
 
 // PasswordReset is a password-reset link e-mailed to a merchant: only its

@@ -49,6 +49,33 @@ func (s *Store) RevokeOtherDashboardSessions(ctx context.Context, merchantID, ke
 	return revokeSessions(s.ctx(ctx), merchantID, keepSessionID, s.Now())
 }
 
+// maxListedSessions bounds the account's list of sessions (the newest).
+const maxListedSessions = 100
+
+// OpenDashboardSessions lists the merchant's signed-in sessions (not
+// revoked, not expired), the newest first, at most maxListedSessions.
+func (s *Store) OpenDashboardSessions(ctx context.Context, merchantID string) ([]DashboardSession, error) {
+	var out []DashboardSession
+	err := s.ctx(ctx).Where("merchant_id = ? AND revoked_at IS NULL AND expires_at > ?", merchantID, s.Now()).
+		Order("created_at DESC, id DESC").Limit(maxListedSessions).Find(&out).Error
+	return out, err
+}
+
+// RevokeOwnDashboardSession signs out one of the merchant's open sessions;
+// another merchant's, an unknown or an ended one is not found.
+func (s *Store) RevokeOwnDashboardSession(ctx context.Context, merchantID, id string) error {
+	now := s.Now()
+	res := s.ctx(ctx).Model(&DashboardSession{}).Where("id = ? AND merchant_id = ? AND revoked_at IS NULL AND expires_at > ?", id, merchantID, now).
+		Update("revoked_at", now)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return apperr.NotFound()
+	}
+	return nil
+}
+
 // revokeSessions signs out the merchant's open sessions but keep ("" for
 // all of them).
 func revokeSessions(tx *gorm.DB, merchantID, keep string, now time.Time) (int64, error) {
