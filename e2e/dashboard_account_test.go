@@ -49,9 +49,23 @@ func TestDashboardPasswordInBrowser(t *testing.T) {
 	desk.WaitText("#security .error", "differs from the new password")
 	changePassword(first, "a second long password", "a second long password")
 	desk.WaitText(".notice", "Password changed")
-	desk.Screenshot("dash-security")
 
 	// The phone's session ended with the change.
+	phone.Navigate(base + "/dashboard/test/payments")
+	phone.WaitText(".notice", "Your session ended")
+	signInInBrowser(phone, base, "/dashboard/test/payments", email, "a second long password", "#payments")
+	// The list of sessions: this one, and the phone's, signed out from here.
+	desk.Navigate(base + "/dashboard/test/settings#security")
+	desk.WaitText("#sessions", "This session")
+	var rows []string
+	desk.Eval(`[...document.querySelectorAll("#sessions tbody tr")].map(r => r.innerText)`, &rows)
+	if len(rows) != 2 || !strings.Contains(rows[1], "This session") || !strings.Contains(rows[0], "127.0.0.1") ||
+		!strings.Contains(rows[0], " on ") {
+		t.Fatalf("sessions listed: %q", rows)
+	}
+	desk.Screenshot("dash-security")
+	desk.Click("#sessions tbody tr:first-child button")
+	desk.WaitText(".notice", "That session is signed out")
 	phone.Navigate(base + "/dashboard/test/payments")
 	phone.WaitText(".notice", "Your session ended")
 	signInInBrowser(phone, base, "/dashboard/test/payments", email, "a second long password", "#payments")

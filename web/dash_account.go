@@ -151,9 +151,9 @@ func (p *Pages) renderSettings(c *gin.Context, status int, form map[string]strin
 // renderSettingsProof renders the settings page; proofErr is the refusal
 // of the last proof of the wallet proofAddress.
 func (p *Pages) renderSettingsProof(c *gin.Context, status int, form map[string]string, formErr, logoErr *apiError, proofAddress string, proofErr *apiError) {
-	proofs, proofsErr := p.walletProofs(c, proofAddress, proofErr)
-	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": form, "FormError": formErr, "LogoError": logoErr,
-		"Proofs": proofs, "ProofsError": proofsErr})
+	data := p.settingsData(c, proofAddress, proofErr)
+	data["F"], data["FormError"], data["LogoError"] = form, formErr, logoErr
+	p.renderDash(c, status, "dash_settings.html", data)
 }
 
 // dWalletProof is a saved receiving wallet on the settings page: proven
@@ -318,13 +318,65 @@ func (p *Pages) logoutOthersForm(c *gin.Context) {
 	back(c, "/settings", "sessions.signedout", "security")
 }
 
+// signOutSessionForm signs out one other session of the account (POST
+// /settings/sessions/{id}/logout: DELETE /api/auth/sessions/{id}).
+func (p *Pages) signOutSessionForm(c *gin.Context) {
+	if _, err := p.api(c, apiCall{method: http.MethodDelete, path: "/api/auth/sessions/" + url.PathEscape(c.Param("id"))}, nil); err != nil {
+		p.renderSettingsPassword(c, err.Status, err)
+		return
+	}
+	back(c, "/settings", "session.signedout", "security")
+}
+
 // renderSettingsPassword renders the settings page with the refusal of the
 // password or sessions form.
 func (p *Pages) renderSettingsPassword(c *gin.Context, status int, e *apiError) {
 	if e.RetryAfter != "" {
 		c.Header("Retry-After", e.RetryAfter)
 	}
-	proofs, proofsErr := p.walletProofs(c, "", nil)
-	p.renderDash(c, status, "dash_settings.html", map[string]any{"Title": "Settings", "F": savedSettings(c.MustGet(merchantKey).(dMerchant)),
-		"Proofs": proofs, "ProofsError": proofsErr, "SecurityError": e})
+	data := p.settingsData(c, "", nil)
+	data["F"], data["SecurityError"] = savedSettings(c.MustGet(merchantKey).(dMerchant)), e
+	p.renderDash(c, status, "dash_settings.html", data)
+}
+
+// settingsData is what every rendering of the settings page shows besides
+// its forms: the wallet proofs (proofErr the refusal of the last proof of
+// proofAddress) and the signed-in sessions.
+func (p *Pages) settingsData(c *gin.Context, proofAddress string, proofErr *apiError) map[string]any {
+	proofs, proofsErr := p.walletProofs(c, proofAddress, proofErr)
+	var sessions []dSignedIn
+	_, sessionsErr := p.api(c, apiCall{method: http.MethodGet, path: "/api/auth/sessions"}, &sessions)
+	return map[string]any{"Title": "Settings", "Proofs": proofs, "ProofsError": proofsErr, "Sessions": sessions, "SessionsError": sessionsErr}
+}
+
+// dSignedIn is one signed-in session of the account on the settings page.
+type dSignedIn struct {
+	ID        string    `json:"id"`
+	Current   bool      `json:"current"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	UserAgent string    `json:"userAgent"`
+	IPAddress string    `json:"ipAddress"`
+}
+
+// Browser names the session's browser and system from its User-Agent
+// ("Firefox on Linux"); the whole string is shown on hover.
+func (s dSignedIn) Browser() string {
+	ua := s.UserAgent
+	browser := "Unknown browser"
+	for _, b := range []struct{ mark, name string }{{"Edg/", "Edge"}, {"OPR/", "Opera"}, {"Firefox/", "Firefox"},
+		{"HeadlessChrome/", "Chrome (headless)"}, {"Chromium/", "Chromium"}, {"Chrome/", "Chrome"}, {"Safari/", "Safari"},
+		{"curl/", "curl"}} {
+		if strings.Contains(ua, b.mark) {
+			browser = b.name
+			break
+		}
+	}
+	for _, o := range []struct{ mark, name string }{{"Windows", "Windows"}, {"Android", "Android"}, {"iPhone", "iOS"},
+		{"iPad", "iPadOS"}, {"CrOS", "ChromeOS"}, {"Mac OS X", "macOS"}, {"Linux", "Linux"}} {
+		if strings.Contains(ua, o.mark) {
+			return browser + " on " + o.name
+		}
+	}
+	return browser
 }

@@ -112,6 +112,7 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.POST("/settings/wallet-proof/withdraw", p.walletProofWithdrawForm)
 	m.POST("/settings/password", p.passwordForm)
 	m.POST("/settings/logout-others", p.logoutOthersForm)
+	m.POST("/settings/sessions/:id/logout", p.signOutSessionForm)
 }
 
 // dashHeaders: dashboard pages are never cached, framed or indexed.
@@ -543,6 +544,7 @@ var notices = map[string]string{
 	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
 	"password.changed":    "Password changed: use the new one from now on. Every other session of your account is signed out.",
 	"sessions.signedout":  "Every other session of your account is signed out; this one stays signed in.",
+	"session.signedout":   "That session is signed out.",
 	"wallet.proven":       "Wallet proven: it is yours on paygate, and no other account can name it.",
 	"wallet.withdrawn":    "Wallet proof withdrawn: another account may now name the wallet.",
 	"subscription.cancel": "The subscription ends with its current period.",

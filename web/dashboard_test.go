@@ -902,6 +902,26 @@ func TestDashboardAccountPages(t *testing.T) {
 	if r := a.do(req); r.status != 400 || !strings.Contains(r.text("#logo .error"), "file:") {
 		t.Fatalf("bad logo %d %q", r.status, r.text("#logo .error"))
 	}
+
+	// Signed-in sessions: this one listed; another account's cannot be
+	// signed out from here.
+	if s := a.get("/dashboard/test/settings"); s.doc.Find("#sessions tbody tr").Length() != 1 || !strings.Contains(s.text("#sessions"), "This session") {
+		t.Fatalf("sessions %q", s.text("#security"))
+	}
+	b := d.signup("Other")
+	theirs, err := d.st.OpenDashboardSessions(context.Background(), b.id)
+	if err != nil || len(theirs) != 1 {
+		t.Fatalf("b's sessions %v %v", theirs, err)
+	}
+	if r := a.post("/dashboard/test/settings/sessions/"+theirs[0].ID+"/logout", nil); r.status != 404 || r.doc.Find("#security .error").Length() != 1 {
+		t.Fatalf("another account's session: %d %q", r.status, r.text("#security"))
+	}
+	if r := a.post("/dashboard/test/settings/sessions/nope/logout", nil); r.status != 400 || !strings.Contains(r.text("#security .error"), "id:") {
+		t.Fatalf("a malformed id: %d %q", r.status, r.text("#security"))
+	}
+	if r := b.get("/dashboard/test/settings"); r.status != 200 || r.doc.Find("#sessions tbody tr").Length() != 1 {
+		t.Fatalf("b signed out by a: %d", r.status)
+	}
 }
 
 // TestDashboardCustomersAndExceptions: customers list, search and detail
