@@ -31,7 +31,20 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 		return activities.InvoiceSession{}, apperr.Invalid("network", sub.Network+" is not configured on this server")
 	}
 	// A wallet another merchant proved after the subscription was made is
-	// that merchant's: no renewal is paid to it.
+	// that merchant's: no new session pays it. (A retry of an attempt that
+	// created the session finds it below: it exists, and its workflow
+	// must start.)
+	if prior, err := s.Store.CheckoutSession(ctx, req.SessionID); err == nil {
+		if prior.SubscriptionID == nil || *prior.SubscriptionID != sub.ID {
+			return activities.InvoiceSession{}, fmt.Errorf("session %s exists and is not an invoice of subscription %s", prior.ID, sub.ID)
+		}
+		if err := s.ensureWorkflow(ctx, prior); err != nil {
+			s.log().WarnContext(ctx, "invoice session's workflow not started; the repairer will start it", "sessionId", prior.ID, "err", err)
+		}
+		return activities.InvoiceSession{SessionID: prior.ID, Status: prior.Status, ExpiresAt: prior.ExpiresAt}, nil
+	} else if !errors.Is(err, apperr.ErrNotFound) {
+		return activities.InvoiceSession{}, err
+	}
 	if err := s.Store.WalletsFree(ctx, sub.MerchantID, map[string]string{"merchantWalletAddress": sub.MerchantWalletAddress}); err != nil {
 		if errors.Is(err, apperr.ErrBadRequest) {
 			return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+

@@ -372,7 +372,8 @@ func (s *Service) SettleFromException(ctx context.Context, sc models.Scope, id, 
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case workflows.ErrTypeNoOpenInvoice, workflows.ErrTypeInvoicePaid, activities.ErrTypePaymentInFlight, activities.ErrTypeExceptionRefused:
+		case workflows.ErrTypeNoOpenInvoice, workflows.ErrTypeInvoicePaid, activities.ErrTypePaymentInFlight, activities.ErrTypeExceptionRefused,
+			activities.ErrTypeUnbillable:
 			return st, apperr.Conflict(appErr.Message())
 		}
 	}

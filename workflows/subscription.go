@@ -154,6 +154,9 @@ type Invoice struct {
 	// Reopened counts the sessions opened again after the current one
 	// ended unpaid before its expiry (cancelled by the customer, failed).
 	Reopened int
+	// ReopenHeld: the session that replaces an ended one could not be
+	// opened (billing on hold); it is tried again at HoldUntil.
+	ReopenHeld bool
 }
 
 // maxReopened bounds the sessions an invoice opens again between two
@@ -271,6 +274,9 @@ type SubscriptionState struct {
 	// BillingError says why the last step could not open its invoice's
 	// session ("" once one opens; billingBlockedVersion).
 	BillingError string
+	// BlockedSince is when billing was first put on hold (zero once a
+	// session opens): dunning stands still meanwhile.
+	BlockedSince time.Time
 	// Seq numbers the changes written to the read model.
 	Seq int64
 	// Created: subscription.created has been emitted.
@@ -401,7 +407,14 @@ func (s *subscriptionRun) deadline() time.Time {
 	}
 	// A cancel at period end with nothing invoiced is not held (a hold
 	// with no open invoice is a blocked billing, which it ends).
-	if st.HoldUntil.After(d) && (st.Invoice != nil || !st.CancelAtPeriodEnd) {
+	switch {
+	case st.Invoice != nil && st.Invoice.ReopenHeld:
+		// The held replacement session is tried again at the hold's end,
+		// or with the invoice's next step if that comes first.
+		if !st.HoldUntil.IsZero() && st.HoldUntil.Before(d) {
+			d = st.HoldUntil
+		}
+	case st.HoldUntil.After(d) && (st.Invoice != nil || !st.CancelAtPeriodEnd):
 		d = st.HoldUntil
 	}
 	return d
@@ -469,6 +482,12 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 	if d.IsZero() || utcNow(ctx).Before(d) {
 		return false, nil
 	}
+	if inv := s.st.Invoice; inv != nil && inv.ReopenHeld && !s.st.HoldUntil.IsZero() && !utcNow(ctx).Before(s.st.HoldUntil) {
+		// The hold's end, before the invoice's next step: the held
+		// replacement session is tried again.
+		s.st.HoldUntil = time.Time{}
+		return false, s.unlessUnbillable(ctx, s.reopenHeld)
+	}
 	s.st.HoldUntil = time.Time{}
 	switch {
 	case s.st.Invoice == nil && s.st.CancelAtPeriodEnd:
@@ -495,7 +514,10 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 		return false, s.cancel(ctx, CancelReasonRequested, true, nil)
 	case s.st.Invoice.PastDueAt.IsZero():
 		return false, s.unlessUnbillable(ctx, s.pastDue)
-	case s.st.Invoice.Reminders < len(s.st.Policy.Reminders) && utcNow(ctx).Before(s.st.Invoice.PastDueAt.Add(s.st.Policy.DunningPeriod)):
+	case s.st.Invoice.Reminders < len(s.st.Policy.Reminders) &&
+		(utcNow(ctx).Before(s.st.Invoice.PastDueAt.Add(s.st.Policy.DunningPeriod)) || !s.st.BlockedSince.IsZero()):
+		// (A reminder held while billing is on hold is sent once it can
+		// be: the customer had nothing to pay with meanwhile.)
 		return false, s.unlessUnbillable(ctx, s.remind)
 	}
 	// Dunning is over. A payment that reached the session since the look
@@ -556,11 +578,37 @@ func (s *subscriptionRun) reopen(ctx workflow.Context, n activities.SessionNotic
 	if workflow.GetVersion(ctx, reopenVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
+	return s.reopenSession(ctx)
+}
+
+// reopenSession opens the session that replaces the invoice's ended one,
+// with its expiry, and says so. Refused as unbillable, it is marked held
+// (unlessUnbillable undoes the rest) and tried again at the hold's end.
+func (s *subscriptionRun) reopenSession(ctx workflow.Context) error {
+	inv := s.st.Invoice
 	inv.Reopened++
 	if err := s.openSession(ctx, inv.SessionExpiresAt); err != nil {
-		return err
+		return &reopenRefused{err}
 	}
 	return s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(inv.Reminders)))
+}
+
+// reopenRefused marks a reopen's refusal, so that unlessUnbillable keeps the
+// reopen pending (Invoice.ReopenHeld).
+type reopenRefused struct{ error }
+
+func (e *reopenRefused) Unwrap() error { return e.error }
+
+// reopenHeld tries again the replacement session a hold stopped, while the
+// ended session's expiry has not passed (after it, the invoice's next step
+// opens one).
+func (s *subscriptionRun) reopenHeld(ctx workflow.Context) error {
+	inv := s.st.Invoice
+	inv.ReopenHeld = false
+	if !utcNow(ctx).Before(inv.SessionExpiresAt) {
+		return nil
+	}
+	return s.reopenSession(ctx)
 }
 
 func (s *subscriptionRun) sessionStatus(ctx workflow.Context) (string, error) {
@@ -583,7 +631,7 @@ func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time)
 	inv.Sessions = append(inv.Sessions, got.SessionID)
 	s.st.LatestSessionID = got.SessionID
 	// Billed again: the record that follows clears the reason.
-	s.st.BillingError = ""
+	s.st.BillingError, s.st.BlockedSince, inv.ReopenHeld = "", time.Time{}, false
 	return nil
 }
 
@@ -601,6 +649,13 @@ func (s *subscriptionRun) unlessUnbillable(ctx workflow.Context, step func(workf
 		return err
 	}
 	s.st.Invoices, s.st.Invoice = invoices, inv
+	var refused *reopenRefused
+	if errors.As(err, &refused) {
+		inv.ReopenHeld = true
+	}
+	if s.st.BlockedSince.IsZero() {
+		s.st.BlockedSince = utcNow(ctx)
+	}
 	s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.BlockedRecheck)
 	workflow.GetLogger(ctx).Error("subscription cannot be billed; the step is held and tried again", "subscriptionId", s.st.SubscriptionID,
 		"reason", appErr.Message(), "retryAt", s.st.HoldUntil)
@@ -648,8 +703,15 @@ func (s *subscriptionRun) pastDue(ctx workflow.Context) error {
 }
 
 // remind sends the next reminder with a session valid until the next step.
+// After a hold, the dunning schedule (later reminders, the cancel) moves by
+// the time billing was on hold, so this reminder goes out now with a
+// session to pay with (unlessUnbillable undoes the move if it is refused
+// again).
 func (s *subscriptionRun) remind(ctx workflow.Context) error {
 	inv := s.st.Invoice
+	if !s.st.BlockedSince.IsZero() {
+		inv.PastDueAt = inv.PastDueAt.Add(utcNow(ctx).Sub(s.st.BlockedSince))
+	}
 	inv.Reminders++
 	s.newStep(ctx)
 	if err := s.openSession(ctx, s.nextDunningStep()); err != nil {
@@ -686,6 +748,7 @@ func (s *subscriptionRun) renew(ctx workflow.Context, sessionID string, data map
 	s.st.Invoice = nil
 	s.st.LatestSessionID = sessionID
 	s.st.HoldUntil = time.Time{}
+	s.st.BillingError, s.st.BlockedSince = "", time.Time{}
 	return s.record(ctx, subEvent("subscription.renewed", data))
 }
 
@@ -751,7 +814,7 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 	s.st.CancelReason = reason
 	s.st.Invoice = nil
 	s.st.HoldUntil = time.Time{}
-	s.st.BillingError = ""
+	s.st.BillingError, s.st.BlockedSince = "", time.Time{}
 	events := []activities.SubscriptionEvent{}
 	if before != nil {
 		events = append(events, *before)
@@ -834,6 +897,10 @@ func (s *subscriptionRun) actionError(action string) error {
 		return refuse("the subscription is already canceled")
 	case action == ActionPause && st != models.SubTrialing && st != models.SubActive:
 		return refuse("cannot pause a subscription that is " + st + " (only trialing or active ones pause)")
+	case action == ActionPause && !s.st.BlockedSince.IsZero():
+		// Its period has ended and the next is not invoiced yet: a pause
+		// would not stop a clock that already ran out.
+		return refuse("cannot pause a subscription whose billing is on hold (" + s.st.BillingError + "); cancel it, or pause it once it is billed again")
 	case action == ActionResume && st != models.SubPaused:
 		return refuse("cannot resume a subscription that is " + st)
 	}
@@ -866,7 +933,13 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 	case ActionCancel:
 		if st.CancelAtPeriodEnd {
 			// Asked before: nothing changes (with an open invoice only
-			// since cancelInFlightVersion, its transfer's verdict pending).
+			// since cancelInFlightVersion, its transfer's verdict pending),
+			// except that a paused one asked before pausedCancelVersion
+			// now ends at its period's end.
+			if st.Status == models.SubPaused && !st.PausedCancelEnds {
+				s.pausedCancel(ctx)
+				s.version++
+			}
 			return s.st, nil
 		}
 		if st.Invoice != nil {
@@ -988,11 +1061,14 @@ func (s *subscriptionRun) settleException(ctx workflow.Context, req SettleReques
 	var paid activities.InvoiceExceptionPayment
 	if err := workflow.ExecuteActivity(s.effects, subscriptionActivities.ResolveInvoiceException, r).Get(ctx, &paid); err != nil {
 		if utcNow(ctx).Before(inv.SessionExpiresAt) {
-			if oerr := s.openSession(ctx, inv.SessionExpiresAt); oerr != nil {
+			// (Refused as unbillable: held and tried again, as a reopen.)
+			if oerr := s.unlessUnbillable(ctx, func(ctx workflow.Context) error {
+				if oerr := s.openSession(ctx, s.st.Invoice.SessionExpiresAt); oerr != nil {
+					return &reopenRefused{oerr}
+				}
+				return s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(s.st.Invoice.Reminders)))
+			}); oerr != nil {
 				return SubscriptionState{}, oerr
-			}
-			if rerr := s.record(ctx, subEvent("subscription.renewal_due", s.invoiceData(inv.Reminders))); rerr != nil {
-				return SubscriptionState{}, rerr
 			}
 		}
 		return SubscriptionState{}, err

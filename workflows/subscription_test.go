@@ -1060,6 +1060,76 @@ func TestSubscriptionUnbillableHolds(t *testing.T) {
 			t.Fatalf("canceled %+v", c)
 		}
 	})
+	t.Run("pause refused while held", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		claimed(h, trialEnd.Add(100*24*time.Hour))
+		pause := h.action(trialEnd.Add(10*time.Minute), ActionPause)
+		h.action(trialEnd.Add(20*time.Minute), ActionCancelNow)
+		h.runUntil(1, nil)
+		if pause.accepted || pause.errType() != ErrTypeActionNotAllowed {
+			t.Fatalf("pause while held: %+v", pause)
+		}
+	})
+	t.Run("reopen held, then opened", func(t *testing.T) {
+		// The customer cancels the invoice's session an hour in; its
+		// replacement is refused for 150 minutes, then opened.
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.cancelThenPay(1)
+		h.at(trialEnd.Add(59*time.Minute), func() { claimed(h, trialEnd.Add(210*time.Minute)) })
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		dues := h.store.ofType("subscription.renewal_due")
+		if len(dues) != 2 || !dues[1].At.Equal(trialEnd.Add(4*time.Hour)) || dues[1].Record.BillingError != "" {
+			var at []time.Time
+			for _, d := range dues {
+				at = append(at, d.At)
+			}
+			t.Fatalf("renewal_due at %v, want the replacement 4 h after the trial (%v)", at, h.store.types())
+		}
+		if held := h.store.ofType("subscription.updated"); len(held) != 1 || !held[0].At.Equal(trialEnd.Add(time.Hour)) {
+			t.Fatalf("held %+v", held)
+		}
+		if r := h.store.ofType("subscription.renewed"); len(r) != 1 {
+			t.Fatalf("renewed %v", h.store.types())
+		}
+	})
+	t.Run("settled while held", func(t *testing.T) {
+		// The replacement session is refused; the merchant accepts a
+		// payment exception for the invoice: renewed, and billing is no
+		// longer on hold.
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.cancelThenPay(1)
+		h.at(trialEnd.Add(59*time.Minute), func() { claimed(h, trialEnd.Add(100*24*time.Hour)) })
+		u := h.settle(trialEnd.Add(3*time.Hour), "exc_1")
+		h.runUntil(2, func() bool { return len(h.carried) == 1 })
+		r := h.store.ofType("subscription.renewed")
+		if u.err != nil || len(r) != 1 || r[0].Record.BillingError != "" || h.carried[0].BillingError != "" || !h.carried[0].BlockedSince.IsZero() {
+			t.Fatalf("settle %+v (%s); renewed %+v", u, u.errType(), r)
+		}
+	})
+	t.Run("reminder held moves dunning", func(t *testing.T) {
+		// Nothing paid; the first reminder (a day into past_due) is
+		// refused for two days. It goes out then, with a session to pay
+		// with, and the rest of dunning moves by the two days.
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		pastDue := trialEnd.Add(72 * time.Hour)
+		r1 := pastDue.Add(24 * time.Hour)
+		h.at(r1.Add(-time.Minute), func() { claimed(h, r1.Add(48*time.Hour)) })
+		h.runUntil(1, nil)
+		dues := h.store.ofType("subscription.renewal_due")
+		if len(dues) != 4 {
+			t.Fatalf("events %v", h.store.types())
+		}
+		first := invoiceOf(t, dues[1])
+		if !dues[1].At.Equal(r1.Add(48*time.Hour)) || num(first["reminder"]) != 1 || first["sessionExpiresAt"] != ts(pastDue.Add(48*time.Hour+72*time.Hour)) ||
+			first["cancelsAt"] != ts(pastDue.Add(48*time.Hour+168*time.Hour)) {
+			t.Fatalf("the held reminder at %s: %+v", dues[1].At, first)
+		}
+		c := h.store.ofType("subscription.canceled")
+		if len(c) != 1 || !c[0].At.Equal(pastDue.Add(48*time.Hour+168*time.Hour)) || c[0].Extra["reason"] != CancelReasonUnpaid {
+			t.Fatalf("canceled %+v", c)
+		}
+	})
 	t.Run("past due held", func(t *testing.T) {
 		h := newSubHarness(t, subStart, 7, billing.Month)
 		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
