@@ -974,6 +974,24 @@ func TestSubscriptionCancelWhilePaused(t *testing.T) {
 	}
 }
 
+// TestSubscriptionCancelledWhilePausedBeforeTheFix: a subscription paused
+// and canceling at period end from before pausedCancelVersion (no deadline)
+// ends at its period's end once the merchant asks to cancel again.
+func TestSubscriptionCancelledWhilePausedBeforeTheFix(t *testing.T) {
+	h := newSubHarness(t, subStart, 14, billing.Month)
+	trialEnd := h.st.TrialEnd
+	h.st.Status, h.st.PausedFrom, h.st.PausedAt, h.st.CancelAtPeriodEnd = models.SubPaused, models.SubTrialing, subStart, true
+	h.st.Created = true
+	again := h.action(subStart.Add(24*time.Hour), ActionCancel)
+	h.runUntil(1, nil)
+	if !again.accepted || again.err != nil || again.state.Status != models.SubPaused || !again.state.PausedCancelEnds {
+		t.Fatalf("cancel again %+v", again)
+	}
+	if c := h.store.ofType("subscription.canceled"); len(c) != 1 || !c[0].At.Equal(trialEnd) || c[0].Extra["reason"] != CancelReasonPeriodEnd {
+		t.Fatalf("canceled %+v", c)
+	}
+}
+
 // TestSubscriptionResumeNextInvoiceAtReportedEnd: after a resume the next
 // invoice comes when the reported currentPeriodEnd says, where the anchor's
 // calendar clamps too. Anchored on January 29 (February ends on the 28th),
