@@ -19,6 +19,17 @@ import (
 	"github.com/paygate/paygate/workflows"
 )
 
+// countOf counts the received events of type typ.
+func countOf(got []received, typ string) int {
+	n := 0
+	for _, r := range got {
+		if r.Event == typ {
+			n++
+		}
+	}
+	return n
+}
+
 // TestSubscriptionRenewsOnDevChain runs a subscription whose periods last
 // seconds on the dev server and the dev EVM chain: the first invoice and
 // two renewals are each paid for real (devchain.Pay signs the session's
@@ -43,15 +54,6 @@ func TestSubscriptionRenewsOnDevChain(t *testing.T) {
 	id := sub["id"].(string)
 	if sub["status"] != "renewal_pending" {
 		t.Fatalf("created %v", sub)
-	}
-	countOf := func(got []received, typ string) int {
-		n := 0
-		for _, r := range got {
-			if r.Event == typ {
-				n++
-			}
-		}
-		return n
 	}
 	var periodEnds []string
 	for n := 1; n <= 3; n++ {
@@ -214,21 +216,12 @@ func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
 		"customerWalletAddress": dc.Customer().Hex(), "productName": "Coffee club", "amount": "4.20",
 		"billingInterval": "month", "network": "base_sepolia"}, 201)
 	id, wallet := sub["id"].(string), sub["merchantWalletAddress"].(string)
-	count := func(g []received, typ string) int {
-		n := 0
-		for _, r := range g {
-			if r.Event == typ {
-				n++
-			}
-		}
-		return n
-	}
-	got := rc.waitFor("the first invoice", 2*period, func(g []received) bool { return count(g, "subscription.renewal_due") == 1 })
+	got := rc.waitFor("the first invoice", 2*period, func(g []received) bool { return countOf(g, "subscription.renewal_due") == 1 })
 	first := got[0].Payload["data"].(map[string]any)["invoice"].(map[string]any)["sessionId"].(string)
 	if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: first}); err != nil {
 		t.Fatal(err)
 	}
-	rc.waitFor("renewed", 30*time.Second, func(g []received) bool { return count(g, "subscription.renewed") == 1 })
+	rc.waitFor("renewed", 30*time.Second, func(g []received) bool { return countOf(g, "subscription.renewed") == 1 })
 
 	owner := &models.Merchant{Email: models.NewID() + "@example.com", PasswordHash: "x", BusinessName: "Owner"}
 	if _, err := s.store.CreateMerchant(ctx, owner, &models.DashboardSession{TokenHash: models.NewID()},
@@ -239,7 +232,7 @@ func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
 		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
 	}
-	got = rc.waitFor("held", 3*period, func(g []received) bool { return count(g, "subscription.updated") == 1 })
+	got = rc.waitFor("held", 3*period, func(g []received) bool { return countOf(g, "subscription.updated") == 1 })
 	var held map[string]any
 	for _, r := range got {
 		if r.Event == "subscription.updated" {
@@ -255,7 +248,7 @@ func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
 		t.Fatalf("GET while held: %v", cur)
 	}
 	time.Sleep(period) // tried again meanwhile, still held: no second event, no invoice
-	if g := rc.snapshot(); count(g, "subscription.updated") != 1 || count(g, "subscription.renewal_due") != 1 {
+	if g := rc.snapshot(); countOf(g, "subscription.updated") != 1 || countOf(g, "subscription.renewal_due") != 1 {
 		t.Fatalf("while held: %v", types(g))
 	}
 
@@ -265,7 +258,7 @@ func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
 		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
 	}
-	got = rc.waitFor("the held invoice", 3*period, func(g []received) bool { return count(g, "subscription.renewal_due") == 2 })
+	got = rc.waitFor("the held invoice", 3*period, func(g []received) bool { return countOf(g, "subscription.renewal_due") == 2 })
 	for _, r := range got {
 		if d := r.Payload["data"].(map[string]any); r.Event == "subscription.renewal_due" && d["invoice"].(map[string]any)["number"] == 2.0 {
 			validateSubscriptionEvent(t, r.Event, d)
