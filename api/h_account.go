@@ -170,9 +170,9 @@ func (s *Server) login(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	// One sign-in of an account at a time (in this process): its failures
-	// are counted before the next is let through the check below.
-	release, err := s.passwords.account(c.Request.Context(), email)
+	// One sign-in of an account at a time: its failures are counted
+	// before the next is let through the check below.
+	release, err := s.accountTurn(c, email)
 	if err != nil {
 		fail(c, err)
 		return

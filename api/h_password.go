@@ -65,7 +65,7 @@ func (s *Server) changePassword(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	release, err := s.passwords.account(c.Request.Context(), m.Email)
+	release, err := s.accountTurn(c, m.Email)
 	if err != nil {
 		fail(c, err)
 		return
@@ -114,6 +114,27 @@ func (s *Server) logoutOthers(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusOK, gin.H{"sessionsSignedOut": revoked})
+}
+
+// accountTurn takes the account's sign-in turn in this process, then
+// across the API replicas (the rate limiter's shared store), and returns
+// their release: call it after a failure, if any, is counted, so that the
+// next check reads it.
+func (s *Server) accountTurn(c *gin.Context, email string) (func(), error) {
+	ctx := c.Request.Context()
+	release, err := s.passwords.account(ctx, email)
+	if err != nil || s.Accounts == nil {
+		return release, err
+	}
+	shared, err := s.Accounts.AccountTurn(ctx, c.ClientIP(), email)
+	if err != nil {
+		release()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errPasswordBusy
+	}
+	return func() { shared(); release() }, nil
 }
 
 // newDashboardSession is the session a sign-up or sign-in opens with token,

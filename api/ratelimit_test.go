@@ -175,14 +175,42 @@ func TestLoginLimitedPerAccount(t *testing.T) {
 // were checked.
 func TestParallelGuessesAtOneAccount(t *testing.T) {
 	h := signInLimitedHarness(t)
-	ann := h.signup()
+	parallelGuesses(t, h.signup().Email, h)
+}
+
+// TestParallelGuessesAcrossReplicas: the same thirty guesses sent at once
+// to two API replicas sharing the store and the limiter's store (Redis in
+// production): still ten checked. Before, the account's turn was per
+// process: the replicas checked a guess each at once, both reading the
+// count before either was recorded, and more than ten were checked.
+func TestParallelGuessesAcrossReplicas(t *testing.T) {
+	st, shared := storetest.Open(t, "sqlite"), ratelimit.NewMemoryStore()
+	replica := func() *harness {
+		cfg := ratelimit.DefaultConfig()
+		cfg.ExemptLoopback = false
+		lim := ratelimit.New(shared, cfg)
+		return newHarness(t, st, func(d *api.Deps) {
+			d.Limiter, d.AuthFailures, d.Accounts = lim.Middleware(), lim, lim
+			d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		})
+	}
+	a, b := replica(), replica()
+	parallelGuesses(t, a.signup().Email, a, b)
+}
+
+// parallelGuesses sends thirty wrong passwords for email at once, from
+// thirty addresses, spread over the API replicas hs: ten are checked, the
+// other twenty refused as the account's lock.
+func parallelGuesses(t *testing.T, email string, hs ...*harness) {
+	t.Helper()
 	var wg sync.WaitGroup
 	answers := make([]string, 30)
 	for i := range answers {
+		h := hs[i%len(hs)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, _ := json.Marshal(map[string]any{"email": ann.Email, "password": "wrong password!"})
+			b, _ := json.Marshal(map[string]any{"email": email, "password": "wrong password!"})
 			req, _ := http.NewRequest("POST", h.http.URL+"/api/auth/login", bytes.NewReader(b))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1))

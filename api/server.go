@@ -65,6 +65,10 @@ type AccountLimiter interface {
 	// RecordLoginFailure counts a failed sign-in against the client address
 	// and the account.
 	RecordLoginFailure(ctx context.Context, ip, account string) error
+	// AccountTurn waits for the account's sign-in turn across the API
+	// replicas and returns its release; an error (other than the
+	// context's) when it does not come in time.
+	AccountTurn(ctx context.Context, ip, account string) (func(), error)
 }
 
 // Deps is what the API needs from the rest of the service.

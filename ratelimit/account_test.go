@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -144,4 +146,88 @@ func TestIPv6BlockPerPrefix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAccountTurnAcrossReplicas: an account's sign-in turn is held by one
+// limiter at a time among those sharing a store (API replicas sharing
+// Redis): the second waits until the first releases it. Another account's
+// turn is free meanwhile. Before, the turn was per process only: N replicas
+// checked up to N guesses at one account at once, each reading the failure
+// count before the others were counted.
+func TestAccountTurnAcrossReplicas(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() Store) {
+		ctx := context.Background()
+		a, b := New(open(), testConfig()), New(open(), testConfig())
+		releaseA, err := a.AccountTurn(ctx, "198.51.100.1", "Ann@Example.com ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			release, err := b.AccountTurn(ctx, "198.51.100.2", "ann@example.com")
+			if err == nil {
+				release()
+			}
+			got <- err
+		}()
+		select {
+		case err := <-got:
+			t.Fatalf("the second replica took the turn while the first held it (%v)", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		other, err := b.AccountTurn(ctx, "198.51.100.2", "bob@example.com")
+		if err != nil {
+			t.Fatalf("another account's turn: %v", err)
+		}
+		other()
+		releaseA()
+		releaseA() // twice: harmless
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("the second replica never got the turn")
+		}
+		// Waiting ends with the request.
+		hold, _ := a.AccountTurn(ctx, "198.51.100.1", "ann@example.com")
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := b.AccountTurn(short, "198.51.100.2", "ann@example.com"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a turn waited for past its request: %v", err)
+		}
+		hold()
+	})
+}
+
+// TestLeaseReleaseIsTheHolders: a lease that outlived its ttl and was taken
+// by another holder is not freed by the first holder's late release.
+func TestLeaseReleaseIsTheHolders(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func() Store) {
+		ctx := context.Background()
+		ls := open().(Leaser)
+		first, ok, err := ls.Lease(ctx, "k", 50*time.Millisecond)
+		if err != nil || !ok {
+			t.Fatalf("lease %v %v", ok, err)
+		}
+		if _, ok, _ := ls.Lease(ctx, "k", time.Minute); ok {
+			t.Fatal("leased twice")
+		}
+		time.Sleep(120 * time.Millisecond)
+		second, ok, err := ls.Lease(ctx, "k", time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("lease after the ttl: %v %v", ok, err)
+		}
+		first()
+		if _, ok, _ := ls.Lease(ctx, "k", time.Minute); ok {
+			t.Fatal("the first holder's late release freed the second's lease")
+		}
+		second()
+		third, ok, _ := ls.Lease(ctx, "k", time.Minute)
+		if !ok {
+			t.Fatal("not free after its holder released it")
+		}
+		third()
+	})
 }

@@ -7,7 +7,9 @@
 // client a fresh budget, and a way out of the block, with every address it
 // picks. Failed sign-ins are also counted per account (Limiter.AllowAccount,
 // Limiter.RecordLoginFailure), so guesses spread over many addresses still
-// meet a limit at the account they aim at.
+// meet a limit at the account they aim at; Limiter.AccountTurn checks an
+// account's sign-ins one at a time across the replicas sharing the store
+// (a [Leaser] lease), so each reads the failures the previous one recorded.
 //
 // Every limit is an exact sliding log: the store keeps the timestamp of each
 // counted event and a request is admitted only when fewer than Limit events
@@ -34,6 +36,7 @@
 //	// in the auth middleware, on every failed authentication:
 //	_ = lim.RecordAuthFailure(c.Request.Context(), c.ClientIP())
 //	// in the sign-in handler, before the password is checked, and on a wrong one:
+//	release, err := lim.AccountTurn(ctx, c.ClientIP(), email) // release after the failure is recorded
 //	if !lim.AllowAccount(c, email) { return }
 //	_ = lim.RecordLoginFailure(c.Request.Context(), c.ClientIP(), email)
 package ratelimit

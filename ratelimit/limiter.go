@@ -320,6 +320,64 @@ func (l *Limiter) AllowAccount(c *gin.Context, account string) bool {
 	return false
 }
 
+// ErrAccountBusy: another sign-in of the account is being checked (by any
+// replica) and did not finish within the turn's wait.
+var ErrAccountBusy = errors.New("ratelimit: another sign-in of this account is being checked")
+
+// Account turns: one password check of an account at a time across every
+// replica sharing the store, so that each reads the failures the previous
+// one recorded (AllowAccount's count is otherwise read by parallel guesses
+// before any is counted). A holder that dies frees it after the ttl.
+const (
+	accountTurnTTL  = 30 * time.Second
+	accountTurnWait = 5 * time.Second
+)
+
+// AccountTurn waits for the account's sign-in turn (the e-mail address,
+// compared case-insensitively) across the replicas sharing the store and
+// returns its release; call it before AllowAccount and release after the
+// failure, if any, is recorded. ErrAccountBusy when the turn does not come
+// within 5 s. A no-op when limiting is off, no account tier is configured,
+// the caller is an exempt loopback address, the store grants no leases or
+// fails (limits protect; they must not lock everybody out).
+func (l *Limiter) AccountTurn(ctx context.Context, ip, account string) (func(), error) {
+	noop := func() {}
+	if !l.cfg.Enabled || l.acctR == nil {
+		return noop, nil
+	}
+	if _, loopback := l.subject(ip); loopback && l.cfg.ExemptLoopback {
+		return noop, nil
+	}
+	ls, ok := l.store.(Leaser)
+	if !ok {
+		return noop, nil
+	}
+	key := "turn:" + accountSubject(account)
+	deadline := time.Now().Add(accountTurnWait)
+	pause := 5 * time.Millisecond
+	for {
+		release, ok, err := ls.Lease(ctx, key, accountTurnTTL)
+		if err != nil {
+			l.logStoreError(err)
+			return noop, nil
+		}
+		if ok {
+			return release, nil
+		}
+		if !time.Now().Before(deadline) {
+			return nil, ErrAccountBusy
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
 // RecordLoginFailure counts a failed sign-in (a wrong password, or an
 // unknown e-mail address: both look the same from outside) against the
 // client address, as RecordAuthFailure does, and against the account. Call

@@ -24,6 +24,50 @@ const (
 type MemoryStore struct {
 	seed   maphash.Seed
 	shards [memShards]memShard
+
+	leaseMu  sync.Mutex
+	leases   map[string]memLease
+	leaseSeq uint64
+}
+
+// memLease is a held lease: its holder's number and its end.
+type memLease struct {
+	seq   uint64
+	until time.Time
+}
+
+// maxMemLeases is the count of leases above which expired ones are
+// dropped (a holder that never released).
+const maxMemLeases = 1024
+
+// Lease implements Leaser for one process.
+func (s *MemoryStore) Lease(_ context.Context, key string, ttl time.Duration) (func(), bool, error) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	now := time.Now()
+	if s.leases == nil {
+		s.leases = map[string]memLease{}
+	}
+	if l, held := s.leases[key]; held && now.Before(l.until) {
+		return nil, false, nil
+	}
+	if len(s.leases) >= maxMemLeases {
+		for k, l := range s.leases {
+			if !now.Before(l.until) {
+				delete(s.leases, k)
+			}
+		}
+	}
+	s.leaseSeq++
+	seq := s.leaseSeq
+	s.leases[key] = memLease{seq: seq, until: now.Add(ttl)}
+	return func() {
+		s.leaseMu.Lock()
+		defer s.leaseMu.Unlock()
+		if l, held := s.leases[key]; held && l.seq == seq {
+			delete(s.leases, key)
+		}
+	}, true, nil
 }
 
 type memShard struct {

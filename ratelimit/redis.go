@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -252,6 +253,40 @@ func (s *RedisStore) Take(ctx context.Context, subject string, now time.Time, bl
 		s.markDown(err)
 	}
 	return s.local.Take(ctx, subject, now, block, rules)
+}
+
+// releaseScript frees a lease only if it is still the caller's.
+var releaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// Lease implements Leaser across the replicas sharing Redis (SET NX PX,
+// released by a compare-and-delete). While Redis is unreachable it leases
+// from this process's memory: each replica then has its own.
+func (s *RedisStore) Lease(ctx context.Context, key string, ttl time.Duration) (func(), bool, error) {
+	if s.useRedis() {
+		rkey, token := s.prefix+"lease:{"+key+"}", s.member()
+		cctx, cancel := s.callContext(ctx)
+		ok, err := s.client.SetNX(cctx, rkey, token, ttl).Result()
+		cancel()
+		if err == nil {
+			s.markUp()
+			if !ok {
+				return nil, false, nil
+			}
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					rctx, cancel := s.callContext(ctx)
+					defer cancel()
+					if err := releaseScript.Run(rctx, s.client, []string{rkey}, token).Err(); err != nil {
+						// The lease ends with its ttl.
+						s.logger.Warn("ratelimit: lease not released", "error", err)
+					}
+				})
+			}, true, nil
+		}
+		s.markDown(err)
+	}
+	return s.local.Lease(ctx, key, ttl)
 }
 
 // Add implements Store.

@@ -82,3 +82,13 @@ func resetOf(ts []int64, limit int, window, now int64) int64 {
 		return ts[0] + window
 	}
 }
+
+// Leaser grants short exclusive leases on a key, across every process that
+// shares the store (the per-account sign-in turn). MemoryStore and
+// RedisStore implement it.
+type Leaser interface {
+	// Lease takes key for ttl unless someone holds it. It returns the
+	// release (safe to call more than once; it frees only this lease) and
+	// true, or false when the key is held.
+	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), ok bool, err error)
+}
