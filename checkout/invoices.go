@@ -26,14 +26,9 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	if err != nil {
 		return activities.InvoiceSession{}, err
 	}
-	net, ok := s.Networks.Lookup(sub.Network)
-	if !ok {
-		return activities.InvoiceSession{}, apperr.Invalid("network", sub.Network+" is not configured on this server")
-	}
-	// A wallet another merchant proved after the subscription was made is
-	// that merchant's: no new session pays it. (A retry of an attempt that
-	// created the session finds it below: it exists, and its workflow
-	// must start.)
+	// A retry of an attempt that created the session finds it, whatever
+	// changed since (the network removed, the wallet proven by another):
+	// it exists, and its workflow must start.
 	if prior, err := s.Store.CheckoutSession(ctx, req.SessionID); err == nil {
 		if prior.SubscriptionID == nil || *prior.SubscriptionID != sub.ID {
 			return activities.InvoiceSession{}, fmt.Errorf("session %s exists and is not an invoice of subscription %s", prior.ID, sub.ID)
@@ -45,6 +40,12 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	} else if !errors.Is(err, apperr.ErrNotFound) {
 		return activities.InvoiceSession{}, err
 	}
+	net, ok := s.Networks.Lookup(sub.Network)
+	if !ok {
+		return activities.InvoiceSession{}, apperr.Invalid("network", sub.Network+" is not configured on this server")
+	}
+	// A wallet another merchant proved after the subscription was made is
+	// that merchant's: no new session pays it.
 	if err := s.Store.WalletsFree(ctx, sub.MerchantID, map[string]string{"merchantWalletAddress": sub.MerchantWalletAddress}); err != nil {
 		if errors.Is(err, apperr.ErrBadRequest) {
 			return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+

@@ -154,9 +154,9 @@ type Invoice struct {
 	// Reopened counts the sessions opened again after the current one
 	// ended unpaid before its expiry (cancelled by the customer, failed).
 	Reopened int
-	// ReopenHeld: the session that replaces an ended one could not be
-	// opened (billing on hold); it is tried again at HoldUntil.
-	ReopenHeld bool
+	// ReopenAt, when set, is when the session that replaces an ended one,
+	// refused as unbillable, is tried again (billing on hold).
+	ReopenAt time.Time
 }
 
 // maxReopened bounds the sessions an invoice opens again between two
@@ -206,6 +206,13 @@ const cancelVoidsEveryVersion = "cancel-voids-every-session"
 // no deadline: the cancel answered cancelAtPeriodEnd and never took effect
 // unless someone resumed it.
 const pausedCancelVersion = "cancel-while-paused-ends-at-period-end"
+
+// pausedCancelReaskVersion marks the workflows in which a cancel asked
+// again of a paused subscription that already cancels at period end (its
+// first cancel taken by a release before pausedCancelVersion) makes it end
+// at its period's end. Its own change id: the run that took the first
+// cancel has pausedCancelVersion read (and cached) as DefaultVersion.
+const pausedCancelReaskVersion = "cancel-while-paused-reask"
 
 // resumeNextStartVersion marks the workflows whose resume sets the next
 // invoice's start to the current period's end moved by the paused time
@@ -407,15 +414,13 @@ func (s *subscriptionRun) deadline() time.Time {
 	}
 	// A cancel at period end with nothing invoiced is not held (a hold
 	// with no open invoice is a blocked billing, which it ends).
-	switch {
-	case st.Invoice != nil && st.Invoice.ReopenHeld:
-		// The held replacement session is tried again at the hold's end,
-		// or with the invoice's next step if that comes first.
-		if !st.HoldUntil.IsZero() && st.HoldUntil.Before(d) {
-			d = st.HoldUntil
-		}
-	case st.HoldUntil.After(d) && (st.Invoice != nil || !st.CancelAtPeriodEnd):
+	if st.HoldUntil.After(d) && (st.Invoice != nil || !st.CancelAtPeriodEnd) {
 		d = st.HoldUntil
+	}
+	// A held replacement session is tried again at its time, or with the
+	// invoice's next step if that comes first (each refusal moves it on).
+	if inv := st.Invoice; inv != nil && !inv.ReopenAt.IsZero() && inv.ReopenAt.Before(d) {
+		d = inv.ReopenAt
 	}
 	return d
 }
@@ -482,10 +487,9 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 	if d.IsZero() || utcNow(ctx).Before(d) {
 		return false, nil
 	}
-	if inv := s.st.Invoice; inv != nil && inv.ReopenHeld && !s.st.HoldUntil.IsZero() && !utcNow(ctx).Before(s.st.HoldUntil) {
-		// The hold's end, before the invoice's next step: the held
-		// replacement session is tried again.
-		s.st.HoldUntil = time.Time{}
+	if inv := s.st.Invoice; inv != nil && !inv.ReopenAt.IsZero() && !utcNow(ctx).Before(inv.ReopenAt) {
+		// The held replacement session's time, before the invoice's next
+		// step: it is tried again.
 		return false, s.unlessUnbillable(ctx, s.reopenHeld)
 	}
 	s.st.HoldUntil = time.Time{}
@@ -594,7 +598,7 @@ func (s *subscriptionRun) reopenSession(ctx workflow.Context) error {
 }
 
 // reopenRefused marks a reopen's refusal, so that unlessUnbillable keeps the
-// reopen pending (Invoice.ReopenHeld).
+// reopen pending (Invoice.ReopenAt).
 type reopenRefused struct{ error }
 
 func (e *reopenRefused) Unwrap() error { return e.error }
@@ -604,7 +608,7 @@ func (e *reopenRefused) Unwrap() error { return e.error }
 // opens one).
 func (s *subscriptionRun) reopenHeld(ctx workflow.Context) error {
 	inv := s.st.Invoice
-	inv.ReopenHeld = false
+	inv.ReopenAt = time.Time{}
 	if !utcNow(ctx).Before(inv.SessionExpiresAt) {
 		return nil
 	}
@@ -631,7 +635,7 @@ func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time)
 	inv.Sessions = append(inv.Sessions, got.SessionID)
 	s.st.LatestSessionID = got.SessionID
 	// Billed again: the record that follows clears the reason.
-	s.st.BillingError, s.st.BlockedSince, inv.ReopenHeld = "", time.Time{}, false
+	s.st.BillingError, s.st.BlockedSince, inv.ReopenAt = "", time.Time{}, time.Time{}
 	return nil
 }
 
@@ -649,16 +653,26 @@ func (s *subscriptionRun) unlessUnbillable(ctx workflow.Context, step func(workf
 		return err
 	}
 	s.st.Invoices, s.st.Invoice = invoices, inv
+	now := utcNow(ctx)
+	if s.st.BlockedSince.IsZero() {
+		s.st.BlockedSince = now
+	}
+	retryAt := now.Add(s.st.Policy.BlockedRecheck)
 	var refused *reopenRefused
 	if errors.As(err, &refused) {
-		inv.ReopenHeld = true
+		// A replacement session: tried again at its own time (the
+		// invoice's deadlines and holds stay as they were).
+		inv.ReopenAt = retryAt
+	} else {
+		// A step: held, and tried again then (it opens the session a held
+		// replacement would have).
+		s.st.HoldUntil = retryAt
+		if inv != nil {
+			inv.ReopenAt = time.Time{}
+		}
 	}
-	if s.st.BlockedSince.IsZero() {
-		s.st.BlockedSince = utcNow(ctx)
-	}
-	s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.BlockedRecheck)
 	workflow.GetLogger(ctx).Error("subscription cannot be billed; the step is held and tried again", "subscriptionId", s.st.SubscriptionID,
-		"reason", appErr.Message(), "retryAt", s.st.HoldUntil)
+		"reason", appErr.Message(), "retryAt", retryAt)
 	if s.st.BillingError == appErr.Message() {
 		return nil
 	}
@@ -936,8 +950,9 @@ func (s *subscriptionRun) act(ctx workflow.Context, req ActionRequest) (Subscrip
 			// since cancelInFlightVersion, its transfer's verdict pending),
 			// except that a paused one asked before pausedCancelVersion
 			// now ends at its period's end.
-			if st.Status == models.SubPaused && !st.PausedCancelEnds {
-				s.pausedCancel(ctx)
+			if st.Status == models.SubPaused && !st.PausedCancelEnds &&
+				workflow.GetVersion(ctx, pausedCancelReaskVersion, workflow.DefaultVersion, 1) == 1 {
+				st.PausedCancelEnds = true
 				s.version++
 			}
 			return s.st, nil

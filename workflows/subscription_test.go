@@ -334,6 +334,8 @@ type subHarness struct {
 	result      *SubscriptionResult
 	upserts     []string
 	updates     int
+	// setup, when set, prepares each run's environment (mocks).
+	setup func(env *testsuite.TestWorkflowEnvironment)
 }
 
 // newSubHarness starts a subscription at subStart: a trial of trialDays
@@ -524,6 +526,9 @@ func (h *subHarness) runOnce() bool {
 		if !s.fired {
 			h.register(s)
 		}
+	}
+	if h.setup != nil {
+		h.setup(env)
 	}
 	env.ExecuteWorkflow(SubscriptionWorkflow, h.st)
 	if !env.IsWorkflowCompleted() {
@@ -974,6 +979,30 @@ func TestSubscriptionCancelWhilePaused(t *testing.T) {
 	}
 }
 
+// TestSubscriptionCancelledAgainInTheRunThatPaused: the pause and the cancel
+// were taken by a release before pausedCancelVersion (its marker absent:
+// the version reads DefaultVersion in that run, mocked here); a cancel
+// asked again in the same run, after the upgrade, ends it at its period's
+// end. (Asking the same change id again would read the run's cached
+// DefaultVersion: the re-ask has a change id of its own.)
+func TestSubscriptionCancelledAgainInTheRunThatPaused(t *testing.T) {
+	h := newSubHarness(t, subStart, 14, billing.Month)
+	h.setup = func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnGetVersion(pausedCancelVersion, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
+	trialEnd := h.st.TrialEnd
+	h.action(subStart.Add(24*time.Hour), ActionPause)
+	first := h.action(subStart.Add(25*time.Hour), ActionCancel)
+	again := h.action(subStart.Add(26*time.Hour), ActionCancel)
+	h.runUntil(1, nil)
+	if first.err != nil || first.state.PausedCancelEnds || again.err != nil || !again.state.PausedCancelEnds {
+		t.Fatalf("first cancel %+v, again %+v", first.state, again.state)
+	}
+	if c := h.store.ofType("subscription.canceled"); len(c) != 1 || !c[0].At.Equal(trialEnd) {
+		t.Fatalf("canceled %+v", c)
+	}
+}
+
 // TestSubscriptionCancelledWhilePausedBeforeTheFix: a subscription paused
 // and canceling at period end from before pausedCancelVersion (no deadline)
 // ends at its period's end once the merchant asks to cancel again.
@@ -1108,6 +1137,31 @@ func TestSubscriptionUnbillableHolds(t *testing.T) {
 		}
 		if r := h.store.ofType("subscription.renewed"); len(r) != 1 {
 			t.Fatalf("renewed %v", h.store.types())
+		}
+	})
+	t.Run("replacement held across the grace end", func(t *testing.T) {
+		// The customer cancels the invoice's session 73 minutes in and
+		// billing stays on hold: its replacement is tried hourly from then,
+		// the grace end's past_due step (between two tries) is held too,
+		// and nothing is tried more often than that.
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		h.plan = func(s *subFakeSession) subPayment {
+			h.at(s.OpenedAt.Add(73*time.Minute), func() {
+				h.sessions.mu.Lock()
+				s.Status = models.StatusCancelled
+				h.sessions.mu.Unlock()
+				h.signal(s)
+			})
+			return subPayment{}
+		}
+		h.at(trialEnd.Add(72*time.Minute), func() { claimed(h, trialEnd.Add(100*24*time.Hour)) })
+		graceEnd := trialEnd.Add(72 * time.Hour)
+		h.action(graceEnd.Add(210*time.Minute), ActionCancelNow)
+		h.runUntil(1, nil)
+		// Hourly from 73 minutes in to the grace end (71), then the held
+		// past_due step at the grace end and three more hours (4).
+		if h.sessions.refused < 70 || h.sessions.refused > 80 {
+			t.Fatalf("%d refused opens, want about 75 (hourly)", h.sessions.refused)
 		}
 	})
 	t.Run("settled while held", func(t *testing.T) {
