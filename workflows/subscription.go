@@ -586,8 +586,8 @@ func (s *subscriptionRun) reopen(ctx workflow.Context, n activities.SessionNotic
 }
 
 // reopenSession opens the session that replaces the invoice's ended one,
-// with its expiry, and says so. Refused as unbillable, it is marked held
-// (unlessUnbillable undoes the rest) and tried again at the hold's end.
+// with its expiry, and says so. Refused as unbillable, it is tried again at
+// Invoice.ReopenAt (unlessUnbillable undoes the rest).
 func (s *subscriptionRun) reopenSession(ctx workflow.Context) error {
 	inv := s.st.Invoice
 	inv.Reopened++
