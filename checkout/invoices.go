@@ -30,13 +30,7 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	// changed since (the network removed, the wallet proven by another):
 	// it exists, and its workflow must start.
 	if prior, err := s.Store.CheckoutSession(ctx, req.SessionID); err == nil {
-		if prior.SubscriptionID == nil || *prior.SubscriptionID != sub.ID {
-			return activities.InvoiceSession{}, fmt.Errorf("session %s exists and is not an invoice of subscription %s", prior.ID, sub.ID)
-		}
-		if err := s.ensureWorkflow(ctx, prior); err != nil {
-			s.log().WarnContext(ctx, "invoice session's workflow not started; the repairer will start it", "sessionId", prior.ID, "err", err)
-		}
-		return activities.InvoiceSession{SessionID: prior.ID, Status: prior.Status, ExpiresAt: prior.ExpiresAt}, nil
+		return s.invoiceSession(ctx, prior, sub.ID)
 	} else if !errors.Is(err, apperr.ErrNotFound) {
 		return activities.InvoiceSession{}, err
 	}
@@ -69,14 +63,20 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	if err != nil {
 		return activities.InvoiceSession{}, err
 	}
-	if got.SubscriptionID == nil || *got.SubscriptionID != sub.ID {
-		return activities.InvoiceSession{}, fmt.Errorf("session %s exists and is not an invoice of subscription %s", got.ID, sub.ID)
+	return s.invoiceSession(ctx, got, sub.ID)
+}
+
+// invoiceSession answers the session cs of subscription subID (created now,
+// or by an earlier attempt), its workflow started if it was not.
+func (s *Service) invoiceSession(ctx context.Context, cs *models.CheckoutSession, subID string) (activities.InvoiceSession, error) {
+	if cs.SubscriptionID == nil || *cs.SubscriptionID != subID {
+		return activities.InvoiceSession{}, fmt.Errorf("session %s exists and is not an invoice of subscription %s", cs.ID, subID)
 	}
-	if err := s.ensureWorkflow(ctx, got); err != nil {
+	if err := s.ensureWorkflow(ctx, cs); err != nil {
 		// The repairer starts it shortly; the session exists and can be paid.
-		s.log().WarnContext(ctx, "invoice session's workflow not started; the repairer will start it", "sessionId", got.ID, "err", err)
+		s.log().WarnContext(ctx, "invoice session's workflow not started; the repairer will start it", "sessionId", cs.ID, "err", err)
 	}
-	return activities.InvoiceSession{SessionID: got.ID, Status: got.Status, ExpiresAt: got.ExpiresAt}, nil
+	return activities.InvoiceSession{SessionID: cs.ID, Status: cs.Status, ExpiresAt: cs.ExpiresAt}, nil
 }
 
 // InvoiceSessionStatus reads a session's status from the read model.

@@ -228,18 +228,29 @@ func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
 		models.NewKey{Hash: models.NewID(), Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.store.RecordWalletProof(ctx, &models.WalletProof{MerchantID: owner.ID, Family: "evm", Address: wallet,
-		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
-		t.Fatal(err)
-	}
-	got = rc.waitFor("held", 3*period, func(g []received) bool { return countOf(g, "subscription.updated") == 1 })
-	var held map[string]any
-	for _, r := range got {
-		if r.Event == "subscription.updated" {
-			held = r.Payload["data"].(map[string]any)
-			validateSubscriptionEvent(t, r.Event, held)
+	prove := func(merchantID string) {
+		t.Helper()
+		if _, err := s.store.RecordWalletProof(ctx, &models.WalletProof{MerchantID: merchantID, Family: "evm", Address: wallet,
+			Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+			t.Fatal(err)
 		}
 	}
+	// latest is the data of the last event of type typ received, checked
+	// against its schema.
+	latest := func(got []received, typ string) map[string]any {
+		t.Helper()
+		var d map[string]any
+		for _, r := range got {
+			if r.Event == typ {
+				d = r.Payload["data"].(map[string]any)
+			}
+		}
+		validateSubscriptionEvent(t, typ, d)
+		return d
+	}
+	prove(owner.ID)
+	got = rc.waitFor("held", 3*period, func(g []received) bool { return countOf(g, "subscription.updated") == 1 })
+	held := latest(got, "subscription.updated")
 	reason, _ := held["billingError"].(string)
 	if held["action"] != nil || held["status"] != "active" || !strings.Contains(reason, "proven by another merchant") {
 		t.Fatalf("held: %v", held)
@@ -254,18 +265,9 @@ func TestSubscriptionHeldWhileItsWalletIsAnothers(t *testing.T) {
 
 	// The merchant proves the wallet too: it is theirs as well, and billed.
 	acct := s.call("GET", "/api/merchant", session, nil, 200)
-	if _, err := s.store.RecordWalletProof(ctx, &models.WalletProof{MerchantID: acct["id"].(string), Family: "evm", Address: wallet,
-		Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
-		t.Fatal(err)
-	}
+	prove(acct["id"].(string))
 	got = rc.waitFor("the held invoice", 3*period, func(g []received) bool { return countOf(g, "subscription.renewal_due") == 2 })
-	var billed map[string]any
-	for _, r := range got {
-		if r.Event == "subscription.renewal_due" {
-			billed = r.Payload["data"].(map[string]any) // the latest
-		}
-	}
-	validateSubscriptionEvent(t, "subscription.renewal_due", billed)
+	billed := latest(got, "subscription.renewal_due")
 	if v, ok := billed["billingError"]; !ok || v != nil || billed["status"] != "renewal_pending" ||
 		fmt.Sprint(billed["invoice"].(map[string]any)["number"]) != "2" {
 		t.Fatalf("the held invoice: %v", billed)

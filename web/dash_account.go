@@ -349,16 +349,6 @@ func (p *Pages) settingsData(c *gin.Context, proofAddress string, proofErr *apiE
 	return map[string]any{"Title": "Settings", "Proofs": proofs, "ProofsError": proofsErr, "Sessions": sessions, "SessionsError": sessionsErr}
 }
 
-// dSignedIn is one signed-in session of the account on the settings page.
-type dSignedIn struct {
-	ID        string    `json:"id"`
-	Current   bool      `json:"current"`
-	CreatedAt time.Time `json:"createdAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
-	UserAgent string    `json:"userAgent"`
-	IPAddress string    `json:"ipAddress"`
-}
-
 // Browser names the session's browser and system from its User-Agent
 // ("Firefox on Linux"); the whole string is shown on hover.
 func (s dSignedIn) Browser() string {

@@ -207,6 +207,16 @@ type dCustomer struct {
 	CreatedAt        time.Time         `json:"createdAt"`
 }
 
+// dSignedIn is one signed-in session of the account on the settings page.
+type dSignedIn struct {
+	ID        string    `json:"id"`
+	Current   bool      `json:"current"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	UserAgent string    `json:"userAgent"`
+	IPAddress string    `json:"ipAddress"`
+}
+
 type dSubscription struct {
 	ID                    string      `json:"id"`
 	Status                string      `json:"status"`

@@ -635,7 +635,8 @@ func (s *subscriptionRun) openSession(ctx workflow.Context, expiresAt time.Time)
 	inv.Sessions = append(inv.Sessions, got.SessionID)
 	s.st.LatestSessionID = got.SessionID
 	// Billed again: the record that follows clears the reason.
-	s.st.BillingError, s.st.BlockedSince, inv.ReopenAt = "", time.Time{}, time.Time{}
+	s.billed()
+	inv.ReopenAt = time.Time{}
 	return nil
 }
 
@@ -679,6 +680,10 @@ func (s *subscriptionRun) unlessUnbillable(ctx workflow.Context, step func(workf
 	s.st.BillingError = appErr.Message()
 	return s.record(ctx, subEvent("subscription.updated", map[string]any{"action": nil, "previousStatus": s.st.Status}))
 }
+
+// billed ends a hold of the billing (a session opened, the invoice paid,
+// the subscription canceled): nothing stands in the way any more.
+func (s *subscriptionRun) billed() { s.st.BillingError, s.st.BlockedSince = "", time.Time{} }
 
 // clone is a copy of the invoice sharing nothing with it (nil for nil).
 func (inv *Invoice) clone() *Invoice {
@@ -762,7 +767,7 @@ func (s *subscriptionRun) renew(ctx workflow.Context, sessionID string, data map
 	s.st.Invoice = nil
 	s.st.LatestSessionID = sessionID
 	s.st.HoldUntil = time.Time{}
-	s.st.BillingError, s.st.BlockedSince = "", time.Time{}
+	s.billed()
 	return s.record(ctx, subEvent("subscription.renewed", data))
 }
 
@@ -828,7 +833,7 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 	s.st.CancelReason = reason
 	s.st.Invoice = nil
 	s.st.HoldUntil = time.Time{}
-	s.st.BillingError, s.st.BlockedSince = "", time.Time{}
+	s.billed()
 	events := []activities.SubscriptionEvent{}
 	if before != nil {
 		events = append(events, *before)
