@@ -234,6 +234,14 @@ const resumeNextStartVersion = "resume-next-invoice-at-period-end"
 // and nobody was told.
 const billingBlockedVersion = "unbillable-holds"
 
+// heldLastWindowVersion marks the workflows in which dunning that runs out
+// while billing is on hold (the last window's session ended unpaid and its
+// replacement was refused) does not cancel the subscription as unpaid: the
+// end waits for a session, which comes with the time the hold took from
+// the customer (resumeDunning). Before, the customer, who had nothing to
+// pay with, was canceled.
+const heldLastWindowVersion = "held-last-window-waits"
+
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
 type SubscriptionState struct {
@@ -523,6 +531,11 @@ func (s *subscriptionRun) step(ctx workflow.Context) (bool, error) {
 		// (A reminder held while billing is on hold is sent once it can
 		// be: the customer had nothing to pay with meanwhile.)
 		return false, s.unlessUnbillable(ctx, s.remind)
+	case !s.st.BlockedSince.IsZero() && workflow.GetVersion(ctx, heldLastWindowVersion, workflow.DefaultVersion, 1) == 1:
+		// Dunning ran out while billing was on hold (the last window's
+		// session ended and its replacement was refused): the customer
+		// had nothing to pay with, so the end waits for a session.
+		return false, s.unlessUnbillable(ctx, s.resumeDunning)
 	}
 	// Dunning is over. A payment that reached the session since the look
 	// above still wins: cancel holds for one on its way and renews for
@@ -727,11 +740,19 @@ func (s *subscriptionRun) pastDue(ctx workflow.Context) error {
 // session to pay with (unlessUnbillable undoes the move if it is refused
 // again).
 func (s *subscriptionRun) remind(ctx workflow.Context) error {
+	s.st.Invoice.Reminders++
+	return s.resumeDunning(ctx)
+}
+
+// resumeDunning opens the session of the current dunning step, valid until
+// the next one, and says so (subscription.renewal_due). After a hold the
+// rest of the schedule first moves by the time billing was on hold: the
+// customer gets the time to pay that the hold took away.
+func (s *subscriptionRun) resumeDunning(ctx workflow.Context) error {
 	inv := s.st.Invoice
 	if !s.st.BlockedSince.IsZero() {
 		inv.PastDueAt = inv.PastDueAt.Add(utcNow(ctx).Sub(s.st.BlockedSince))
 	}
-	inv.Reminders++
 	s.newStep(ctx)
 	if err := s.openSession(ctx, s.nextDunningStep()); err != nil {
 		return err

@@ -38,6 +38,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_dunning_voids_all.json", // as subscription_dunning, its cancel voiding every session of the invoice (cancelVoidsEveryVersion)
 	"testdata/subscription_paused_cancel.json",     // trial paused, canceled at period end while paused (pausedCancelVersion), resumed (resumeNextStartVersion), paused again: canceled at the trial's end
 	"testdata/subscription_unbillable_held.json",   // the first invoice's session refused twice (Unbillable): held (billingBlockedVersion), then opened; cancel_now
+	"testdata/subscription_held_last_window.json",  // the last reminder's session cancelled, its replacement refused past dunning's end: the end waits (heldLastWindowVersion), a session, canceled unpaid
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -291,6 +292,35 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 		t.Fatalf("cancel_now: %+v %v", st, err)
 	}
 	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[12])
+
+	// 14. Nothing paid; the last reminder's session is cancelled by the
+	// customer and its replacement refused until after dunning's end: the
+	// end waits, the session comes once it can, then canceled unpaid.
+	lastWin := policy
+	lastWin.DunningPeriod, lastWin.BlockedRecheck = 6*time.Second, time.Second
+	rec.sessions.mu.Lock()
+	rec.sessions.refuse = nil
+	rec.sessions.mu.Unlock()
+	base = len(rec.sessions.all())
+	id = rec.start("sub_replay_held_last_window", lastWin, time.Second)
+	r2 := rec.waitSessions(base + 4)[base+3]
+	until := time.Now().Add(8 * time.Second)
+	rec.sessions.mu.Lock()
+	rec.sessions.refuse = func() error {
+		if time.Now().Before(until) {
+			return apperr.Invalid("network", "base_sepolia is not configured on this server")
+		}
+		return nil
+	}
+	r2.Status = models.StatusCancelled
+	rec.sessions.mu.Unlock()
+	if err := c.SignalWorkflow(ctx, id.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: r2.ID, Status: models.StatusCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	save(id.id, rec.finish(id, CancelReasonUnpaid), subscriptionHistoryFiles[13])
+	if n := len(rec.sessions.all()) - base; n != 5 {
+		t.Fatalf("%d sessions opened, want 5 (the fifth after the hold)", n)
+	}
 }
 
 // settle sends the settle update for exception excID.

@@ -1202,6 +1202,52 @@ func TestSubscriptionUnbillableHolds(t *testing.T) {
 			t.Fatalf("canceled %+v", c)
 		}
 	})
+	t.Run("replacement held through the last window", func(t *testing.T) {
+		// Nothing paid; the customer cancels the last reminder's session
+		// ten hours in and billing is on hold from then until twenty hours
+		// after dunning would have ended. The unpaid cancel waits: once a
+		// session can open, the customer gets it with the 38 hours that
+		// were left, and only then is the subscription canceled unpaid.
+		h := newSubHarness(t, subStart, 7, billing.Month)
+		pastDue := trialEnd.Add(72 * time.Hour)
+		end := pastDue.Add(168 * time.Hour)
+		opened := 0
+		h.plan = func(s *subFakeSession) subPayment {
+			if opened++; opened == 5 {
+				h.at(s.OpenedAt.Add(10*time.Hour), func() {
+					h.sessions.mu.Lock()
+					s.Status = models.StatusCancelled
+					h.sessions.mu.Unlock()
+					h.signal(s)
+				})
+			}
+			return subPayment{}
+		}
+		h.at(pastDue.Add(129*time.Hour), func() { claimed(h, end.Add(20*time.Hour)) })
+		h.runUntil(1, nil)
+		types := h.store.types()
+		if want := []string{"subscription.created", "subscription.renewal_due", "subscription.past_due", "subscription.renewal_due",
+			"subscription.renewal_due", "subscription.renewal_due", "subscription.updated", "subscription.renewal_due",
+			"subscription.canceled"}; !slices.Equal(types, want) {
+			t.Fatalf("events %v, want %v", types, want)
+		}
+		if held := h.store.ofType("subscription.updated")[0]; !held.At.Equal(pastDue.Add(130*time.Hour)) || held.Record.BillingError == "" {
+			t.Fatalf("held at %s: %+v", held.At, held.Record)
+		}
+		dues := h.store.ofType("subscription.renewal_due")
+		last, inv := dues[len(dues)-1], invoiceOf(t, dues[len(dues)-1])
+		cancelsAt := end.Add(20*time.Hour + 38*time.Hour)
+		if !last.At.Equal(end.Add(20*time.Hour)) || last.Record.BillingError != "" || num(inv["reminder"]) != 3 ||
+			inv["sessionExpiresAt"] != ts(cancelsAt) || inv["cancelsAt"] != ts(cancelsAt) {
+			t.Fatalf("the session after the hold at %s (%q): %+v", last.At, last.Record.BillingError, inv)
+		}
+		if c := h.store.ofType("subscription.canceled"); !c[0].At.Equal(cancelsAt) || c[0].Extra["reason"] != CancelReasonUnpaid {
+			t.Fatalf("canceled at %s: %+v", c[0].At, c[0].Extra)
+		}
+		if n := len(h.sessions.all()); n != 6 {
+			t.Fatalf("%d sessions, want 6 (the last one after the hold)", n)
+		}
+	})
 	t.Run("past due held", func(t *testing.T) {
 		h := newSubHarness(t, subStart, 7, billing.Month)
 		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
