@@ -1,0 +1,92 @@
+package chain
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/hex"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient/simulated"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/paygate/paygate/chain/contracts"
+)
+
+// TestVerifyContractWalletProof: a smart contract wallet (EIP-1271) proves
+// itself by answering isValidSignature for the message's EIP-191 hash;
+// another key's signature, another message, an address without code and a
+// contract that is no wallet are refused; an endpoint of another chain is
+// no verdict.
+func TestVerifyContractWalletProof(t *testing.T) {
+	ctx := context.Background()
+	deployerKey, owner, stranger := mustKey(t), mustKey(t), mustKey(t)
+	eth := new(big.Int).Mul(big.NewInt(10), big.NewInt(params.Ether))
+	sim := simulated.NewBackend(types.GenesisAlloc{crypto.PubkeyToAddress(deployerKey.PublicKey): {Balance: eth}})
+	t.Cleanup(func() { _ = sim.Close() })
+	client := sim.Client()
+	deployer, err := contracts.NewTransactor(ctx, client, deployerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := func(a *contracts.Artifact, args ...any) common.Address {
+		addr, _, err := deployer.Deploy(ctx, a, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.Commit()
+		return addr
+	}
+	wallet := deploy(contracts.MustLoad(contracts.SmartWallet), crypto.PubkeyToAddress(owner.PublicKey))
+	notAWallet := deploy(contracts.MustLoad(contracts.Forwarder))
+	id, err := client.ChainID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := Network{Name: "base_sepolia", Family: FamilyEVM, ChainID: id.Uint64()}
+
+	p := WalletProof{Address: wallet.Hex(), MerchantID: "mer_1", Account: "a@example.com", Nonce: "00", Issued: time.Unix(1_800_000_000, 0)}
+	msg := p.Message()
+	sign := func(key *ecdsa.PrivateKey, message string) string {
+		t.Helper()
+		sig, err := crypto.Sign(accounts.TextHash([]byte(message)), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig[64] += 27
+		return "0x" + hex.EncodeToString(sig)
+	}
+	ownerSig := sign(owner, msg)
+	if err := VerifyContractWalletProof(ctx, client, n, wallet.Hex(), msg, ownerSig); err != nil {
+		t.Fatalf("the owner's signature for the wallet: %v", err)
+	}
+	// A contract wallet's signature is no key's: the EOA check refuses it.
+	if err := VerifyWalletProof(FamilyEVM, wallet.Hex(), msg, ownerSig); !errors.Is(err, ErrBadWalletProof) {
+		t.Fatalf("EOA check of a contract wallet's signature: %v", err)
+	}
+	for name, c := range map[string]struct{ address, message, sig, want string }{
+		"another key":           {wallet.Hex(), msg, sign(stranger, msg), "refuses it"},
+		"another message":       {wallet.Hex(), msg, sign(owner, msg+" "), "refuses it"},
+		"empty signature":       {wallet.Hex(), msg, "0x", "refuses it"},
+		"not hex":               {wallet.Hex(), msg, "0xzz", "must be hex"},
+		"no contract there":     {crypto.PubkeyToAddress(owner.PublicKey).Hex(), msg, ownerSig, "is no contract on base_sepolia"},
+		"a contract, no wallet": {notAWallet.Hex(), msg, ownerSig, "refuses it"},
+	} {
+		err := VerifyContractWalletProof(ctx, client, n, c.address, c.message, c.sig)
+		if !errors.Is(err, ErrBadWalletProof) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", name, err, c.want)
+		}
+	}
+	other := n
+	other.ChainID = id.Uint64() + 1
+	if err := VerifyContractWalletProof(ctx, client, other, wallet.Hex(), msg, ownerSig); !errors.Is(err, ErrContractCheck) || errors.Is(err, ErrBadWalletProof) {
+		t.Fatalf("an endpoint of another chain: %v, want no verdict", err)
+	}
+}
