@@ -295,17 +295,20 @@ func (s *Server) patchMerchant(c *gin.Context) {
 			fail(c, err)
 			return
 		}
-		named := map[string]string{}
+		var named []models.NamedWallet
 		for _, w := range []struct {
 			field string
 			to    *string
 			was   string
 		}{{"wallets.evm", u.WalletEVM, cur.WalletEVM}, {"wallets.solana", u.WalletSolana, cur.WalletSolana}} {
 			if w.to != nil && *w.to != w.was {
-				named[w.field] = *w.to
+				// A default is for every network of its family: a contract
+				// wallet another merchant proved on one network is refused
+				// where a link or a session uses it there.
+				named = append(named, models.NamedWallet{Field: w.field, Address: *w.to})
 			}
 		}
-		if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named); err != nil {
+		if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, named...); err != nil {
 			fail(c, err)
 			return
 		}

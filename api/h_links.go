@@ -94,7 +94,7 @@ func (s *Server) createLink(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, walletFields(wallets)); err != nil {
+	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, walletFields(wallets)...); err != nil {
 		fail(c, err)
 		return
 	}
@@ -258,10 +258,10 @@ func (s *Server) deleteLink(c *gin.Context) {
 
 // walletFields names each of a link's receiving wallets (by network) by
 // the request field that sets it, for Store.WalletsFree's refusal.
-func walletFields(wallets map[string]string) map[string]string {
-	out := make(map[string]string, len(wallets))
+func walletFields(wallets map[string]string) []models.NamedWallet {
+	out := make([]models.NamedWallet, 0, len(wallets))
 	for n, w := range wallets {
-		out["merchantWalletAddresses."+n] = w
+		out = append(out, models.NamedWallet{Field: "merchantWalletAddresses." + n, Address: w, Network: n})
 	}
 	return out
 }

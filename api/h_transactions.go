@@ -169,7 +169,7 @@ func (s *Server) recordTransaction(c *gin.Context) {
 	if link != nil {
 		field = "paymentLinkId"
 	}
-	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, map[string]string{field: t.MerchantWalletAddress}); err != nil {
+	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, models.NamedWallet{Field: field, Address: t.MerchantWalletAddress, Network: network}); err != nil {
 		fail(c, err)
 		return
 	}

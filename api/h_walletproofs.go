@@ -117,7 +117,7 @@ func (s *Server) walletProofMessage(c *gin.Context) {
 		return
 	}
 	elsewhere := false
-	if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, map[string]string{"address": addr}); errors.Is(err, apperr.ErrBadRequest) {
+	if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, models.NamedWallet{Field: "address", Address: addr}); errors.Is(err, apperr.ErrBadRequest) {
 		elsewhere = true
 	} else if err != nil {
 		fail(c, err)

@@ -40,7 +40,7 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	}
 	// A wallet another merchant proved after the subscription was made is
 	// that merchant's: no new session pays it.
-	if err := s.Store.WalletsFree(ctx, sub.MerchantID, map[string]string{"merchantWalletAddress": sub.MerchantWalletAddress}); err != nil {
+	if err := s.Store.WalletsFree(ctx, sub.MerchantID, models.NamedWallet{Field: "merchantWalletAddress", Address: sub.MerchantWalletAddress, Network: sub.Network}); err != nil {
 		if errors.Is(err, apperr.ErrBadRequest) {
 			return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+
 				" is proven by another merchant account, so no renewal is paid to it: prove it on this account if it is yours, or cancel the subscription")

@@ -170,7 +170,7 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 		if !ok {
 			continue
 		}
-		if by := provers[l.WalletAddresses[n]]; len(by) > 0 && !by[l.MerchantID] {
+		if by := provers.On(l.WalletAddresses[n], n); len(by) > 0 && !by[l.MerchantID] {
 			// Another merchant proved the wallet: no session opens on it
 			// (CreateSession), so the customer is not offered it.
 			continue
@@ -186,7 +186,7 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 // reach that merchant. Link leaves such a network out; Quote does not
 // look (a quote pays nothing, and the create path's read is enough).
 func (s *Service) walletOwned(ctx context.Context, l *models.PaymentLink, network string) error {
-	err := s.Store.WalletsFree(ctx, l.MerchantID, map[string]string{"network": l.WalletAddresses[network]})
+	err := s.Store.WalletsFree(ctx, l.MerchantID, models.NamedWallet{Field: "network", Address: l.WalletAddresses[network], Network: network})
 	if errors.Is(err, apperr.ErrBadRequest) {
 		return apperr.Invalid("network", "this link cannot take payments on "+network+": its receiving wallet belongs to another merchant account")
 	}

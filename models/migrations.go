@@ -508,6 +508,35 @@ func migrations() []*gormigrate.Migration {
 					tx.Migrator().DropColumn(&DashboardSession{}, "ClientIP"))
 			},
 		},
+		{
+			// Contract wallets' proofs (EIP-1271) hold on the network they
+			// were checked on: a merchant may prove an address once per
+			// network, and a Safe's signature outgrows 256 characters.
+			ID: "20261206_0029_wallet_proof_network",
+			Migrate: func(tx *gorm.DB) error {
+				m := tx.Migrator()
+				if !m.HasColumn(&WalletProof{}, "Network") {
+					if err := m.AddColumn(&WalletProof{}, "Network"); err != nil {
+						return err
+					}
+				}
+				if m.HasIndex(&WalletProof{}, "idx_wallet_proof_merchant_address") {
+					if err := m.DropIndex(&WalletProof{}, "idx_wallet_proof_merchant_address"); err != nil {
+						return err
+					}
+				}
+				if !m.HasIndex(&WalletProof{}, "idx_wallet_proof_scope") {
+					if err := m.CreateIndex(&WalletProof{}, "idx_wallet_proof_scope"); err != nil {
+						return err
+					}
+				}
+				if tx.Dialector.Name() == "postgres" {
+					return tx.Exec("ALTER TABLE wallet_proofs ALTER COLUMN signature TYPE text").Error
+				}
+				return nil // SQLite keeps any length in a varchar
+			},
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropColumn(&WalletProof{}, "Network") },
+		},
 	}
 }
 

@@ -413,3 +413,51 @@ func TestIdempotencyClaimMigration(t *testing.T) {
 		}
 	})
 }
+
+// TestWalletProofNetworkMigration: wallet proofs made before 20261206_0029
+// (one per merchant and address, signatures of at most 256 characters)
+// hold on every network after it, and the merchant may then prove the
+// address as a contract wallet on a network too, with a Safe's longer
+// signature.
+func TestWalletProofNetworkMigration(t *testing.T) {
+	onFreshStores(t, func(t *testing.T, st *Store) {
+		ctx := context.Background()
+		m := keyedMerchant(t, st, "proved@example.com")
+		const addr = "0x52908400098527886E0F7030069857D2E4169EE7"
+		db := st.db
+		if err := db.Migrator().DropIndex(&WalletProof{}, "idx_wallet_proof_scope"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Migrator().DropColumn(&WalletProof{}, "Network"); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"CREATE UNIQUE INDEX idx_wallet_proof_merchant_address ON wallet_proofs (merchant_id, address)",
+			"ALTER TABLE wallet_proofs ALTER COLUMN signature TYPE varchar(256)"} {
+			if strings.Contains(q, "ALTER COLUMN") && st.Dialect() != "postgres" {
+				continue
+			}
+			if err := db.Exec(q).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Exec("INSERT INTO wallet_proofs (id, merchant_id, family, address, message, signature, proved_at) VALUES (?, ?, 'evm', ?, 'm', 's', ?)",
+			NewID(), m.ID, addr, time.Now().UTC()).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("DELETE FROM schema_migrations WHERE id = ?", "20261206_0029_wallet_proof_network").Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Migrate(); err != nil {
+			t.Fatalf("upgrade: %v", err)
+		}
+		provers, err := st.WalletProvers(ctx, []string{addr})
+		if err != nil || !provers.On(addr, "")[m.ID] || !provers.On(addr, "base_sepolia")[m.ID] {
+			t.Fatalf("the old proof after the upgrade: %+v %v", provers, err)
+		}
+		p := &WalletProof{MerchantID: m.ID, Family: "evm", Address: addr, Network: "base_sepolia", Message: "m",
+			Signature: "0x" + strings.Repeat("ab", 65*5), ProvedAt: time.Now()}
+		if created, err := st.RecordWalletProof(ctx, p, 0); err != nil || !created {
+			t.Fatalf("a contract wallet's proof on a network after the upgrade: %v %v", created, err)
+		}
+	})
+}

@@ -673,14 +673,22 @@ type ChainCursor struct {
 // merchant may name it for its payments, and where others named it before
 // the proof, the watchers no longer give them its transfers (the prover's
 // links that name it get them).
+//
+// A proof signed by the wallet's key holds on every network of its family.
+// A smart contract wallet signs nothing a key can recover: it is proven by
+// its own answer (EIP-1271) on one network, Network, and holds there only:
+// the same address on another chain may be another party's contract.
 type WalletProof struct {
 	ID         string `gorm:"primaryKey;size:36"`
-	MerchantID string `gorm:"size:36;not null;uniqueIndex:idx_wallet_proof_merchant_address,priority:1"`
+	MerchantID string `gorm:"size:36;not null;uniqueIndex:idx_wallet_proof_scope,priority:1"`
 	Family     string `gorm:"size:16;not null"`
 	// Address is canonical (chain.ParseAddress): EIP-55 on EVM.
-	Address   string    `gorm:"size:128;not null;uniqueIndex:idx_wallet_proof_merchant_address,priority:2;index"`
+	Address string `gorm:"size:128;not null;uniqueIndex:idx_wallet_proof_scope,priority:2;index"`
+	// Network is where a contract wallet's proof was checked ("" for a
+	// key's, which holds everywhere).
+	Network   string    `gorm:"size:32;not null;default:'';uniqueIndex:idx_wallet_proof_scope,priority:3"`
 	Message   string    `gorm:"type:text;not null"`
-	Signature string    `gorm:"size:256;not null"`
+	Signature string    `gorm:"type:text;not null"`
 	ProvedAt  time.Time `gorm:"not null"`
 }
 

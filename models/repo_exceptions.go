@@ -338,7 +338,7 @@ func (s *Store) ReceivingWallets(ctx context.Context, network string, mode Mode)
 	}
 	kept := out[:0]
 	for _, w := range out {
-		if p := provers[w.Address]; len(p) == 0 || p[w.MerchantID] {
+		if p := provers.On(w.Address, network); len(p) == 0 || p[w.MerchantID] {
 			kept = append(kept, w)
 		}
 	}

@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -13,10 +12,11 @@ import (
 	"github.com/paygate/paygate/apperr"
 )
 
-// RecordWalletProof stores a verified proof (chain.VerifyWalletProof) that
-// p.MerchantID controls p.Address. Proving a wallet again keeps the first
-// proof, which is returned with created false. A merchant holding max
-// proofs already proves no other wallet (apperr.ErrConflict).
+// RecordWalletProof stores a verified proof (chain.VerifyWalletProof, or
+// chain.VerifyContractWalletProof on p.Network) that p.MerchantID controls
+// p.Address. Proving a wallet again (on the same network, for a contract
+// wallet) keeps the first proof, which is returned with created false. A
+// merchant proving max wallets already proves no other (apperr.ErrConflict).
 func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof, max int) (created bool, err error) {
 	p.ID, p.ProvedAt = NewID(), p.ProvedAt.UTC()
 	err = s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
@@ -27,7 +27,8 @@ func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof, max int) 
 			return notFound(err)
 		}
 		var n int64
-		if err := tx.Model(&WalletProof{}).Where("merchant_id = ? AND address <> ?", p.MerchantID, p.Address).Count(&n).Error; err != nil {
+		if err := tx.Model(&WalletProof{}).Where("merchant_id = ? AND address <> ?", p.MerchantID, p.Address).
+			Distinct("address").Count(&n).Error; err != nil {
 			return err
 		}
 		if max > 0 && n >= int64(max) {
@@ -45,15 +46,15 @@ func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof, max int) 
 		return created, err
 	}
 	var first WalletProof
-	if err := s.ctx(ctx).Where("merchant_id = ? AND address = ?", p.MerchantID, p.Address).Take(&first).Error; err != nil {
+	if err := s.ctx(ctx).Where("merchant_id = ? AND address = ? AND network = ?", p.MerchantID, p.Address, p.Network).Take(&first).Error; err != nil {
 		return false, err
 	}
 	*p = first
 	return false, nil
 }
 
-// DeleteWalletProof withdraws the merchant's proof of address (not found:
-// apperr.ErrNotFound).
+// DeleteWalletProof withdraws the merchant's proofs of address, on every
+// network (not found: apperr.ErrNotFound).
 func (s *Store) DeleteWalletProof(ctx context.Context, merchantID, address string) error {
 	res := s.ctx(ctx).Where("merchant_id = ? AND address = ?", merchantID, address).Delete(&WalletProof{})
 	if res.Error != nil {
@@ -68,21 +69,31 @@ func (s *Store) DeleteWalletProof(ctx context.Context, merchantID, address strin
 // WalletProofs lists the wallets the merchant proved, oldest proof first.
 func (s *Store) WalletProofs(ctx context.Context, merchantID string) ([]WalletProof, error) {
 	var out []WalletProof
-	err := s.ctx(ctx).Where("merchant_id = ?", merchantID).Order("proved_at asc, id asc").Find(&out).Error
+	err := s.ctx(ctx).Where("merchant_id = ?", merchantID).Order("proved_at asc, id asc").Limit(maxWalletProofRows).Find(&out).Error
 	return out, err
 }
 
-// WalletsFree refuses a wallet that another merchant proved and merchantID
-// did not: it is that merchant's, and a payment to it would not be this
-// one's. wallets maps the request's field that names a wallet to the
-// wallet (canonical; "" is skipped). The refusal is a 400 naming each such
-// field, with a hint (not a 409: SPEC.md's 409s say "this exists already",
-// and POST /api/transactions' 409 means the hash is recorded).
-func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets map[string]string) error {
+// maxWalletProofRows bounds the list of a merchant's proofs (a wallet
+// counts once toward the API's limit, however many networks a contract
+// wallet is proven on).
+const maxWalletProofRows = 1000
+
+// NamedWallet is a wallet a request names (canonical; "" is skipped), the
+// request's field that names it, and the network it is to receive on (""
+// for every network of its family: a merchant's default wallet, checked
+// again on each network a link or a session uses it on).
+type NamedWallet struct{ Field, Address, Network string }
+
+// WalletsFree refuses a wallet that another merchant proved, where it is
+// named, and merchantID did not: it is that merchant's, and a payment to it
+// would not be this one's. The refusal is a 400 naming each such field,
+// with a hint (not a 409: SPEC.md's 409s say "this exists already", and
+// POST /api/transactions' 409 means the hash is recorded).
+func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets ...NamedWallet) error {
 	var want []string
-	for _, a := range wallets {
-		if a != "" && !slices.Contains(want, a) {
-			want = append(want, a)
+	for _, w := range wallets {
+		if w.Address != "" && !slices.Contains(want, w.Address) {
+			want = append(want, w.Address)
 		}
 	}
 	if len(want) == 0 {
@@ -92,10 +103,12 @@ func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets map[
 	if err != nil {
 		return err
 	}
+	wallets = slices.Clone(wallets)
+	slices.SortFunc(wallets, func(a, b NamedWallet) int { return strings.Compare(a.Field, b.Field) })
 	var problems []string
-	for _, field := range slices.Sorted(maps.Keys(wallets)) {
-		if by := provers[wallets[field]]; len(by) > 0 && !by[merchantID] {
-			problems = append(problems, field+": the wallet "+wallets[field]+" is proven by another merchant account")
+	for _, w := range wallets {
+		if by := provers.On(w.Address, w.Network); len(by) > 0 && !by[merchantID] {
+			problems = append(problems, w.Field+": the wallet "+w.Address+" is proven by another merchant account")
 		}
 	}
 	if len(problems) == 0 {
@@ -108,21 +121,40 @@ func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets map[
 // walletProverBatch bounds the addresses of one WalletProvers query.
 const walletProverBatch = 500
 
-// WalletProvers says, of each address (canonical), which merchants proved
-// it (none: absent).
-func (s *Store) WalletProvers(ctx context.Context, addresses []string) (map[string]map[string]bool, error) {
-	out := map[string]map[string]bool{}
+// Provers are the proofs of some addresses: address → who proved it where.
+type Provers map[string][]ProofScope
+
+// ProofScope is one merchant's proof of an address: on every network of
+// its family (Network ""), or a contract wallet's on one network.
+type ProofScope struct{ MerchantID, Network string }
+
+// On answers the merchants whose proof of address holds on network (""
+// asks about every network at once: only the proofs that hold on all of
+// them count); nil when none does.
+func (p Provers) On(address, network string) map[string]bool {
+	var out map[string]bool
+	for _, sc := range p[address] {
+		if sc.Network == "" || (network != "" && sc.Network == network) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[sc.MerchantID] = true
+		}
+	}
+	return out
+}
+
+// WalletProvers reads who proved each address (canonical), and where.
+func (s *Store) WalletProvers(ctx context.Context, addresses []string) (Provers, error) {
+	out := Provers{}
 	for start := 0; start < len(addresses); start += walletProverBatch {
 		var proofs []WalletProof
 		batch := addresses[start:min(start+walletProverBatch, len(addresses))]
-		if err := s.ctx(ctx).Select("merchant_id", "address").Where("address IN ?", batch).Find(&proofs).Error; err != nil {
+		if err := s.ctx(ctx).Select("merchant_id", "address", "network").Where("address IN ?", batch).Find(&proofs).Error; err != nil {
 			return nil, err
 		}
 		for _, p := range proofs {
-			if out[p.Address] == nil {
-				out[p.Address] = map[string]bool{}
-			}
-			out[p.Address][p.MerchantID] = true
+			out[p.Address] = append(out[p.Address], ProofScope{MerchantID: p.MerchantID, Network: p.Network})
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func TestWalletProofStore(t *testing.T) {
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
 			t.Fatalf("no proof: %s", got)
 		}
-		if err := st.WalletsFree(ctx, b.ID, map[string]string{"a": shared, "b": own, "c": ""}); err != nil {
+		if err := st.WalletsFree(ctx, b.ID, nw("a", shared), nw("b", own), nw("c", "")); err != nil {
 			t.Fatalf("no proof: %v", err)
 		}
 
@@ -67,17 +68,17 @@ func TestWalletProofStore(t *testing.T) {
 		if got := receiving(); got != "[a@0x5290 c@0x8617]" {
 			t.Fatalf("a proved the shared wallet: %s", got)
 		}
-		if err := st.WalletsFree(ctx, b.ID, map[string]string{"mine": own, "wallets.evm": shared, "again": shared}); !errors.Is(err, apperr.ErrBadRequest) ||
+		if err := st.WalletsFree(ctx, b.ID, nw("mine", own), nw("wallets.evm", shared), nw("again", shared)); !errors.Is(err, apperr.ErrBadRequest) ||
 			err.Error() != "again: the wallet "+shared+" is proven by another merchant account; wallets.evm: the wallet "+shared+" is proven by another merchant account" {
 			t.Fatalf("b names a's wallet: %v", err)
 		}
-		if err := st.WalletsFree(ctx, a.ID, map[string]string{"w": shared}); err != nil {
+		if err := st.WalletsFree(ctx, a.ID, nw("w", shared)); err != nil {
 			t.Fatalf("a names its own: %v", err)
 		}
 		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: b.ID, Family: "evm", Address: shared, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.WalletsFree(ctx, b.ID, map[string]string{"w": shared}); err != nil {
+		if err := st.WalletsFree(ctx, b.ID, nw("w", shared)); err != nil {
 			t.Fatalf("b proved it too: %v", err)
 		}
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
@@ -117,8 +118,91 @@ func TestWalletProofStore(t *testing.T) {
 		if got := receiving(); got != "[a@0x5290 b@0x5290 c@0x8617]" {
 			t.Fatalf("d withdrew its proof of c's wallet: %s", got)
 		}
-		if err := st.WalletsFree(ctx, c.ID, map[string]string{"w": own}); err != nil {
+		if err := st.WalletsFree(ctx, c.ID, nw("w", own)); err != nil {
 			t.Fatalf("c names its wallet once d withdrew: %v", err)
+		}
+	})
+}
+
+// nw names a wallet for every network of its family.
+func nw(field, address string) models.NamedWallet { return models.NamedWallet{Field: field, Address: address} }
+
+// TestContractWalletProofScope: a contract wallet's proof (EIP-1271, checked
+// on one network) holds on that network only: the same address elsewhere
+// may be another party's contract, so there it keeps no one out and takes
+// no one's transfers. A merchant proves it once per network; the proofs
+// count as one wallet toward the bound, and a withdrawal ends them all.
+func TestContractWalletProofScope(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		a, b := newMerchant(t, st, "cwa@example.com"), newMerchant(t, st, "cwb@example.com")
+		const safe = "0x52908400098527886E0F7030069857D2E4169EE7"
+		for _, m := range []*models.Merchant{a, b} {
+			if err := st.CreatePaymentLink(ctx, &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(100),
+				Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia", "polygon_amoy"}, Token: "USDC",
+				WalletAddresses: models.StringMap{"base_sepolia": safe, "polygon_amoy": safe}, MerchantWalletAddress: safe}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		receiving := func(network string) string {
+			t.Helper()
+			ws, err := st.ReceivingWallets(ctx, network, models.ModeTest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, w := range ws {
+				out = append(out, map[string]string{a.ID: "a", b.ID: "b"}[w.MerchantID])
+			}
+			sort.Strings(out)
+			return fmt.Sprint(out)
+		}
+		prove := func(m *models.Merchant, network string, max int) (bool, error) {
+			return st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: m.ID, Family: "evm", Address: safe, Network: network,
+				Message: "m", Signature: "0x" + strings.Repeat("ab", 65*3), ProvedAt: time.Now()}, max)
+		}
+		if created, err := prove(a, "polygon_amoy", 0); err != nil || !created {
+			t.Fatalf("a proves the contract on polygon_amoy: %v %v", created, err)
+		}
+		if got := receiving("polygon_amoy"); got != "[a]" {
+			t.Fatalf("polygon_amoy: %s", got)
+		}
+		if got := receiving("base_sepolia"); got != "[a b]" {
+			t.Fatalf("base_sepolia, where nobody proved it: %s", got)
+		}
+		on := func(network string) models.NamedWallet {
+			return models.NamedWallet{Field: "merchantWalletAddresses." + network, Address: safe, Network: network}
+		}
+		if err := st.WalletsFree(ctx, b.ID, on("base_sepolia"), nw("wallets.evm", safe)); err != nil {
+			t.Fatalf("b names it on base_sepolia, and as its default: %v", err)
+		}
+		if err := st.WalletsFree(ctx, b.ID, on("base_sepolia"), on("polygon_amoy")); !errors.Is(err, apperr.ErrBadRequest) ||
+			!strings.HasPrefix(err.Error(), "merchantWalletAddresses.polygon_amoy: the wallet") || strings.Contains(err.Error(), "base_sepolia:") {
+			t.Fatalf("b names it on polygon_amoy: %v", err)
+		}
+		provers, err := st.WalletProvers(ctx, []string{safe})
+		if err != nil || len(provers.On(safe, "")) != 0 || !provers.On(safe, "polygon_amoy")[a.ID] || len(provers.On(safe, "base_sepolia")) != 0 {
+			t.Fatalf("provers %+v %v", provers, err)
+		}
+
+		// Once per network; both count as one wallet toward the bound.
+		if created, err := prove(a, "base_sepolia", 1); err != nil || !created {
+			t.Fatalf("a proves it on base_sepolia too: %v %v", created, err)
+		}
+		if created, err := prove(a, "polygon_amoy", 1); err != nil || created {
+			t.Fatalf("again on polygon_amoy: %v %v", created, err)
+		}
+		if got := receiving("base_sepolia"); got != "[a]" {
+			t.Fatalf("base_sepolia after a's second proof: %s", got)
+		}
+		if ps, err := st.WalletProofs(ctx, a.ID); err != nil || len(ps) != 2 || ps[0].Network != "polygon_amoy" || ps[1].Network != "base_sepolia" {
+			t.Fatalf("a's proofs: %+v %v", ps, err)
+		}
+		if err := st.DeleteWalletProof(ctx, a.ID, safe); err != nil {
+			t.Fatal(err)
+		}
+		if got := receiving("polygon_amoy"); got != "[a b]" {
+			t.Fatalf("withdrawn: %s", got)
 		}
 	})
 }

@@ -424,7 +424,7 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 	}
 	// A wallet a merchant proved is that merchant's: only its refunds are
 	// paid by a transfer out of it.
-	provers, err := s.walletProvers(ctx, fam, sources)
+	provers, err := s.walletProvers(ctx, network, fam, sources)
 	if err != nil {
 		s.warn("candidates/"+network, "refund watch: the wallet's proofs not read", "network", network, "txHash", hash, "err", err)
 		return false, true
@@ -516,7 +516,7 @@ func (s *Service) settle(ctx context.Context, network string, fam chain.Family, 
 
 // walletProvers are the merchants that proved the wallet (sources: its
 // spellings); none when nobody did.
-func (s *Service) walletProvers(ctx context.Context, fam chain.Family, sources []string) (map[string]bool, error) {
+func (s *Service) walletProvers(ctx context.Context, network string, fam chain.Family, sources []string) (map[string]bool, error) {
 	addr, err := chain.ParseAddress(fam, sources[0])
 	if err != nil {
 		return nil, nil
@@ -528,10 +528,11 @@ func (s *Service) walletProvers(ctx context.Context, fam chain.Family, sources [
 	if err != nil {
 		return nil, err
 	}
+	on := provers.On(addr, network)
 	if s.watch.proofs != nil {
-		s.watch.proofs[addr] = provers[addr]
+		s.watch.proofs[addr] = on
 	}
-	return provers[addr], nil
+	return on, nil
 }
 
 // ofMerchants keeps the refunds of the merchants.
