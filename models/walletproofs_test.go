@@ -125,7 +125,9 @@ func TestWalletProofStore(t *testing.T) {
 }
 
 // nw names a wallet for every network of its family.
-func nw(field, address string) models.NamedWallet { return models.NamedWallet{Field: field, Address: address} }
+func nw(field, address string) models.NamedWallet {
+	return models.NamedWallet{Field: field, Address: address}
+}
 
 // TestContractWalletProofScope: a contract wallet's proof (EIP-1271, checked
 // on one network) holds on that network only: the same address elsewhere
