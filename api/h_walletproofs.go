@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/gin-gonic/gin"
 
 	"github.com/paygate/paygate/apperr"
@@ -43,9 +46,12 @@ func (s *Server) walletProof(c *gin.Context, address string, issued time.Time) (
 }
 
 type walletProofJSON struct {
-	Address  string `json:"address"`
-	Family   string `json:"family"`
-	ProvedAt Time   `json:"provedAt"`
+	Address string `json:"address"`
+	Family  string `json:"family"`
+	// Network: where a contract wallet's proof (EIP-1271) was checked, and
+	// holds; null for a key's, which holds on every network of its family.
+	Network  *string `json:"network"`
+	ProvedAt Time    `json:"provedAt"`
 }
 
 type walletProofMessageJSON struct {
@@ -91,7 +97,11 @@ func (s *Server) listWalletProofs(c *gin.Context) {
 }
 
 func toWalletProofJSON(p *models.WalletProof) walletProofJSON {
-	return walletProofJSON{Address: p.Address, Family: p.Family, ProvedAt: Time(p.ProvedAt)}
+	out := walletProofJSON{Address: p.Address, Family: p.Family, ProvedAt: Time(p.ProvedAt)}
+	if p.Network != "" {
+		out.Network = &p.Network
+	}
+	return out
 }
 
 type walletProofMessageRequest struct {
@@ -131,11 +141,28 @@ type proveWalletRequest struct {
 	Address   string `json:"address"`
 	IssuedAt  string `json:"issuedAt"`
 	Signature string `json:"signature"`
+	// Network names the EVM network a smart contract wallet is deployed
+	// on: a signature its key does not give is asked of the wallet there.
+	Network string `json:"network"`
 }
+
+// maxProofSignature bounds a proof's signature (hex): a Safe concatenates
+// 65 bytes per owner, and 30 owners is more than any treasury uses.
+const maxProofSignature = 4096
+
+// contractCheckTimeout bounds asking a contract wallet about its proof.
+const contractCheckTimeout = 15 * time.Second
 
 // proveWallet verifies the wallet's signature over the message issued at
 // issuedAt and records the proof: 201, or 200 with the first proof when the
-// wallet was proven before.
+// wallet was proven before (on that network, for a contract wallet).
+//
+// A signature by the wallet's key proves it on every network of its
+// family. A smart contract wallet (a Safe, a smart account) signs nothing a
+// key recovers: with network, a signature that is not the key's is asked
+// of the wallet on that network (EIP-1271 isValidSignature over the
+// message's EIP-191 hash), and the proof holds on that network only (the
+// same address on another chain may be another party's contract).
 func (s *Server) proveWallet(c *gin.Context) {
 	var req proveWalletRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -158,6 +185,21 @@ func (s *Server) proveWallet(c *gin.Context) {
 	}
 	if strings.TrimSpace(req.Signature) == "" {
 		v.Add("signature", "is required")
+	} else if len(strings.TrimSpace(req.Signature)) > maxProofSignature {
+		v.Add("signature", fmt.Sprintf("must be at most %d characters", maxProofSignature))
+	}
+	var contractNet chain.Network
+	if network := strings.TrimSpace(req.Network); network != "" {
+		n, ok := s.Networks.Lookup(network)
+		switch {
+		case !ok:
+			v.Add("network", "unknown network: must be one of "+strings.Join(s.evmNetworks(), ", "))
+		case n.Family != chain.FamilyEVM:
+			v.Add("network", "a contract wallet is proven on an EVM network")
+		case fam != "" && fam != chain.FamilyEVM:
+			v.Add("network", "only an EVM contract wallet is proven on a network: leave it out for a Solana wallet")
+		}
+		contractNet = n
 	}
 	if err := v.err(); err != nil {
 		fail(c, err)
@@ -170,12 +212,23 @@ func (s *Server) proveWallet(c *gin.Context) {
 		return
 	}
 	msg := wp.Message()
+	scope := ""
 	if err := chain.VerifyWalletProof(fam, addr, msg, req.Signature); err != nil {
-		v.Add("signature", err.Error())
-		fail(c, v.err())
-		return
+		if contractNet.Name == "" {
+			if fam == chain.FamilyEVM {
+				err = fmt.Errorf("%w (a smart contract wallet: name the network it is deployed on, network)", err)
+			}
+			v.addProofErr(err)
+			fail(c, v.err())
+			return
+		}
+		if err := s.verifyContractWallet(c, contractNet, addr, msg, req.Signature); err != nil {
+			fail(c, err)
+			return
+		}
+		scope = contractNet.Name
 	}
-	proof := &models.WalletProof{MerchantID: p.MerchantID, Family: string(fam), Address: addr, Message: msg,
+	proof := &models.WalletProof{MerchantID: p.MerchantID, Family: string(fam), Address: addr, Network: scope, Message: msg,
 		Signature: strings.TrimSpace(req.Signature), ProvedAt: now}
 	created, err := s.Store.RecordWalletProof(c.Request.Context(), proof, maxWalletProofs)
 	if err != nil {
@@ -188,6 +241,61 @@ func (s *Server) proveWallet(c *gin.Context) {
 		s.Logger.Info("wallet proven", "requestId", requestID(c), "merchantId", p.MerchantID, "address", addr)
 	}
 	respond(c, status, toWalletProofJSON(proof))
+}
+
+// addProofErr adds a refused proof's reason under the field it names
+// (chain's reasons start with "signature: " or "address: "; the field is
+// not said twice).
+func (v *checker) addProofErr(err error) {
+	field, reason, ok := strings.Cut(err.Error(), ": ")
+	if !ok || (field != "signature" && field != "address") {
+		field, reason = "signature", err.Error()
+	}
+	v.Add(field, reason)
+}
+
+// evmNetworks names the configured EVM networks, test mode's first.
+func (s *Server) evmNetworks() []string {
+	var out []string
+	for _, mode := range []chain.Mode{chain.ModeTest, chain.ModeLive} {
+		for _, name := range s.Networks.Names(mode) {
+			if fam, _ := chain.FamilyOf(name); fam == chain.FamilyEVM {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// verifyContractWallet asks the contract wallet on n whether signature is
+// its own over msg: nil, a 400 naming signature, or a 503 when the network
+// could not be asked (no verdict: the merchant tries again).
+func (s *Server) verifyContractWallet(c *gin.Context, n chain.Network, addr, msg, signature string) error {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), contractCheckTimeout)
+	defer cancel()
+	dial := s.DialContractWallet
+	if dial == nil {
+		dial = func(ctx context.Context, n chain.Network) (chain.ContractWalletClient, error) {
+			return ethclient.DialContext(ctx, n.RPCURL)
+		}
+	}
+	client, err := dial(ctx, n)
+	if err == nil {
+		err = chain.VerifyContractWalletProof(ctx, client, n, addr, msg, signature)
+		if cl, ok := client.(interface{ Close() }); ok {
+			cl.Close()
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, chain.ErrBadWalletProof):
+		var v checker
+		v.addProofErr(err)
+		return v.err()
+	}
+	s.Logger.Warn("contract wallet proof not checked", "requestId", requestID(c), "network", n.Name, "address", addr, "err", err)
+	return apperr.Unavailable("could not ask "+n.Name+" about the contract wallet; try again", 5*time.Second)
 }
 
 // maxWalletProofs bounds the wallets a merchant proves (keys are free to

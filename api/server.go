@@ -113,6 +113,9 @@ type Deps struct {
 	// Deliveries, when set, makes manual webhook delivery retries through
 	// Temporal (worker.Retrier); without it the retry route answers 500.
 	Deliveries DeliveryRetrier
+	// DialContractWallet connects to an EVM network to ask a contract
+	// wallet about its proof (EIP-1271); nil dials the network's RPC URL.
+	DialContractWallet func(ctx context.Context, n chain.Network) (chain.ContractWalletClient, error)
 	// Dispatcher, when set, starts the delivery workflows of events the API
 	// emits itself (a resolved payment exception's payment.completed);
 	// without it they wait for the delivery reconciler.

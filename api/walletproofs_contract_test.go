@@ -1,0 +1,151 @@
+package api_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/contracts"
+	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+)
+
+// TestContractWalletProofs: a smart contract wallet (EIP-1271) is proven by
+// naming the network it is deployed on; the API asks the wallet there,
+// over the network's JSON-RPC endpoint (a dev chain here), and the proof
+// holds on that network only: another merchant may still name the address
+// on another network, where it may be another party's contract, but not on
+// that one. Refusals are 400s naming the field; a network that cannot be
+// asked is a 503 and nothing is stored.
+func TestContractWalletProofs(t *testing.T) {
+	ctx := context.Background()
+	dev, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 50 * time.Millisecond, Network: "base_sepolia"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Close() })
+	owner, _ := crypto.GenerateKey()
+	deployer, err := contracts.NewTransactor(ctx, dev.Client(), devchain.DeployerKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	safeAddr, tx, err := deployer.Deploy(ctx, contracts.MustLoad(contracts.SmartWallet), crypto.PubkeyToAddress(owner.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := dev.Client().TransactionReceipt(ctx, tx.Hash()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wallet's deployment was not mined")
+		}
+	}
+	safe := safeAddr.Hex()
+	// eth_sepolia's endpoint answers nothing: a port just closed.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + l.Addr().String()
+	_ = l.Close()
+
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		reg := chain.DefaultRegistry()
+		devchain.DevNetwork(dev, "base_sepolia", reg)
+		dead, _ := reg.Lookup("eth_sepolia")
+		dead.RPCURL = deadURL
+		reg.Set(dead)
+		h := newHarness(t, st, func(d *api.Deps) { d.Networks, d.Checkout.Networks = reg, reg })
+		a, b := h.signup(), h.signup()
+
+		// b names the address on a link taking both networks before a
+		// proves it.
+		bLink := h.link(b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia", "networks": []any{"eth_sepolia"},
+			"merchantWalletAddresses": map[string]any{"base_sepolia": safe, "eth_sepolia": safe}})
+
+		message := func(m merchant) (string, string) {
+			t.Helper()
+			r := h.do("POST", "/api/merchant/wallet-proofs/message", m.Session, map[string]any{"address": safe})
+			expect(t, r, http.StatusOK, "")
+			return r.str("data", "message"), r.str("data", "issuedAt")
+		}
+		sign := func(key *ecdsa.PrivateKey, msg string) string {
+			sig, err := crypto.Sign(accounts.TextHash([]byte(msg)), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig[64] += 27
+			return "0x" + hex.EncodeToString(sig)
+		}
+		prove := func(m merchant, issued, sig, network string) resp {
+			body := map[string]any{"address": safe, "issuedAt": issued, "signature": sig}
+			if network != "" {
+				body["network"] = network
+			}
+			return h.do("POST", "/api/merchant/wallet-proofs", m.Session, body)
+		}
+		msg, issued := message(a)
+		byOwner := sign(owner, msg)
+
+		// Refusals, nothing stored.
+		r := prove(a, issued, byOwner, "")
+		expectField(t, r, "signature")
+		if !strings.Contains(r.str("message"), "name the network it is deployed on") || strings.HasPrefix(r.str("message"), "signature: signature") {
+			t.Fatalf("no network named: %s", r.Raw)
+		}
+		stranger, _ := crypto.GenerateKey()
+		if r := prove(a, issued, sign(stranger, msg), "base_sepolia"); !strings.Contains(r.str("message"), "refuses it") {
+			expectField(t, r, "signature")
+			t.Fatalf("another key's signature: %s", r.Raw)
+		}
+		expectField(t, prove(a, issued, byOwner, "solana_devnet"), "network")
+		expectField(t, prove(a, issued, byOwner, "nowhere"), "network")
+		expectField(t, prove(a, issued, "0x"+strings.Repeat("ab", 2049), "base_sepolia"), "signature")
+		r = prove(a, issued, byOwner, "eth_sepolia")
+		expect(t, r, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
+		if r.Header.Get("Retry-After") == "" {
+			t.Fatalf("503 without Retry-After: %v", r.Header)
+		}
+		if r := h.do("GET", "/api/merchant/wallet-proofs", a.Session, nil); len(r.list()) != 0 {
+			t.Fatalf("proofs after the refusals: %s", r.Raw)
+		}
+
+		// Proven on base_sepolia: 201 naming the network, then 200 with it.
+		r = prove(a, issued, byOwner, "base_sepolia")
+		expect(t, r, http.StatusCreated, "")
+		if r.str("data", "network") != "base_sepolia" || r.str("data", "address") != safe {
+			t.Fatalf("proof: %s", r.Raw)
+		}
+		msg2, issued2 := message(a)
+		if r2 := prove(a, issued2, sign(owner, msg2), "base_sepolia"); r2.Status != http.StatusOK || r2.str("data", "provedAt") != r.str("data", "provedAt") {
+			t.Fatalf("proven again: %s", r2.Raw)
+		}
+		if r := h.do("GET", "/api/merchant/wallet-proofs", a.Session, nil); len(r.list()) != 1 || r.list()[0].(map[string]any)["network"] != "base_sepolia" {
+			t.Fatalf("a's proofs: %s", r.Raw)
+		}
+
+		// b: not on base_sepolia, where a's proof holds; on eth_sepolia,
+		// where nobody proved it, and as a default (checked where used).
+		expectField(t, h.do("POST", "/api/payment-links", b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
+			"merchantWalletAddresses": map[string]any{"base_sepolia": safe}}), "merchantWalletAddresses.base_sepolia")
+		h.link(b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "eth_sepolia", "merchantWalletAddresses": map[string]any{"eth_sepolia": safe}})
+		expect(t, h.do("PATCH", "/api/merchant", b.Session, map[string]any{"wallets": map[string]any{"evm": safe}}), http.StatusOK, "")
+		info := h.do("GET", "/api/checkout/links/"+bLink, "", nil)
+		expect(t, info, http.StatusOK, "")
+		if nets, _ := info.data()["networks"].([]any); len(nets) != 1 || nets[0].(map[string]any)["network"] != "eth_sepolia" {
+			t.Fatalf("b's link offers %s", info.Raw)
+		}
+	})
+}
