@@ -432,7 +432,7 @@ func pagesServer(t *testing.T) (*models.Store, *httptest.Server) {
 
 // pagesServerMailing is pagesServer whose password-reset e-mails go to
 // mailer, linking to the server's own address.
-func pagesServerMailing(t *testing.T, mailer notify.Mailer) (*models.Store, *httptest.Server) {
+func pagesServerMailing(t *testing.T, mailer notify.Mailer, mutate ...func(*api.Deps)) (*models.Store, *httptest.Server) {
 	t.Helper()
 	st := storetest.Open(t, "sqlite")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -444,8 +444,12 @@ func pagesServerMailing(t *testing.T, mailer notify.Mailer) (*models.Store, *htt
 		t.Fatal(err)
 	}
 	hs := httptest.NewUnstartedServer(nil)
-	srv, err := api.New(api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register},
-		Mailer: mailer, ResetBaseURL: "http://" + hs.Listener.Addr().String()})
+	d := api.Deps{Store: st, Hasher: hasher, Checkout: svc, Logger: log, Root: []func(*gin.Engine){pages.Register},
+		Mailer: mailer, ResetBaseURL: "http://" + hs.Listener.Addr().String()}
+	for _, m := range mutate {
+		m(&d)
+	}
+	srv, err := api.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,13 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/paygate/paygate/chain"
 )
 
 // The merchant's own account: developers (API keys, the API reference),
@@ -162,7 +165,10 @@ type dWalletProof struct {
 	// ID is the element's id: proof-evm, proof-solana, proof-<address>.
 	ID, Family, Label, Address string
 	ProvedAt                   time.Time
-	Message, IssuedAt          string
+	// ProvenOn: the networks a contract wallet's proofs hold on (empty
+	// with ProvedAt: a key's proof, on every network).
+	ProvenOn          []string
+	Message, IssuedAt string
 	// Elsewhere: another merchant account proved the wallet.
 	Elsewhere bool
 	Error     *apiError
@@ -172,13 +178,35 @@ type dWalletProof struct {
 // the API's refusal to answer.
 func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiError) ([]dWalletProof, *apiError) {
 	m := c.MustGet(merchantKey).(dMerchant)
-	var proven []struct {
+	var rows []struct {
 		Address  string    `json:"address"`
 		Family   string    `json:"family"`
+		Network  *string   `json:"network"`
 		ProvedAt time.Time `json:"provedAt"`
 	}
-	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant/wallet-proofs"}, &proven); err != nil {
+	if _, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant/wallet-proofs"}, &rows); err != nil {
 		return nil, err
+	}
+	// One entry a wallet: a contract wallet may be proven on several
+	// networks; a key's proof covers them all.
+	var proven []dWalletProof
+	everywhere := map[string]bool{}
+	for _, r := range rows {
+		i := slices.IndexFunc(proven, func(w dWalletProof) bool { return w.Address == r.Address })
+		if i < 0 {
+			proven = append(proven, dWalletProof{Family: r.Family, Address: r.Address, ProvedAt: r.ProvedAt})
+			i = len(proven) - 1
+		}
+		if r.Network == nil {
+			everywhere[r.Address] = true
+		} else {
+			proven[i].ProvenOn = append(proven[i].ProvenOn, *r.Network)
+		}
+	}
+	for i := range proven {
+		if everywhere[proven[i].Address] {
+			proven[i].ProvenOn = nil
+		}
 	}
 	var out []dWalletProof
 	for _, w := range []dWalletProof{{ID: "proof-evm", Family: "evm", Label: "EVM wallet", Address: m.Wallets.EVM},
@@ -188,7 +216,7 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 		}
 		for _, pr := range proven {
 			if pr.Address == w.Address {
-				w.ProvedAt = pr.ProvedAt
+				w.ProvedAt, w.ProvenOn = pr.ProvedAt, pr.ProvenOn
 			}
 		}
 		if w.ProvedAt.IsZero() {
@@ -214,7 +242,8 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 		if pr.Address == m.Wallets.EVM || pr.Address == m.Wallets.Solana {
 			continue
 		}
-		w := dWalletProof{ID: "proof-" + pr.Address, Family: pr.Family, Label: "Also proven (" + pr.Family + ")", Address: pr.Address, ProvedAt: pr.ProvedAt}
+		w := dWalletProof{ID: "proof-" + pr.Address, Family: pr.Family, Label: "Also proven (" + pr.Family + ")", Address: pr.Address,
+			ProvedAt: pr.ProvedAt, ProvenOn: pr.ProvenOn}
 		if w.Address == failedAddress {
 			w.Error = failed
 		}
@@ -239,8 +268,10 @@ func (p *Pages) walletProofWithdrawForm(c *gin.Context) {
 // message issued anew.
 func (p *Pages) walletProofForm(c *gin.Context) {
 	body := map[string]string{}
-	for _, f := range []string{"address", "issuedAt", "signature"} {
-		body[f] = strings.TrimSpace(c.PostForm(f))
+	for _, f := range []string{"address", "issuedAt", "signature", "network"} {
+		if v := strings.TrimSpace(c.PostForm(f)); v != "" || f != "network" {
+			body[f] = v
+		}
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs", json: body}, nil); err != nil {
 		p.renderSettingsProof(c, err.Status, savedSettings(c.MustGet(merchantKey).(dMerchant)), nil, nil, body["address"], err)
@@ -346,7 +377,16 @@ func (p *Pages) settingsData(c *gin.Context, proofAddress string, proofErr *apiE
 	proofs, proofsErr := p.walletProofs(c, proofAddress, proofErr)
 	var sessions []dSignedIn
 	_, sessionsErr := p.api(c, apiCall{method: http.MethodGet, path: "/api/auth/sessions"}, &sessions)
-	return map[string]any{"Title": "Settings", "Proofs": proofs, "ProofsError": proofsErr, "Sessions": sessions, "SessionsError": sessionsErr}
+	var contract []option // the EVM networks a contract wallet is proven on
+	for _, mode := range []string{"test", "live"} {
+		for _, o := range modeNetworks(mode) {
+			if fam, _ := chain.FamilyOf(o.Value); fam == chain.FamilyEVM {
+				contract = append(contract, o)
+			}
+		}
+	}
+	return map[string]any{"Title": "Settings", "Proofs": proofs, "ProofsError": proofsErr, "Sessions": sessions, "SessionsError": sessionsErr,
+		"ContractNetworks": contract}
 }
 
 // Browser names the session's browser and system from its User-Agent

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/chain"
+	"github.com/paygate/paygate/chain/contracts"
+	"github.com/paygate/paygate/chain/devchain"
+	"github.com/paygate/paygate/e2e/browser"
+)
+
+// TestDashboardContractWalletProofInBrowser: a merchant whose receiving
+// wallet is a smart contract wallet (EIP-1271; a Safe's stand-in deployed on
+// a dev chain) proves it on the settings page in Chromium: the signature
+// its owner gave, pasted without naming a network, is refused beside the
+// wallet with what to do; pasted again with "a contract wallet on Base
+// Sepolia" chosen, the API asks the wallet on the dev chain and the page
+// says where the proof holds. Screenshot dash-wallet-proven-contract.
+func TestDashboardContractWalletProofInBrowser(t *testing.T) {
+	if !browser.Available() {
+		if ciMode() {
+			t.Fatal("chromium is not installed: make chromium")
+		}
+		t.Skip("chromium is not installed: make chromium")
+	}
+	ctx := context.Background()
+	dev, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 50 * time.Millisecond, Network: "base_sepolia"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Close() })
+	owner, _ := crypto.GenerateKey()
+	deployer, err := contracts.NewTransactor(ctx, dev.Client(), devchain.DeployerKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wallet, tx, err := deployer.Deploy(ctx, contracts.MustLoad(contracts.SmartWallet), crypto.PubkeyToAddress(owner.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := dev.Client().TransactionReceipt(ctx, tx.Hash()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wallet's deployment was not mined")
+		}
+	}
+	reg := chain.DefaultRegistry()
+	devchain.DevNetwork(dev, "base_sepolia", reg)
+	st, hs := pagesServerMailing(t, nil, func(d *api.Deps) { d.Networks = reg })
+
+	b := browser.Start(t, browser.Timeout(2*time.Minute), browser.ActionTimeout(30*time.Second))
+	tab := b.NewTab(browser.Desktop)
+	signUpInBrowser(tab, hs.URL, "Treasury Works", "safe@proof.example", "correct horse battery staple")
+	tab.Navigate(hs.URL + "/dashboard/test/settings")
+	tab.SetValue("#evm", wallet.Hex())
+	tab.Click("#settings-form button[type=submit]")
+	tab.WaitText(".notice", "Settings saved")
+	var message string
+	tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
+	sig, err := crypto.Sign(accounts.TextHash([]byte(message)), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig[64] += 27
+	pasted := "0x" + hex.EncodeToString(sig)
+
+	// Pasted as a key's signature: refused, with what to do.
+	tab.SetValue("#signature-evm", pasted)
+	tab.Click("#proof-evm form.proof-form button[type=submit]")
+	tab.WaitText("#proof-evm", "name the network it is deployed on")
+	m, err := st.MerchantByEmail(ctx, "safe@proof.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proofs, err := st.WalletProofs(ctx, m.ID); err != nil || len(proofs) != 0 {
+		t.Fatalf("proofs after the refusal: %v %v", proofs, err)
+	}
+
+	// As the contract wallet's, on Base Sepolia (the message issued anew
+	// with the refusal is signed again).
+	tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
+	if sig, err = crypto.Sign(accounts.TextHash([]byte(message)), owner); err != nil {
+		t.Fatal(err)
+	}
+	sig[64] += 27
+	tab.SetValue("#signature-evm", "0x"+hex.EncodeToString(sig))
+	tab.SetValue("#network-proof-evm", "base_sepolia")
+	tab.Click("#proof-evm form.proof-form button[type=submit]")
+	tab.WaitText(".notice", "Wallet proven")
+	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "as a contract wallet on Base Sepolia (test) only") || strings.Contains(got, "Not proven") {
+		t.Fatalf("the contract wallet after its proof: %q", got)
+	}
+	if proofs, err := st.WalletProofs(ctx, m.ID); err != nil || len(proofs) != 1 || proofs[0].Network != "base_sepolia" {
+		t.Fatalf("proofs: %+v %v", proofs, err)
+	}
+	tab.Screenshot("dash-wallet-proven-contract")
+}
