@@ -636,3 +636,35 @@ func TestRefundWatcherAfterADowntimeOverTheWindowEnd(t *testing.T) {
 		t.Fatalf("the refund paid before its window ended: %+v %v", got, err)
 	}
 }
+
+// TestRefundWatcherContractWalletProof: a contract wallet's proof holds on
+// the network it was checked on only. Proven on another network, the
+// wallet two merchants name is as unproven on this one (its transfer is
+// left for a submit by hand); proven on this one, the prover's refund
+// takes the transfer.
+func TestRefundWatcherContractWalletProof(t *testing.T) {
+	f := newWatchFixture(t)
+	ctx := context.Background()
+	other := f.merchant("other@example.com")
+	mine, theirs := f.refund(models.ModeTest, 610, ""), f.refundOf(f.paid(other, models.ModeTest), 610, "")
+	prove := func(network string) {
+		t.Helper()
+		if _, err := f.st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: f.txns[models.ModeTest].MerchantID, Family: "evm",
+			Address: wMerchant, Network: network, Message: "m", Signature: "s", ProvedAt: time.Now()}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prove("eth_sepolia")
+	f.chain.send("base_sepolia", wMerchant, wPayer, 6_100_000, 0)
+	if got := f.pass(); len(got) != 0 {
+		t.Fatalf("proven on another network only: submitted %v", got)
+	}
+	f.pending(mine)
+	f.pending(theirs)
+	prove("base_sepolia")
+	h := f.chain.send("base_sepolia", wMerchant, wPayer, 6_100_000, 0)
+	if got := f.pass(); fmt.Sprint(got) != fmt.Sprint([]string{mine.ID + "=" + h}) {
+		t.Fatalf("proven on base_sepolia: submitted %v, want the prover's refund", got)
+	}
+	f.pending(theirs)
+}
