@@ -2,20 +2,16 @@ package api_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"encoding/hex"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/accounts"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/chain"
-	"github.com/paygate/paygate/chain/contracts"
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
@@ -36,21 +32,9 @@ func TestContractWalletProofs(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = dev.Close() })
 	owner, _ := crypto.GenerateKey()
-	deployer, err := contracts.NewTransactor(ctx, dev.Client(), devchain.DeployerKey())
+	safeAddr, err := dev.DeploySmartWallet(ctx, crypto.PubkeyToAddress(owner.PublicKey))
 	if err != nil {
 		t.Fatal(err)
-	}
-	safeAddr, tx, err := deployer.Deploy(ctx, contracts.MustLoad(contracts.SmartWallet), crypto.PubkeyToAddress(owner.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := dev.Client().TransactionReceipt(ctx, tx.Hash()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the wallet's deployment was not mined")
-		}
 	}
 	safe := safeAddr.Hex()
 	// eth_sepolia's endpoint answers nothing: a port just closed.
@@ -81,14 +65,6 @@ func TestContractWalletProofs(t *testing.T) {
 			expect(t, r, http.StatusOK, "")
 			return r.str("data", "message"), r.str("data", "issuedAt")
 		}
-		sign := func(key *ecdsa.PrivateKey, msg string) string {
-			sig, err := crypto.Sign(accounts.TextHash([]byte(msg)), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sig[64] += 27
-			return "0x" + hex.EncodeToString(sig)
-		}
 		prove := func(m merchant, issued, sig, network string) resp {
 			body := map[string]any{"address": safe, "issuedAt": issued, "signature": sig}
 			if network != "" {
@@ -97,7 +73,7 @@ func TestContractWalletProofs(t *testing.T) {
 			return h.do("POST", "/api/merchant/wallet-proofs", m.Session, body)
 		}
 		msg, issued := message(a)
-		byOwner := sign(owner, msg)
+		byOwner := personalSign(t, owner, msg)
 
 		// Refusals, nothing stored.
 		r := prove(a, issued, byOwner, "")
@@ -106,7 +82,7 @@ func TestContractWalletProofs(t *testing.T) {
 			t.Fatalf("no network named: %s", r.Raw)
 		}
 		stranger, _ := crypto.GenerateKey()
-		if r := prove(a, issued, sign(stranger, msg), "base_sepolia"); !strings.Contains(r.str("message"), "refuses it") {
+		if r := prove(a, issued, personalSign(t, stranger, msg), "base_sepolia"); !strings.Contains(r.str("message"), "refuses it") {
 			expectField(t, r, "signature")
 			t.Fatalf("another key's signature: %s", r.Raw)
 		}
@@ -129,7 +105,7 @@ func TestContractWalletProofs(t *testing.T) {
 			t.Fatalf("proof: %s", r.Raw)
 		}
 		msg2, issued2 := message(a)
-		if r2 := prove(a, issued2, sign(owner, msg2), "base_sepolia"); r2.Status != http.StatusOK || r2.str("data", "provedAt") != r.str("data", "provedAt") {
+		if r2 := prove(a, issued2, personalSign(t, owner, msg2), "base_sepolia"); r2.Status != http.StatusOK || r2.str("data", "provedAt") != r.str("data", "provedAt") {
 			t.Fatalf("proven again: %s", r2.Raw)
 		}
 		if r := h.do("GET", "/api/merchant/wallet-proofs", a.Session, nil); len(r.list()) != 1 || r.list()[0].(map[string]any)["network"] != "base_sepolia" {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/hex"
 	"net/http"
 	"strings"
@@ -42,14 +43,7 @@ func TestWalletProofs(t *testing.T) {
 			}
 			return r.str("data", "message"), r.str("data", "issuedAt")
 		}
-		personal := func(msg string) string {
-			sig, err := crypto.Sign(accounts.TextHash([]byte(msg)), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sig[64] += 27
-			return "0x" + hex.EncodeToString(sig)
-		}
+		personal := func(msg string) string { return personalSign(t, key, msg) }
 		prove := func(m merchant, address, issued, sig string) resp {
 			return h.do("POST", "/api/merchant/wallet-proofs", m.Session, map[string]any{"address": address, "issuedAt": issued, "signature": sig})
 		}
@@ -213,4 +207,16 @@ func TestWalletProofs(t *testing.T) {
 		msgB, issuedB = message(b, wallet)
 		expect(t, prove(b, wallet, issuedB, personal(msgB)), http.StatusOK, "")
 	})
+}
+
+// personalSign is key's personal_sign (EIP-191) of msg, as a wallet gives
+// it: 65 bytes r, s, v (27 or 28) in hex.
+func personalSign(t testing.TB, key *ecdsa.PrivateKey, msg string) string {
+	t.Helper()
+	sig, err := crypto.Sign(accounts.TextHash([]byte(msg)), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig[64] += 27
+	return "0x" + hex.EncodeToString(sig)
 }

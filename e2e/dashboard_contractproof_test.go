@@ -12,7 +12,6 @@ import (
 
 	"github.com/paygate/paygate/api"
 	"github.com/paygate/paygate/chain"
-	"github.com/paygate/paygate/chain/contracts"
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/e2e/browser"
 )
@@ -38,21 +37,9 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = dev.Close() })
 	owner, _ := crypto.GenerateKey()
-	deployer, err := contracts.NewTransactor(ctx, dev.Client(), devchain.DeployerKey())
+	wallet, err := dev.DeploySmartWallet(ctx, crypto.PubkeyToAddress(owner.PublicKey))
 	if err != nil {
 		t.Fatal(err)
-	}
-	wallet, tx, err := deployer.Deploy(ctx, contracts.MustLoad(contracts.SmartWallet), crypto.PubkeyToAddress(owner.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := dev.Client().TransactionReceipt(ctx, tx.Hash()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the wallet's deployment was not mined")
-		}
 	}
 	reg := chain.DefaultRegistry()
 	devchain.DevNetwork(dev, "base_sepolia", reg)

@@ -447,14 +447,20 @@ func (h *subHarness) cancelThenPay(n int) {
 		if opened > n {
 			return payAfter(2 * time.Hour)
 		}
-		h.at(s.OpenedAt.Add(time.Hour), func() {
-			h.sessions.mu.Lock()
-			s.Status = models.StatusCancelled
-			h.sessions.mu.Unlock()
-			h.signal(s)
-		})
+		h.cancelAfter(s, time.Hour)
 		return subPayment{}
 	}
+}
+
+// cancelAfter has the customer cancel session s d after it opened (the
+// hosted page's cancel: its status, then the workflow's notice).
+func (h *subHarness) cancelAfter(s *subFakeSession, d time.Duration) {
+	h.at(s.OpenedAt.Add(d), func() {
+		h.sessions.mu.Lock()
+		s.Status = models.StatusCancelled
+		h.sessions.mu.Unlock()
+		h.signal(s)
+	})
 }
 
 // action sends an action update at time t.
@@ -1146,12 +1152,7 @@ func TestSubscriptionUnbillableHolds(t *testing.T) {
 		// and nothing is tried more often than that.
 		h := newSubHarness(t, subStart, 7, billing.Month)
 		h.plan = func(s *subFakeSession) subPayment {
-			h.at(s.OpenedAt.Add(73*time.Minute), func() {
-				h.sessions.mu.Lock()
-				s.Status = models.StatusCancelled
-				h.sessions.mu.Unlock()
-				h.signal(s)
-			})
+			h.cancelAfter(s, 73*time.Minute)
 			return subPayment{}
 		}
 		h.at(trialEnd.Add(72*time.Minute), func() { claimed(h, trialEnd.Add(100*24*time.Hour)) })
@@ -1214,12 +1215,7 @@ func TestSubscriptionUnbillableHolds(t *testing.T) {
 		opened := 0
 		h.plan = func(s *subFakeSession) subPayment {
 			if opened++; opened == 5 {
-				h.at(s.OpenedAt.Add(10*time.Hour), func() {
-					h.sessions.mu.Lock()
-					s.Status = models.StatusCancelled
-					h.sessions.mu.Unlock()
-					h.signal(s)
-				})
+				h.cancelAfter(s, 10*time.Hour)
 			}
 			return subPayment{}
 		}

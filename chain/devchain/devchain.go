@@ -438,6 +438,22 @@ func (c *Chain) CustomerKey() *ecdsa.PrivateKey { return CustomerKey() }
 // Customer returns the funded customer's address.
 func (c *Chain) Customer() common.Address { return crypto.PubkeyToAddress(CustomerKey().PublicKey) }
 
+// DeploySmartWallet deploys an EIP-1271 contract wallet of one owner
+// (contracts.SmartWallet: it accepts the owner's signature of a hash) and
+// returns its address once sealed: a Safe's stand-in for proving a
+// contract wallet.
+func (c *Chain) DeploySmartWallet(ctx context.Context, owner common.Address) (common.Address, error) {
+	tr, err := contracts.NewTransactor(ctx, c.sim.Client(), DeployerKey())
+	if err != nil {
+		return common.Address{}, fmt.Errorf("devchain: %w", err)
+	}
+	addr, tx, err := tr.Deploy(ctx, contracts.MustLoad(contracts.SmartWallet), owner)
+	if err != nil {
+		return common.Address{}, fmt.Errorf("devchain: deploy the smart wallet: %w", err)
+	}
+	return addr, c.commitAndCheck(ctx, tx)
+}
+
 // Fund sends ether (wei) and mints test USDC (integer units) to an address,
 // for trying the checkout from a wallet of one's own. Either amount may be
 // nil. It returns once both transactions are sealed.
