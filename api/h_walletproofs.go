@@ -64,6 +64,10 @@ type walletProofMessageJSON struct {
 	// (and this one did not): payments to it are not this merchant's, and
 	// its links that name it take none (what naming it would answer 409).
 	ProvenByAnotherMerchant bool `json:"provenByAnotherMerchant"`
+	// ProvenByAnotherMerchantOn: where, when only contract wallets' proofs
+	// of other merchants stand (they hold on their networks alone); null
+	// when another merchant's key proved it (everywhere) or none did.
+	ProvenByAnotherMerchantOn []string `json:"provenByAnotherMerchantOn"`
 }
 
 // walletFamily reads an EVM or a Solana address as its family and
@@ -126,15 +130,15 @@ func (s *Server) walletProofMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	elsewhere := false
-	if err := s.Store.WalletsFree(c.Request.Context(), principal(c).MerchantID, models.NamedWallet{Field: "address", Address: addr}); errors.Is(err, apperr.ErrBadRequest) {
-		elsewhere = true
-	} else if err != nil {
+	provers, err := s.Store.WalletProvers(c.Request.Context(), []string{addr})
+	if err != nil {
 		fail(c, err)
 		return
 	}
+	everywhere, on := provers.ProvenByOthers(addr, principal(c).MerchantID)
 	respond(c, http.StatusOK, walletProofMessageJSON{Address: addr, Family: string(fam), IssuedAt: Time(wp.Issued),
-		ExpiresAt: Time(wp.Issued.Add(chain.WalletProofValidity)), Message: wp.Message(), ProvenByAnotherMerchant: elsewhere})
+		ExpiresAt: Time(wp.Issued.Add(chain.WalletProofValidity)), Message: wp.Message(), ProvenByAnotherMerchant: everywhere || len(on) > 0,
+		ProvenByAnotherMerchantOn: on})
 }
 
 type proveWalletRequest struct {
@@ -280,7 +284,9 @@ func (s *Server) verifyContractWallet(c *gin.Context, n chain.Network, addr, msg
 		}
 	}
 	client, err := dial(ctx, n)
-	if err == nil {
+	if err != nil {
+		err = chain.ScrubRPC(err, n.RPCURL)
+	} else {
 		err = chain.VerifyContractWalletProof(ctx, client, n, addr, msg, signature)
 		if cl, ok := client.(interface{ Close() }); ok {
 			cl.Close()

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -110,6 +111,15 @@ func TestContractWalletProofs(t *testing.T) {
 		}
 		if r := h.do("GET", "/api/merchant/wallet-proofs", a.Session, nil); len(r.list()) != 1 || r.list()[0].(map[string]any)["network"] != "base_sepolia" {
 			t.Fatalf("a's proofs: %s", r.Raw)
+		}
+
+		// b's message says where a's proof stands; a's says nothing.
+		if r := h.do("POST", "/api/merchant/wallet-proofs/message", b.Session, map[string]any{"address": safe}); r.data()["provenByAnotherMerchant"] != true ||
+			fmt.Sprint(r.data()["provenByAnotherMerchantOn"]) != "[base_sepolia]" {
+			t.Fatalf("b's message: %s", r.Raw)
+		}
+		if r := h.do("POST", "/api/merchant/wallet-proofs/message", a.Session, map[string]any{"address": safe}); r.data()["provenByAnotherMerchant"] != false {
+			t.Fatalf("a's message: %s", r.Raw)
 		}
 
 		// b: not on base_sepolia, where a's proof holds; on eth_sepolia,

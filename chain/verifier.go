@@ -231,6 +231,10 @@ func (m *MultiVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyRe
 // an API key, and Go's HTTP errors print the whole URL): errors end up in
 // logs and in the Temporal history shown in the Web UI. errors.Is and
 // errors.As still see the original error.
+// ScrubRPC replaces rpcURL in err's text by its redacted form (provider
+// URLs often carry an API key), for errors that reach a log.
+func ScrubRPC(err error, rpcURL string) error { return scrubRPC(err, rpcURL) }
+
 func scrubRPC(err error, rpcURL string) error {
 	if err == nil || rpcURL == "" || !strings.Contains(err.Error(), rpcURL) {
 		return err

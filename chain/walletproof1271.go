@@ -24,9 +24,11 @@ type ContractWalletClient interface {
 	CodeAt(ctx context.Context, account common.Address, blockNumber *big.Int) ([]byte, error)
 }
 
-// eip1271Magic is isValidSignature(bytes32,bytes)'s selector, which a
-// contract wallet answers for a signature it accepts (EIP-1271).
-var eip1271Magic = []byte{0x16, 0x26, 0xba, 0x7e}
+// eip1271Magic is the answer of a contract wallet that accepts a signature
+// (EIP-1271): isValidSignature(bytes32,bytes)'s selector as an ABI-encoded
+// bytes4, the whole 32-byte word (a contract that echoes its calldata
+// answers the selector followed by the hash: no wallet's yes).
+var eip1271Magic = common.RightPadBytes([]byte{0x16, 0x26, 0xba, 0x7e}, 32)
 
 var eip1271ABI = func() abi.ABI {
 	a, err := abi.JSON(strings.NewReader(`[{"type":"function","name":"isValidSignature","stateMutability":"view",
@@ -55,15 +57,18 @@ func VerifyContractWalletProof(ctx context.Context, c ContractWalletClient, n Ne
 	if err != nil {
 		return proofErr("signature: must be hex, as the contract wallet gave it")
 	}
+	unchecked := func(err error) error {
+		return fmt.Errorf("%w: %s: %w", ErrContractCheck, n.Name, scrubRPC(err, n.RPCURL))
+	}
 	if id, err := c.ChainID(ctx); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrContractCheck, n.Name, err)
-	} else if n.ChainID != 0 && id.Uint64() != n.ChainID {
+		return unchecked(err)
+	} else if !id.IsUint64() || id.Uint64() != n.ChainID {
 		return fmt.Errorf("%w: %s's RPC endpoint answers chain id %s, not %d", ErrContractCheck, n.Name, id, n.ChainID)
 	}
 	wallet := common.HexToAddress(address)
 	code, err := c.CodeAt(ctx, wallet, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrContractCheck, n.Name, err)
+		return unchecked(err)
 	}
 	if len(code) == 0 {
 		return proofErr("signature: not the wallet's, and " + address + " is no contract on " + n.Name +
@@ -77,16 +82,25 @@ func VerifyContractWalletProof(ctx context.Context, c ContractWalletClient, n Ne
 	}
 	out, err := c.CallContract(ctx, ethereum.CallMsg{To: &wallet, Data: data}, nil)
 	if err != nil {
-		// A revert is the wallet's answer (it refuses); anything else is
-		// the endpoint's failure.
-		var de interface{ ErrorData() interface{} }
-		if errors.As(err, &de) || strings.Contains(err.Error(), "execution reverted") {
+		// A revert is the wallet's answer (it refuses); anything else (a
+		// rate limit, a node behind) is the endpoint's failure, no verdict.
+		if reverted(err) {
 			return proofErr("signature: the contract wallet refuses it (EIP-1271 isValidSignature reverted)")
 		}
-		return fmt.Errorf("%w: %s: %v", ErrContractCheck, n.Name, err)
+		return unchecked(err)
 	}
-	if len(out) < 32 || !bytes.Equal(out[:4], eip1271Magic) {
+	if len(out) < 32 || !bytes.Equal(out[:32], eip1271Magic) {
 		return proofErr("signature: the contract wallet refuses it (EIP-1271 isValidSignature did not answer its magic value)")
 	}
 	return nil
+}
+
+// reverted says whether an eth_call's error is the call reverting (JSON-RPC
+// error code 3, or a node's "execution reverted"), not the endpoint failing.
+func reverted(err error) bool {
+	var coded interface{ ErrorCode() int }
+	if errors.As(err, &coded) && coded.ErrorCode() == 3 {
+		return true
+	}
+	return strings.Contains(err.Error(), "execution reverted")
 }

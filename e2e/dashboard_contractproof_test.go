@@ -42,7 +42,10 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := chain.DefaultRegistry()
+	// Both testnets are the one dev chain here: the wallet is deployed on
+	// each (as a Safe deployed on two chains at one address).
 	devchain.DevNetwork(dev, "base_sepolia", reg)
+	devchain.DevNetwork(dev, "eth_sepolia", reg)
 	st, hs := pagesServerMailing(t, nil, func(d *api.Deps) { d.Networks = reg })
 
 	b := browser.Start(t, browser.Timeout(2*time.Minute), browser.ActionTimeout(30*time.Second))
@@ -62,7 +65,7 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	pasted := "0x" + hex.EncodeToString(sig)
 
 	// Pasted as a key's signature: refused, with what to do.
-	tab.SetValue("#signature-evm", pasted)
+	tab.SetValue("#signature-proof-evm", pasted)
 	tab.Click("#proof-evm form.proof-form button[type=submit]")
 	tab.WaitText("#proof-evm", "name the network it is deployed on")
 	m, err := st.MerchantByEmail(ctx, "safe@proof.example")
@@ -80,7 +83,7 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	sig[64] += 27
-	tab.SetValue("#signature-evm", "0x"+hex.EncodeToString(sig))
+	tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
 	tab.SetValue("#network-proof-evm", "base_sepolia")
 	tab.Click("#proof-evm form.proof-form button[type=submit]")
 	tab.WaitText(".notice", "Wallet proven")
@@ -90,5 +93,34 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	if proofs, err := st.WalletProofs(ctx, m.ID); err != nil || len(proofs) != 1 || proofs[0].Network != "base_sepolia" {
 		t.Fatalf("proofs: %+v %v", proofs, err)
 	}
+
+	// Deployed on Ethereum Sepolia too: proven there from the same page.
+	tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
+	if sig, err = crypto.Sign(accounts.TextHash([]byte(message)), owner); err != nil {
+		t.Fatal(err)
+	}
+	sig[64] += 27
+	tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
+	tab.SetValue("#network-proof-evm", "eth_sepolia")
+	tab.Click("#proof-evm form.proof-form button[type=submit]")
+	tab.WaitText(".notice", "Wallet proven")
+	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "on Base Sepolia (test), Ethereum Sepolia (test) only") {
+		t.Fatalf("proven on both networks: %q", got)
+	}
 	tab.Screenshot("dash-wallet-proven-contract")
+	// The one error the page reported is the refused form's 400.
+	if errs := tab.ConsoleErrors(); len(errs) != 1 || !strings.Contains(errs[0].Text, "400") {
+		t.Fatalf("console errors: %v", errs)
+	}
+
+	// Another merchant naming the address is told where the proofs stand.
+	s := &stack{t: t, http: hs}
+	other := s.call("POST", "/api/auth/signup", "", map[string]any{"email": "other@safe.example",
+		"password": "correct horse battery staple", "businessName": "Other"}, 201)
+	s.call("PATCH", "/api/merchant", other["sessionToken"].(string), map[string]any{"wallets": map[string]any{"evm": wallet.Hex()}}, 200)
+	otherTab := b.NewTab(browser.Desktop)
+	signInInBrowser(otherTab, hs.URL, "/dashboard/test/settings", "other@safe.example", "correct horse battery staple", "#proofs")
+	if got := pageText(otherTab, "#proof-evm"); !strings.Contains(got, "proved this wallet as a contract wallet on Base Sepolia (test), Ethereum Sepolia (test)") {
+		t.Fatalf("the other merchant's settings: %q", got)
+	}
 }

@@ -98,7 +98,7 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab.SetValue("#signature-solana", wrong.String())
+	tab.SetValue("#signature-proof-solana", wrong.String())
 	tab.Click("#proof-solana form button[type=submit]")
 	tab.WaitText("#proof-solana", "not the wallet's over this message")
 	// Then with the browser's Solana wallet (signMessage).
@@ -130,7 +130,7 @@ func TestDashboardWalletProofInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab.SetValue("#signature-solana", sig.String())
+	tab.SetValue("#signature-proof-solana", sig.String())
 	tab.Click("#proof-solana form button[type=submit]")
 	tab.WaitText(".notice", "Wallet proven")
 	if got := pageText(tab, "#proofs"); strings.Count(got, "Proven") != 2 {

@@ -535,7 +535,23 @@ func migrations() []*gormigrate.Migration {
 				}
 				return nil // SQLite keeps any length in a varchar
 			},
-			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropColumn(&WalletProof{}, "Network") },
+			Rollback: func(tx *gorm.DB) error {
+				// Back to one proof per merchant and address: a contract
+				// wallet's proofs on further networks go.
+				m := tx.Migrator()
+				if err := tx.Exec("DELETE FROM wallet_proofs WHERE network <> '' AND EXISTS (SELECT 1 FROM wallet_proofs o " +
+					"WHERE o.merchant_id = wallet_proofs.merchant_id AND o.address = wallet_proofs.address AND o.id <> wallet_proofs.id " +
+					"AND (o.network = '' OR o.id < wallet_proofs.id))").Error; err != nil {
+					return err
+				}
+				if err := m.DropIndex(&WalletProof{}, "idx_wallet_proof_scope"); err != nil {
+					return err
+				}
+				if err := m.DropColumn(&WalletProof{}, "Network"); err != nil {
+					return err
+				}
+				return tx.Exec("CREATE UNIQUE INDEX idx_wallet_proof_merchant_address ON wallet_proofs (merchant_id, address)").Error
+			},
 		},
 	}
 }

@@ -459,5 +459,18 @@ func TestWalletProofNetworkMigration(t *testing.T) {
 		if created, err := st.RecordWalletProof(ctx, p, 0); err != nil || !created {
 			t.Fatalf("a contract wallet's proof on a network after the upgrade: %v %v", created, err)
 		}
+		// Rolled back: one proof per merchant and address again (the key's).
+		for _, mig := range migrations() {
+			if mig.ID == "20261206_0029_wallet_proof_network" {
+				if err := mig.Rollback(db); err != nil {
+					t.Fatalf("rollback: %v", err)
+				}
+			}
+		}
+		var n int64
+		if err := db.Table("wallet_proofs").Count(&n).Error; err != nil || n != 1 || !db.Migrator().HasIndex(&WalletProof{}, "idx_wallet_proof_merchant_address") ||
+			db.Migrator().HasColumn(&WalletProof{}, "Network") {
+			t.Fatalf("after the rollback: %d proofs, %v", n, err)
+		}
 	})
 }

@@ -144,6 +144,31 @@ func (p Provers) On(address, network string) map[string]bool {
 	return out
 }
 
+// ProvenByOthers says where another merchant's proof of address keeps
+// merchantID from naming it: everywhere (a key's proof, and merchantID has
+// none), or on the networks listed (contract wallets' proofs on networks
+// where merchantID proved it neither way).
+func (p Provers) ProvenByOthers(address, merchantID string) (everywhere bool, networks []string) {
+	mine := p.On(address, "")[merchantID]
+	if mine {
+		return false, nil
+	}
+	for _, sc := range p[address] {
+		switch {
+		case sc.MerchantID == merchantID:
+		case sc.Network == "":
+			everywhere = true
+		case !p.On(address, sc.Network)[merchantID] && !slices.Contains(networks, sc.Network):
+			networks = append(networks, sc.Network)
+		}
+	}
+	if everywhere {
+		return true, nil
+	}
+	slices.Sort(networks)
+	return false, networks
+}
+
 // WalletProvers reads who proved each address (canonical), and where.
 func (s *Store) WalletProvers(ctx context.Context, addresses []string) (Provers, error) {
 	out := Provers{}

@@ -169,8 +169,11 @@ type dWalletProof struct {
 	// with ProvedAt: a key's proof, on every network).
 	ProvenOn          []string
 	Message, IssuedAt string
-	// Elsewhere: another merchant account proved the wallet.
-	Elsewhere bool
+	// Elsewhere: another merchant account proved the wallet (on the
+	// networks of ElsewhereOn only, when it lists any: contract wallets'
+	// proofs).
+	Elsewhere   bool
+	ElsewhereOn []string
 	Error     *apiError
 }
 
@@ -219,17 +222,20 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 				w.ProvedAt, w.ProvenOn = pr.ProvedAt, pr.ProvenOn
 			}
 		}
-		if w.ProvedAt.IsZero() {
+		if w.ProvedAt.IsZero() || len(w.ProvenOn) > 0 {
+			// Not proven, or a contract wallet proven on some networks
+			// (it may be proven on another): a message to sign.
 			var msg struct {
-				Message   string `json:"message"`
-				IssuedAt  string `json:"issuedAt"`
-				Elsewhere bool   `json:"provenByAnotherMerchant"`
+				Message     string   `json:"message"`
+				IssuedAt    string   `json:"issuedAt"`
+				Elsewhere   bool     `json:"provenByAnotherMerchant"`
+				ElsewhereOn []string `json:"provenByAnotherMerchantOn"`
 			}
 			if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
 				json: map[string]string{"address": w.Address}}, &msg); err != nil {
 				return nil, err
 			}
-			w.Message, w.IssuedAt, w.Elsewhere = msg.Message, msg.IssuedAt, msg.Elsewhere
+			w.Message, w.IssuedAt, w.Elsewhere, w.ElsewhereOn = msg.Message, msg.IssuedAt, msg.Elsewhere, msg.ElsewhereOn
 		}
 		if w.Address == failedAddress {
 			w.Error = failed
