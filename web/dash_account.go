@@ -174,7 +174,7 @@ type dWalletProof struct {
 	// proofs).
 	Elsewhere   bool
 	ElsewhereOn []string
-	Error     *apiError
+	Error       *apiError
 }
 
 // walletProofs lists the merchant's saved wallets with their proofs, or
