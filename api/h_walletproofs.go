@@ -62,7 +62,7 @@ type walletProofMessageJSON struct {
 	Message   string `json:"message"`
 	// ProvenByAnotherMerchant: another merchant account proved the wallet
 	// (and this one did not): payments to it are not this merchant's, and
-	// its links that name it take none (what naming it would answer 409).
+	// its links that name it take none (naming it anew is refused, a 400).
 	ProvenByAnotherMerchant bool `json:"provenByAnotherMerchant"`
 	// ProvenByAnotherMerchantOn: where, when only contract wallets' proofs
 	// of other merchants stand (they hold on their networks alone); null

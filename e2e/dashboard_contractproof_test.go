@@ -86,7 +86,7 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
 	tab.SetValue("#network-proof-evm", "base_sepolia")
 	tab.Click("#proof-evm form.proof-form button[type=submit]")
-	tab.WaitText(".notice", "Wallet proven")
+	tab.WaitText(".notice", "Contract wallet proven on that network")
 	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "as a contract wallet on Base Sepolia (test) only") || strings.Contains(got, "Not proven") {
 		t.Fatalf("the contract wallet after its proof: %q", got)
 	}
@@ -103,7 +103,8 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
 	tab.SetValue("#network-proof-evm", "eth_sepolia")
 	tab.Click("#proof-evm form.proof-form button[type=submit]")
-	tab.WaitText(".notice", "Wallet proven")
+	// (The notice reads as the first proof's: wait for the page's own line.)
+	tab.WaitText("#proof-evm", "Ethereum Sepolia (test) only")
 	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "on Base Sepolia (test), Ethereum Sepolia (test) only") {
 		t.Fatalf("proven on both networks: %q", got)
 	}

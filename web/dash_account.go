@@ -279,8 +279,15 @@ func (p *Pages) walletProofForm(c *gin.Context) {
 			body[f] = v
 		}
 	}
-	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs", json: body}, nil); err != nil {
+	var proof struct {
+		Network *string `json:"network"`
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs", json: body}, &proof); err != nil {
 		p.renderSettingsProof(c, err.Status, savedSettings(c.MustGet(merchantKey).(dMerchant)), nil, nil, body["address"], err)
+		return
+	}
+	if proof.Network != nil {
+		back(c, "/settings", "wallet.proven.contract", "proofs")
 		return
 	}
 	back(c, "/settings", "wallet.proven", "proofs")
