@@ -55,18 +55,24 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	tab.SetValue("#evm", wallet.Hex())
 	tab.Click("#settings-form button[type=submit]")
 	tab.WaitText(".notice", "Settings saved")
-	var message string
-	tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
-	sig, err := crypto.Sign(accounts.TextHash([]byte(message)), owner)
-	if err != nil {
-		t.Fatal(err)
+	// paste signs the message the page shows with the owner's key, pastes
+	// it as signed on network ("" for the wallet's own key) and submits.
+	paste := func(network string) {
+		t.Helper()
+		var message string
+		tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
+		sig, err := crypto.Sign(accounts.TextHash([]byte(message)), owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig[64] += 27
+		tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
+		tab.SetValue("#network-proof-evm", network)
+		tab.Click("#proof-evm form.proof-form button[type=submit]")
 	}
-	sig[64] += 27
-	pasted := "0x" + hex.EncodeToString(sig)
 
 	// Pasted as a key's signature: refused, with what to do.
-	tab.SetValue("#signature-proof-evm", pasted)
-	tab.Click("#proof-evm form.proof-form button[type=submit]")
+	paste("")
 	tab.WaitText("#proof-evm", "name the network it is deployed on")
 	m, err := st.MerchantByEmail(ctx, "safe@proof.example")
 	if err != nil {
@@ -78,14 +84,7 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 
 	// As the contract wallet's, on Base Sepolia (the message issued anew
 	// with the refusal is signed again).
-	tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
-	if sig, err = crypto.Sign(accounts.TextHash([]byte(message)), owner); err != nil {
-		t.Fatal(err)
-	}
-	sig[64] += 27
-	tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
-	tab.SetValue("#network-proof-evm", "base_sepolia")
-	tab.Click("#proof-evm form.proof-form button[type=submit]")
+	paste("base_sepolia")
 	tab.WaitText(".notice", "Contract wallet proven on that network")
 	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "as a contract wallet on Base Sepolia (test) only") || strings.Contains(got, "Not proven") {
 		t.Fatalf("the contract wallet after its proof: %q", got)
@@ -95,14 +94,7 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	}
 
 	// Deployed on Ethereum Sepolia too: proven there from the same page.
-	tab.Eval(`document.querySelector("#proof-evm form.proof-form").dataset.message`, &message)
-	if sig, err = crypto.Sign(accounts.TextHash([]byte(message)), owner); err != nil {
-		t.Fatal(err)
-	}
-	sig[64] += 27
-	tab.SetValue("#signature-proof-evm", "0x"+hex.EncodeToString(sig))
-	tab.SetValue("#network-proof-evm", "eth_sepolia")
-	tab.Click("#proof-evm form.proof-form button[type=submit]")
+	paste("eth_sepolia")
 	// (The notice reads as the first proof's: wait for the page's own line.)
 	tab.WaitText("#proof-evm", "Ethereum Sepolia (test) only")
 	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "on Base Sepolia (test), Ethereum Sepolia (test) only") {
