@@ -116,4 +116,15 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	if got := pageText(otherTab, "#proof-evm"); !strings.Contains(got, "proved this wallet as a contract wallet on Base Sepolia (test), Ethereum Sepolia (test)") {
 		t.Fatalf("the other merchant's settings: %q", got)
 	}
+
+	// No longer the default: still listed, and still offered the next
+	// network with its own message to sign.
+	tab.Navigate(hs.URL + "/dashboard/test/settings")
+	tab.SetValue("#evm", merchantWallet)
+	tab.Click("#settings-form button[type=submit]")
+	tab.WaitText(".notice", "Settings saved")
+	if got := pageText(tab, "#proof-"+wallet.Hex()); !strings.Contains(got, "Also proven (evm)") ||
+		!strings.Contains(got, "Deployed on another network too?") || !strings.Contains(got, "Wallet: "+wallet.Hex()) {
+		t.Fatalf("the former default: %q", got)
+	}
 }

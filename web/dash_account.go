@@ -222,20 +222,8 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 				w.ProvedAt, w.ProvenOn = pr.ProvedAt, pr.ProvenOn
 			}
 		}
-		if w.ProvedAt.IsZero() || len(w.ProvenOn) > 0 {
-			// Not proven, or a contract wallet proven on some networks
-			// (it may be proven on another): a message to sign.
-			var msg struct {
-				Message     string   `json:"message"`
-				IssuedAt    string   `json:"issuedAt"`
-				Elsewhere   bool     `json:"provenByAnotherMerchant"`
-				ElsewhereOn []string `json:"provenByAnotherMerchantOn"`
-			}
-			if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
-				json: map[string]string{"address": w.Address}}, &msg); err != nil {
-				return nil, err
-			}
-			w.Message, w.IssuedAt, w.Elsewhere, w.ElsewhereOn = msg.Message, msg.IssuedAt, msg.Elsewhere, msg.ElsewhereOn
+		if err := p.proofMessage(c, &w); err != nil {
+			return nil, err
 		}
 		if w.Address == failedAddress {
 			w.Error = failed
@@ -250,12 +238,36 @@ func (p *Pages) walletProofs(c *gin.Context, failedAddress string, failed *apiEr
 		}
 		w := dWalletProof{ID: "proof-" + pr.Address, Family: pr.Family, Label: "Also proven (" + pr.Family + ")", Address: pr.Address,
 			ProvedAt: pr.ProvedAt, ProvenOn: pr.ProvenOn}
+		if err := p.proofMessage(c, &w); err != nil {
+			return nil, err
+		}
 		if w.Address == failedAddress {
 			w.Error = failed
 		}
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// proofMessage gives w the message to sign when it has one to prove: not
+// proven, or a contract wallet proven on some networks (it may be proven
+// on another).
+func (p *Pages) proofMessage(c *gin.Context, w *dWalletProof) *apiError {
+	if !w.ProvedAt.IsZero() && len(w.ProvenOn) == 0 {
+		return nil
+	}
+	var msg struct {
+		Message     string   `json:"message"`
+		IssuedAt    string   `json:"issuedAt"`
+		Elsewhere   bool     `json:"provenByAnotherMerchant"`
+		ElsewhereOn []string `json:"provenByAnotherMerchantOn"`
+	}
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
+		json: map[string]string{"address": w.Address}}, &msg); err != nil {
+		return err
+	}
+	w.Message, w.IssuedAt, w.Elsewhere, w.ElsewhereOn = msg.Message, msg.IssuedAt, msg.Elsewhere, msg.ElsewhereOn
+	return nil
 }
 
 // walletProofWithdrawForm withdraws the proof of a wallet (DELETE
