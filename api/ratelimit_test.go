@@ -225,19 +225,24 @@ func parallelGuesses(t *testing.T, email string, hs ...*harness) {
 		}()
 	}
 	wg.Wait()
-	checked, locked := 0, 0
+	checked, locked, busy := 0, 0, 0
 	for _, a := range answers {
 		switch {
 		case strings.HasPrefix(a, "401 ") && strings.Contains(a, "invalid email or password"):
 			checked++
 		case strings.HasPrefix(a, "401 ") && strings.Contains(a, "too many failed sign-in attempts for this account"):
 			locked++
+		case strings.HasPrefix(a, "503 ") && strings.Contains(a, "too many sign-ins are being checked"):
+			// Waited passwordWait for the account's turn (a slow machine
+			// under -race checks ten slowly): refused, nothing checked.
+			busy++
 		default:
 			t.Fatalf("answer %q", a)
 		}
 	}
-	if checked != 10 || locked != 20 {
-		t.Fatalf("%d passwords checked and %d refused as locked, want 10 and 20", checked, locked)
+	// Never more than ten checked; all ten when none had to give up waiting.
+	if checked > 10 || checked == 0 || (busy == 0 && checked != 10) {
+		t.Fatalf("%d passwords checked, %d refused as locked, %d refused as busy: want at most 10 checked (10 when none is busy)", checked, locked, busy)
 	}
 }
 
