@@ -348,7 +348,7 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.Store.WalletsFree(ctx, p.MerchantID, walletFields(wallets)...); err != nil {
+	if err := s.Store.WalletsReceive(ctx, p.MerchantID, walletFields(wallets)...); err != nil {
 		fail(c, err)
 		return
 	}

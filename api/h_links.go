@@ -94,7 +94,7 @@ func (s *Server) createLink(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.Store.WalletsFree(c.Request.Context(), p.MerchantID, walletFields(wallets)...); err != nil {
+	if err := s.Store.WalletsReceive(c.Request.Context(), p.MerchantID, walletFields(wallets)...); err != nil {
 		fail(c, err)
 		return
 	}

@@ -59,6 +59,11 @@ func TestContractWalletProofs(t *testing.T) {
 		// proves it.
 		bLink := h.link(b.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia", "networks": []any{"eth_sepolia"},
 			"merchantWalletAddresses": map[string]any{"base_sepolia": safe, "eth_sepolia": safe}})
+		// So does a, and a quote on eth_sepolia is taken before the proof.
+		aLink := h.link(a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia", "networks": []any{"eth_sepolia"},
+			"merchantWalletAddresses": map[string]any{"base_sepolia": safe, "eth_sepolia": safe}})
+		aQuote := h.do("POST", "/api/checkout/quote", "", map[string]any{"linkId": aLink, "network": "eth_sepolia", "customer": map[string]any{"country": "DE"}})
+		expect(t, aQuote, http.StatusOK, "")
 
 		message := func(m merchant) (string, string) {
 			t.Helper()
@@ -133,5 +138,42 @@ func TestContractWalletProofs(t *testing.T) {
 		if nets, _ := info.data()["networks"].([]any); len(nets) != 1 || nets[0].(map[string]any)["network"] != "eth_sepolia" {
 			t.Fatalf("b's link offers %s", info.Raw)
 		}
+
+		// a proved a contract wallet on base_sepolia: no key signs for the
+		// address, so on eth_sepolia it is whatever is deployed there, if
+		// anything. a's links receive on it where it is proven only: a new
+		// one is refused elsewhere (a default too, where a link uses it);
+		// the link made before the proof no longer offers eth_sepolia, nor
+		// opens a session there.
+		r = h.do("POST", "/api/payment-links", a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia",
+			"networks": []any{"eth_sepolia"}, "merchantWalletAddresses": map[string]any{"base_sepolia": safe, "eth_sepolia": safe}})
+		expectField(t, r, "merchantWalletAddresses.eth_sepolia")
+		if !strings.Contains(r.str("message"), "a contract wallet proven on base_sepolia only") || strings.Contains(r.str("message"), "merchantWalletAddresses.base_sepolia") ||
+			!strings.Contains(r.str("hint"), "with network") {
+			t.Fatalf("a's link on eth_sepolia: %s", r.Raw)
+		}
+		h.link(a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "base_sepolia", "merchantWalletAddresses": map[string]any{"base_sepolia": safe}})
+		expect(t, h.do("PATCH", "/api/merchant", a.Session, map[string]any{"wallets": map[string]any{"evm": safe}}), http.StatusOK, "")
+		expectField(t, h.do("POST", "/api/payment-links", a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "eth_sepolia"}),
+			"merchantWalletAddresses.eth_sepolia")
+		info = h.do("GET", "/api/checkout/links/"+aLink, "", nil)
+		expect(t, info, http.StatusOK, "")
+		if nets, _ := info.data()["networks"].([]any); len(nets) != 1 || nets[0].(map[string]any)["network"] != "base_sepolia" {
+			t.Fatalf("a's link offers %s", info.Raw)
+		}
+		r = h.do("POST", "/api/checkout/session", "", map[string]any{
+			"linkId": aLink, "quoteToken": aQuote.str("data", "quoteToken"), "walletAddress": "0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b", "walletType": "evm",
+			"network": "eth_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "country": "DE"},
+			"totalsSnapshot": map[string]any{"subtotalCents": aQuote.data()["subtotalCents"], "taxCents": aQuote.data()["taxCents"],
+				"totalCents": aQuote.data()["totalCents"], "calculationId": aQuote.str("data", "calculationId")}})
+		expectField(t, r, "network")
+		if !strings.Contains(r.str("message"), "cannot take payments on eth_sepolia: its receiving wallet is a contract wallet proven on base_sepolia only") {
+			t.Fatalf("a session on eth_sepolia: %s", r.Raw)
+		}
+		expectField(t, h.do("POST", "/api/v1/checkouts", a.TestKey, map[string]any{"name": "T", "amount": 5, "network": "eth_sepolia",
+			"merchantWalletAddresses": map[string]any{"eth_sepolia": safe}}), "merchantWalletAddresses.eth_sepolia")
+		expectField(t, h.do("POST", "/api/subscriptions", a.TestKey, map[string]any{"customerEmail": "sub@example.com", "productName": "Pro",
+			"amount": "5.00", "billingInterval": "month", "network": "eth_sepolia", "customerWalletAddress": "0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}),
+			"merchantWalletAddress")
 	})
 }

@@ -39,13 +39,20 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 		return activities.InvoiceSession{}, apperr.Invalid("network", sub.Network+" is not configured on this server")
 	}
 	// A wallet another merchant proved after the subscription was made is
-	// that merchant's: no new session pays it.
-	if err := s.Store.WalletsFree(ctx, sub.MerchantID, models.NamedWallet{Field: "merchantWalletAddress", Address: sub.MerchantWalletAddress, Network: sub.Network}); err != nil {
-		if errors.Is(err, apperr.ErrBadRequest) {
-			return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+
-				" is proven by another merchant account, so no renewal is paid to it: prove it on this account if it is yours, or cancel the subscription")
-		}
+	// that merchant's, and one the merchant proved since as a contract
+	// wallet on other networks only may not be the merchant's on this one:
+	// no new session pays it.
+	provers, err := s.Store.WalletProvers(ctx, []string{sub.MerchantWalletAddress})
+	if err != nil {
 		return activities.InvoiceSession{}, err
+	}
+	switch bar, on := provers.Bar(sub.MerchantWalletAddress, sub.Network, sub.MerchantID); bar {
+	case models.WalletProvenByOther:
+		return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+
+			" is proven by another merchant account, so no renewal is paid to it: prove it on this account if it is yours, or cancel the subscription")
+	case models.WalletContractElsewhere:
+		return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+" is "+
+			models.ContractElsewhereReason(sub.Network, on)+", so no renewal is paid to it: prove it on "+sub.Network+", or cancel the subscription")
 	}
 	link, err := s.Store.SubscriptionLink(ctx, sub.ID)
 	if err != nil {

@@ -79,6 +79,30 @@ func TestOpenInvoiceSessionUnbillable(t *testing.T) {
 		if got, err := open(svc, first); err != nil || got.SessionID != first {
 			t.Fatalf("open: %+v %v", got, err)
 		}
+		// The merchant proves the wallet as a contract wallet on another
+		// network only: on base_sepolia the address may not be its wallet,
+		// so no renewal is paid there until it is proven there too.
+		contractProof := func(network string) {
+			t.Helper()
+			if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: m.ID, Family: "evm", Address: wallet, Network: network,
+				Message: "m", Signature: "s", ProvedAt: now}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		contractProof("polygon_amoy")
+		if _, err := open(svc, models.NewID()); !errors.Is(err, apperr.ErrBadRequest) ||
+			!strings.Contains(err.Error(), "is a contract wallet proven on polygon_amoy only: on base_sepolia") || !strings.Contains(err.Error(), "prove it on base_sepolia") {
+			t.Fatalf("a new session to the merchant's contract wallet proven elsewhere: %v", err)
+		}
+		contractProof("base_sepolia")
+		second := models.NewID()
+		if got, err := svc.OpenInvoiceSession(ctx, activities.InvoiceSessionRequest{SessionID: second, SubscriptionID: sub.ID,
+			ExpiresAt: now.Add(time.Hour), Invoice: 2}); err != nil || got.SessionID != second {
+			t.Fatalf("open once proven there too: %+v %v", got, err)
+		}
+		if err := st.DeleteWalletProof(ctx, m.ID, wallet); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: owner.ID, Family: "evm", Address: wallet,
 			Message: "m", Signature: "s", ProvedAt: now}, 0); err != nil {
 			t.Fatal(err)

@@ -170,9 +170,10 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 		if !ok {
 			continue
 		}
-		if by := provers.On(l.WalletAddresses[n], n); len(by) > 0 && !by[l.MerchantID] {
-			// Another merchant proved the wallet: no session opens on it
-			// (CreateSession), so the customer is not offered it.
+		if bar, _ := provers.Bar(l.WalletAddresses[n], n, l.MerchantID); bar != models.WalletUnbarred {
+			// Another merchant proved the wallet, or it is the merchant's
+			// contract wallet proven on other networks: no session opens
+			// on it (CreateSession), so the customer is not offered it.
 			continue
 		}
 		info.Networks = append(info.Networks, NetworkInfo{Network: n, Family: net.Family, ChainID: net.ChainID,
@@ -182,15 +183,28 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 }
 
 // walletOwned refuses (400) a network of a link whose receiving wallet
-// another merchant proved after the link named it: a payment there would
-// reach that merchant. Link leaves such a network out; Quote does not
+// another merchant proved after the link named it (a payment there would
+// reach that merchant), or that the merchant proved since as a contract
+// wallet on other networks only (a payment there would reach whatever is
+// at that address there). Link leaves such a network out; Quote does not
 // look (a quote pays nothing, and the create path's read is enough).
 func (s *Service) walletOwned(ctx context.Context, l *models.PaymentLink, network string) error {
-	err := s.Store.WalletsFree(ctx, l.MerchantID, models.NamedWallet{Field: "network", Address: l.WalletAddresses[network], Network: network})
-	if errors.Is(err, apperr.ErrBadRequest) {
-		return apperr.Invalid("network", "this link cannot take payments on "+network+": its receiving wallet belongs to another merchant account")
+	w := l.WalletAddresses[network]
+	if w == "" {
+		return nil
 	}
-	return err
+	provers, err := s.Store.WalletProvers(ctx, []string{w})
+	if err != nil {
+		return err
+	}
+	switch bar, on := provers.Bar(w, network, l.MerchantID); bar {
+	case models.WalletProvenByOther:
+		return apperr.Invalid("network", "this link cannot take payments on "+network+": its receiving wallet belongs to another merchant account")
+	case models.WalletContractElsewhere:
+		return apperr.Invalid("network", "this link cannot take payments on "+network+": its receiving wallet is "+
+			models.ContractElsewhereReason(network, on))
+	}
+	return nil
 }
 
 // QuoteRequest asks for the tax on a link for a customer.

@@ -14,6 +14,7 @@ import (
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/chain/devchain"
 	"github.com/paygate/paygate/e2e/browser"
+	"github.com/paygate/paygate/models"
 )
 
 // TestDashboardContractWalletProofInBrowser: a merchant whose receiving
@@ -93,6 +94,26 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 		t.Fatalf("proofs: %+v %v", proofs, err)
 	}
 
+	// A link taking Ethereum Sepolia too, where the contract wallet is not
+	// proven yet, is refused: the address there may be no wallet of the
+	// merchant's.
+	newLink := func() {
+		tab.Navigate(hs.URL + "/dashboard/test/links")
+		tab.SetValue("#name", "Beans")
+		tab.SetValue("#amount", "12.00")
+		tab.Eval(`document.querySelectorAll("input[name=networks]").forEach(c => { c.checked = c.value !== "solana_devnet" }); true`, nil)
+		tab.Click("#link-form button[type=submit]")
+	}
+	newLink()
+	tab.WaitVisible("#new-link .error")
+	if got := pageText(tab, "#new-link .error"); !strings.Contains(got, "is a contract wallet proven on base_sepolia only: on eth_sepolia") {
+		t.Fatalf("a link on eth_sepolia: %q", got)
+	}
+	if links, err := st.PaymentLinks(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 0 {
+		t.Fatalf("links stored: %d %v", len(links), err)
+	}
+	tab.Navigate(hs.URL + "/dashboard/test/settings")
+
 	// Deployed on Ethereum Sepolia too: proven there from the same page.
 	paste("eth_sepolia")
 	// (The notice reads as the first proof's: wait for the page's own line.)
@@ -101,8 +122,15 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 		t.Fatalf("proven on both networks: %q", got)
 	}
 	tab.Screenshot("dash-wallet-proven-contract")
-	// The one error the page reported is the refused form's 400.
-	if errs := tab.ConsoleErrors(); len(errs) != 1 || !strings.Contains(errs[0].Text, "400") {
+	// Now the link takes both networks.
+	newLink()
+	tab.WaitText(".notice", "Payment link created")
+	if links, err := st.PaymentLinks(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 1 ||
+		strings.Join(links[0].Networks, ",") != "base_sepolia,eth_sepolia" {
+		t.Fatalf("links stored: %+v %v", links, err)
+	}
+	// The errors the page reported are the refused forms' 400s.
+	if errs := tab.ConsoleErrors(); len(errs) != 2 || !strings.Contains(errs[0].Text, "400") || !strings.Contains(errs[1].Text, "400") {
 		t.Fatalf("console errors: %v", errs)
 	}
 

@@ -90,6 +90,18 @@ type NamedWallet struct{ Field, Address, Network string }
 // with a hint (not a 409: SPEC.md's 409s say "this exists already", and
 // POST /api/transactions' 409 means the hash is recorded).
 func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets ...NamedWallet) error {
+	return s.walletsBarred(ctx, merchantID, false, wallets)
+}
+
+// WalletsReceive is WalletsFree for wallets named to receive payments yet
+// to come (a link's, a hosted checkout's, a subscription's, a session's),
+// and it also refuses merchantID's own contract wallet on a network where
+// merchantID has not proven it (Provers.Bar).
+func (s *Store) WalletsReceive(ctx context.Context, merchantID string, wallets ...NamedWallet) error {
+	return s.walletsBarred(ctx, merchantID, true, wallets)
+}
+
+func (s *Store) walletsBarred(ctx context.Context, merchantID string, receive bool, wallets []NamedWallet) error {
 	var want []string
 	for _, w := range wallets {
 		if w.Address != "" && !slices.Contains(want, w.Address) {
@@ -105,17 +117,81 @@ func (s *Store) WalletsFree(ctx context.Context, merchantID string, wallets ...N
 	}
 	wallets = slices.Clone(wallets)
 	slices.SortFunc(wallets, func(a, b NamedWallet) int { return strings.Compare(a.Field, b.Field) })
-	var problems []string
+	var problems, hints []string
+	hint := func(h string) {
+		if !slices.Contains(hints, h) {
+			hints = append(hints, h)
+		}
+	}
 	for _, w := range wallets {
-		if by := provers.On(w.Address, w.Network); len(by) > 0 && !by[merchantID] {
+		bar, on := provers.Bar(w.Address, w.Network, merchantID)
+		switch {
+		case bar == WalletProvenByOther:
 			problems = append(problems, w.Field+": the wallet "+w.Address+" is proven by another merchant account")
+			hint("if it is yours, prove it on this account first (POST /api/merchant/wallet-proofs), then name it")
+		case bar == WalletContractElsewhere && receive:
+			problems = append(problems, w.Field+": the wallet "+w.Address+" is "+ContractElsewhereReason(w.Network, on))
+			hint("prove the contract wallet on each network it is to receive on (POST /api/merchant/wallet-proofs with network), or name another wallet")
 		}
 	}
 	if len(problems) == 0 {
 		return nil
 	}
-	return apperr.WithHint(apperr.ErrBadRequest, strings.Join(problems, "; "),
-		"if it is yours, prove it on this account first (POST /api/merchant/wallet-proofs), then name it")
+	return apperr.WithHint(apperr.ErrBadRequest, strings.Join(problems, "; "), strings.Join(hints, "; "))
+}
+
+// ContractElsewhereReason says why a contract wallet proven on the
+// networks on, and not on network, receives nothing there.
+func ContractElsewhereReason(network string, on []string) string {
+	return "a contract wallet proven on " + strings.Join(on, ", ") + " only: on " + network +
+		" the same address may hold no contract, or someone else's"
+}
+
+// WalletBar is why a payment to an address on a network would not reach
+// a merchant, as far as the proofs of it tell.
+type WalletBar int
+
+const (
+	// WalletUnbarred: nothing the proofs say keeps the payment from the
+	// merchant.
+	WalletUnbarred WalletBar = iota
+	// WalletProvenByOther: another merchant proved the address there, and
+	// this one did not.
+	WalletProvenByOther
+	// WalletContractElsewhere: the merchant proved the address only as a
+	// contract wallet (EIP-1271), on other networks. No key signs for it,
+	// so on this network it is whatever contract was deployed at that
+	// address there, if any: the merchant's only if deployed the same way,
+	// which the proof there would show.
+	WalletContractElsewhere
+)
+
+// Bar answers what keeps a payment to address on network from merchantID
+// (network "": every network of its family, as a merchant's default
+// wallet; only another's key proof bars it there). For
+// WalletContractElsewhere it also lists the networks the merchant proved
+// the contract on, sorted.
+func (p Provers) Bar(address, network, merchantID string) (WalletBar, []string) {
+	if by := p.On(address, network); len(by) > 0 {
+		if by[merchantID] {
+			return WalletUnbarred, nil
+		}
+		return WalletProvenByOther, nil
+	}
+	if network == "" {
+		return WalletUnbarred, nil
+	}
+	var on []string
+	for _, sc := range p[address] {
+		if sc.MerchantID == merchantID && !slices.Contains(on, sc.Network) {
+			on = append(on, sc.Network)
+		}
+	}
+	if len(on) == 0 {
+		return WalletUnbarred, nil
+	}
+	slices.Sort(on)
+	return WalletContractElsewhere, on
 }
 
 // walletProverBatch bounds the addresses of one WalletProvers query.

@@ -186,6 +186,36 @@ func TestContractWalletProofScope(t *testing.T) {
 		if err != nil || len(provers.On(safe, "")) != 0 || !provers.On(safe, "polygon_amoy")[a.ID] || len(provers.On(safe, "base_sepolia")) != 0 {
 			t.Fatalf("provers %+v %v", provers, err)
 		}
+		// a's own contract wallet, proven on polygon_amoy only: it takes
+		// payments to come there only (on base_sepolia the address may hold
+		// no contract, or another's); a transfer that happened may still be
+		// recorded, and a default is checked where it is used.
+		for _, c := range []struct {
+			network string
+			bar     models.WalletBar
+			on      string
+		}{{"polygon_amoy", models.WalletUnbarred, "[]"}, {"base_sepolia", models.WalletContractElsewhere, "[polygon_amoy]"}, {"", models.WalletUnbarred, "[]"}} {
+			if bar, on := provers.Bar(safe, c.network, a.ID); bar != c.bar || fmt.Sprint(on) != c.on {
+				t.Fatalf("a's bar on %q: %v %v", c.network, bar, on)
+			}
+		}
+		if bar, _ := provers.Bar(safe, "polygon_amoy", b.ID); bar != models.WalletProvenByOther {
+			t.Fatalf("b's bar on polygon_amoy: %v", bar)
+		}
+		if err := st.WalletsReceive(ctx, a.ID, on("polygon_amoy"), nw("wallets.evm", safe)); err != nil {
+			t.Fatalf("a names it on polygon_amoy: %v", err)
+		}
+		if err := st.WalletsReceive(ctx, a.ID, on("polygon_amoy"), on("base_sepolia")); !errors.Is(err, apperr.ErrBadRequest) ||
+			err.Error() != "merchantWalletAddresses.base_sepolia: the wallet "+safe+" is a contract wallet proven on polygon_amoy only: on base_sepolia the same address may hold no contract, or someone else's" {
+			t.Fatalf("a names it on base_sepolia: %v", err)
+		}
+		if err := st.WalletsFree(ctx, a.ID, on("base_sepolia")); err != nil {
+			t.Fatalf("a records a transfer to it on base_sepolia: %v", err)
+		}
+		if err := st.WalletsReceive(ctx, b.ID, on("polygon_amoy"), on("base_sepolia")); !errors.Is(err, apperr.ErrBadRequest) ||
+			!strings.HasPrefix(err.Error(), "merchantWalletAddresses.polygon_amoy: the wallet") || strings.Contains(err.Error(), "base_sepolia:") {
+			t.Fatalf("b names it to receive: %v", err)
+		}
 
 		// Once per network; both count as one wallet toward the bound.
 		if created, err := prove(a, "base_sepolia", 1); err != nil || !created {
@@ -196,6 +226,9 @@ func TestContractWalletProofScope(t *testing.T) {
 		}
 		if got := receiving("base_sepolia"); got != "[a]" {
 			t.Fatalf("base_sepolia after a's second proof: %s", got)
+		}
+		if err := st.WalletsReceive(ctx, a.ID, on("polygon_amoy"), on("base_sepolia")); err != nil {
+			t.Fatalf("a names it on both, proven on both: %v", err)
 		}
 		if ps, err := st.WalletProofs(ctx, a.ID); err != nil || len(ps) != 2 || ps[0].Network != "polygon_amoy" || ps[1].Network != "base_sepolia" {
 			t.Fatalf("a's proofs: %+v %v", ps, err)

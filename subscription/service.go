@@ -154,7 +154,7 @@ func (s *Service) Create(ctx context.Context, r CreateRequest) (*models.Subscrip
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	if err := s.Store.WalletsFree(ctx, r.Scope.MerchantID, models.NamedWallet{Field: "merchantWalletAddress", Address: wallet, Network: r.Network}); err != nil {
+	if err := s.Store.WalletsReceive(ctx, r.Scope.MerchantID, models.NamedWallet{Field: "merchantWalletAddress", Address: wallet, Network: r.Network}); err != nil {
 		return nil, err
 	}
 	now := s.now()
