@@ -184,7 +184,8 @@ func (a *SubscriptionActivities) OpenInvoiceSession(ctx context.Context, req Inv
 	if err != nil {
 		if errors.Is(err, apperr.ErrBadRequest) || errors.Is(err, apperr.ErrNotFound) {
 			// The subscription cannot be billed as it stands (network not
-			// configured, receiving wallet proven by another merchant):
+			// configured, receiving wallet proven by another merchant, or
+			// a contract wallet the merchant proved elsewhere only):
 			// retrying now will not help; the workflow holds and tries
 			// again later.
 			return InvoiceSession{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnbillable, err)

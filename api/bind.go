@@ -84,16 +84,20 @@ func decodeError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return apperr.Invalid("body", "malformed JSON (unexpected end)")
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
+		if typ.Field == "" {
 			return apperr.Invalid("body", "must be a JSON object")
+		}
+		// The path may hold a map's key, from the request.
+		field := ""
+		for _, part := range strings.Split(typ.Field, ".") {
+			field = memberPath(field, part)
 		}
 		return apperr.Invalid(field, "must be "+jsonKind(typ.Type.Kind().String()))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		// encoding/json has no typed error for unknown fields; its message
 		// format is part of the package's documented behaviour.
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return apperr.Invalid(name, "is not a known field")
+		return apperr.Invalid(memberPath("", name), "is not a known field")
 	}
 	return apperr.Invalid("body", "is not valid JSON for this request")
 }

@@ -86,10 +86,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 				return errMalformed
 			}
 			name, _ := tok.(string)
-			field := name
-			if path != "" {
-				field = path + "." + name
-			}
+			field := memberPath(path, name)
 			if !seen.add(name) {
 				return apperr.Invalid(field, "appears twice in one object")
 			}
@@ -102,6 +99,13 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 							return apperr.Invalid(field, "is not a known field (names are case-sensitive: "+exact+")")
 						}
 					}
+					// Named here with its path (encoding/json's refusal
+					// names the member alone), once its value is read:
+					// malformed JSON after it is the decoder's to name.
+					if err := walkKeys(dec, nil, field, depth+1); err != nil {
+						return err
+					}
+					return apperr.Invalid(field, "is not a known field")
 				}
 				next = ft
 			}

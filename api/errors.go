@@ -24,6 +24,10 @@ const (
 	// CodeUnavailable: the workers did not answer a workflow Update (submit,
 	// wallet progress, cancel) in time; retry after Retry-After.
 	CodeUnavailable = "SERVICE_UNAVAILABLE"
+	// CodeMethodNotAllowed: the path is a route, not with this method (a
+	// 405 with the route's methods in Allow). SPEC.md's table has no code
+	// for it, and BAD_REQUEST's messages are "field: reason".
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 )
 
 // mapping is the one table from domain error kinds to HTTP.
@@ -73,10 +77,12 @@ func fail(c *gin.Context, err error) {
 		body.Hint = "retry in 2 to 5 seconds"
 	case http.StatusServiceUnavailable:
 		wait := defaultRetryAfter
-		if de != nil && de.RetryAfter > 0 {
+		if de != nil && de.RetryAfter != 0 {
 			wait = de.RetryAfter
 		}
-		c.Header("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+		if wait > 0 {
+			c.Header("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+		}
 	}
 	c.AbortWithStatusJSON(status, body)
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -267,11 +266,11 @@ func (v *checker) metadata(field string, m map[string]string) map[string]string 
 	for k, val := range m {
 		switch {
 		case k == "" || len([]rune(k)) > 40:
-			v.Add(field, fmt.Sprintf("key %q must be 1 to 40 characters", k))
+			v.Add(field, "key "+quoted(k, 40)+" must be 1 to 40 characters")
 		case len([]rune(val)) > 500:
-			v.Add(field+"."+k, "must be at most 500 characters")
-		case strings.ContainsRune(k+val, 0):
-			v.Add(field+"."+k, "must not contain NUL")
+			v.Add(memberPath(field, k), "must be at most 500 characters")
+		case strings.ContainsFunc(k+val, isControl):
+			v.Add(memberPath(field, k), "must not contain control characters")
 		default:
 			out[k] = val
 		}

@@ -58,9 +58,9 @@ func checkMetadata(v *checker, md map[string]string) {
 			return
 		}
 		if utf8.RuneCountInString(val) > 500 {
-			v.Add("metadata."+k, "must be at most 500 characters")
-		} else if strings.ContainsRune(k+val, 0) {
-			v.Add("metadata."+k, "must not contain NUL")
+			v.Add(memberPath("metadata", k), "must be at most 500 characters")
+		} else if strings.ContainsFunc(k+val, isControl) {
+			v.Add(memberPath("metadata", k), "must not contain control characters")
 		}
 	}
 }

@@ -242,6 +242,18 @@ func (s *Server) deleteLink(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	// A session acts on either mode's links; a ?mode= it names is kept
+	// (the other mode's link is a 404, as on the webhook routes).
+	if c.Query("mode") != "" {
+		l, err := s.Store.PaymentLinkOfMerchant(c.Request.Context(), principal(c).MerchantID, id)
+		if err == nil {
+			err = inMode(c, l.Mode)
+		}
+		if err != nil {
+			fail(c, err)
+			return
+		}
+	}
 	l, err := s.Store.DeletePaymentLink(c.Request.Context(), principal(c).MerchantID, id)
 	if err != nil {
 		fail(c, err)
@@ -302,7 +314,7 @@ func linkNetworks(v *checker, m *models.Merchant, mode models.Mode, network stri
 	}
 	sort.Strings(extra)
 	for _, n := range extra {
-		v.Add("merchantWalletAddresses."+n, "is not one of the link's networks")
+		v.Add(memberPath("merchantWalletAddresses", n), "is not one of the link's networks")
 	}
 	if !v.Has("network") {
 		for _, n := range networks {

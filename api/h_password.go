@@ -223,7 +223,7 @@ func (s *Server) requestPasswordReset(c *gin.Context) {
 		return
 	}
 	if s.Mailer == nil || s.ResetBaseURL == "" {
-		fail(c, apperr.Unavailable("password reset e-mails are not set up on this server; ask its operator", 0))
+		fail(c, apperr.Unavailable("password reset e-mails are not set up on this server; ask its operator", apperr.NoRetry))
 		return
 	}
 	ctx := c.Request.Context()

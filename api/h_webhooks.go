@@ -173,7 +173,7 @@ func webhookEvents(v *checker, events []string) []string {
 	out := make([]string, 0, len(events))
 	for _, e := range events {
 		if !isWebhookEvent(e) {
-			v.Add("events", fmt.Sprintf("unknown event %q: must be among %s", truncateText(e, 64), strings.Join(WebhookEventTypes, ", ")))
+			v.Add("events", "unknown event "+quoted(e, 64)+": must be among "+strings.Join(WebhookEventTypes, ", "))
 			return nil
 		}
 		if !seen[e] {
@@ -191,13 +191,6 @@ func isWebhookEvent(e string) bool {
 		}
 	}
 	return false
-}
-
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 type createWebhookRequest struct {

@@ -278,7 +278,13 @@ func TestPasswordResetWithoutMailer(t *testing.T) {
 			st := storetest.Open(t, "sqlite")
 			h := newHarness(t, st, mutate)
 			m := h.signup()
-			expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": m.Email}), 503, "SERVICE_UNAVAILABLE")
+			r := h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": m.Email})
+			expect(t, r, 503, "SERVICE_UNAVAILABLE")
+			// Retrying will not set up SMTP: no Retry-After, no hint
+			// promising it would.
+			if r.Header.Get("Retry-After") != "" || r.str("hint") != "" {
+				t.Fatalf("a 503 waiting cannot mend: %v %s", r.Header, r.Raw)
+			}
 		})
 	}
 }

@@ -511,8 +511,9 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		expect(t, h.do("GET", "/api/nothing-here", "", nil), 404, "NOT_FOUND")
 		r := h.do("PUT", "/api/customers", "", nil)
-		if r.Status != 405 || r.Body["status"] != "error" {
-			t.Fatalf("405 envelope: %s", r.Raw)
+		expect(t, r, 405, "METHOD_NOT_ALLOWED")
+		if allow := r.Header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
+			t.Fatalf("405 without the route's methods: %v %s", r.Header, r.Raw)
 		}
 		// A trailing slash names no route: a 404 in the envelope, not a
 		// redirect that a client follows (a POST's 307 kept its body and
@@ -525,5 +526,22 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		if r := h.do("GET", "/api/payment-links", m.TestKey, nil); len(r.list()) != 0 {
 			t.Fatalf("a link was created through the trailing slash: %s", r.Raw)
 		}
+	})
+}
+
+// TestDeleteLinkKeepsItsMode: a dashboard session deletes a link of either
+// mode, but a ?mode= it names is kept: the other mode's link is a 404 and
+// stays (before, ?mode=test deleted a live link, failing its live
+// sessions), as on the webhook routes.
+func TestDeleteLinkKeepsItsMode(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		m := h.withLive(h.signup())
+		live := h.link(m.LiveKey, map[string]any{"name": "Live", "amount": 5, "network": "base",
+			"merchantWalletAddresses": map[string]any{"base": "0x52908400098527886E0F7030069857D2E4169EE7"}})
+		expect(t, h.do("DELETE", "/api/payment-links/"+live+"?mode=test", m.Session, nil), 404, "NOT_FOUND")
+		expect(t, h.do("GET", "/api/payment-links/"+live, m.LiveKey, nil), 200, "")
+		expectField(t, h.do("DELETE", "/api/payment-links/"+live+"?mode=nope", m.Session, nil), "mode")
+		expect(t, h.do("DELETE", "/api/payment-links/"+live+"?mode=live", m.Session, nil), 200, "")
+		expect(t, h.do("GET", "/api/payment-links/"+live, m.LiveKey, nil), 404, "NOT_FOUND")
 	})
 }

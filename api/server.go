@@ -241,8 +241,9 @@ func New(d Deps) (*Server, error) {
 		if d.PageNotFound != nil && d.PageNotFound(c) {
 			return
 		}
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Status: "error", Code: CodeBadRequest,
-			Message: "method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path})
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Status: "error", Code: CodeMethodNotAllowed,
+			Message: "method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path,
+			Hint:    "the methods this path takes are in the Allow header"})
 	})
 	g := e.Group("/api")
 	if d.Limiter != nil {

@@ -53,12 +53,20 @@ func WithHint(kind error, message, hint string) error {
 func NotFound() error { return &Error{Kind: ErrNotFound, Message: "not found"} }
 
 // Unavailable builds a 503 error: the request could not be completed now
-// and may be retried after retryAfter.
+// and may be retried after retryAfter (NoRetry: retrying will not help,
+// and no Retry-After is sent).
 func Unavailable(message string, retryAfter time.Duration) error {
+	if retryAfter <= 0 {
+		return &Error{Kind: ErrUnavailable, Message: message, RetryAfter: NoRetry}
+	}
 	secs := int64((retryAfter + time.Second - 1) / time.Second)
 	return &Error{Kind: ErrUnavailable, Message: message, RetryAfter: retryAfter,
 		Hint: "retry in " + strconv.FormatInt(secs, 10) + " seconds"}
 }
+
+// NoRetry as an Error's RetryAfter: a 503 that retrying will not mend (a
+// feature this server is not set up for).
+const NoRetry time.Duration = -1
 
 // Conflict builds a 409 error.
 func Conflict(message string) error { return &Error{Kind: ErrConflict, Message: message} }

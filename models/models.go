@@ -362,7 +362,8 @@ type Subscription struct {
 	LatestSessionID *string `gorm:"size:36"`
 	// BillingError says why the subscription cannot be billed as it stands
 	// (its network no longer configured, its receiving wallet proven by
-	// another merchant): its workflow holds the next step and tries again
+	// another merchant, or proven by this one as a contract wallet on other
+	// networks only): its workflow holds the next step and tries again
 	// ("" when none).
 	BillingError string `gorm:"size:500;not null;default:''"`
 	// ChangeSeq is the workflow's number of the last change written: a

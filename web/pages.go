@@ -102,7 +102,8 @@ func (p *Pages) renderPay(c *gin.Context, status int, f payForm, problem string)
 		return
 	}
 	// No network left to pay on (not configured here, or each wallet
-	// proven by another merchant): shown as not payable, not as a form
+	// proven by another merchant, or the merchant's contract wallet not
+	// proven there): shown as not payable, not as a form
 	// without a choice.
 	inactive = inactive || len(info.Networks) == 0
 	var nets []map[string]any

@@ -227,7 +227,8 @@ const resumeNextStartVersion = "resume-next-invoice-at-period-end"
 // billingBlockedVersion marks the workflows in which a step that cannot
 // open its invoice's session because the subscription cannot be billed as
 // it stands (activities.ErrTypeUnbillable: its network no longer
-// configured, its receiving wallet proven by another merchant) holds and
+// configured, its receiving wallet proven by another merchant or a contract
+// wallet proven on other networks only) holds and
 // tries again every BlockedRecheck, with the reason in the read model
 // (billingError) and subscription.updated. Before, the activity's failure
 // failed the workflow: the subscription stayed active, never billed again,
