@@ -231,10 +231,44 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 		}
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
-	if follow && ref != (common.Hash{}) && receipt.Status == types.ReceiptStatusSuccessful && received.Sign() <= 0 {
-		return v.replacement(ctx, req, hash, ref, merchant, res, &res)
+	if follow && ref != (common.Hash{}) && received.Sign() <= 0 {
+		// A transaction that paid the merchant nothing: mined and moving
+		// no USDC there, or reverted and not sent by the declared wallet
+		// (any reverted transaction on the chain, submitted by anyone who
+		// knows the session's id). The customer's own revert fails as it
+		// is.
+		paidNothing := receipt.Status == types.ReceiptStatusSuccessful
+		if !paidNothing {
+			own, err := v.sentBy(ctx, hash, req.PayerAddress)
+			if err != nil {
+				return VerifyResult{}, err
+			}
+			paidNothing = !own
+		}
+		if paidNothing {
+			return v.replacement(ctx, req, hash, ref, merchant, res, &res)
+		}
 	}
 	return res, nil
+}
+
+// sentBy says whether the mined transaction hash was sent by declared (a
+// session's payer wallet; "" or unreadable: taken as sent by it, so its
+// verdict stands).
+func (v *EVMVerifier) sentBy(ctx context.Context, hash common.Hash, declared string) (bool, error) {
+	p, err := ParseAddress(FamilyEVM, declared)
+	if err != nil {
+		return true, nil
+	}
+	tx, _, err := v.client.TransactionByHash(ctx, hash)
+	if err != nil {
+		return false, fmt.Errorf("chain: %s: transaction %s: %w", v.net.Name, hash.Hex(), err)
+	}
+	from, err := types.Sender(v.signer(), tx)
+	if err != nil {
+		return true, nil
+	}
+	return from == common.HexToAddress(p), nil
 }
 
 // replacement answers for a submitted transaction the chain has not got:
@@ -251,8 +285,9 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 // more for reorgs), and uses still unconfirmed are remembered.
 //
 // With paidNothing (the failed verdict of a submitted transaction that was
-// mined and moved no USDC to the merchant: a mistaken hash, or any hash
-// submitted by someone who knows the session's id), the session's own
+// mined and moved no USDC to the merchant, or reverted and was not the
+// declared wallet's: a mistaken hash, or any hash submitted by someone who
+// knows the session's id), the session's own
 // payment is looked for the same way, at every check for followBurst, and
 // judged instead when found; the transaction is failed only after that.
 func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, ref common.Hash, merchant common.Address, unseen VerifyResult, paidNothing *VerifyResult) (VerifyResult, error) {

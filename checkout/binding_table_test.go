@@ -1082,6 +1082,70 @@ func TestPaidNothingFollowsTheReference(t *testing.T) {
 	if res := check(paid); res.Verdict != chain.VerdictComplete || !res.Bound || !strings.EqualFold(res.PaidBy, h) {
 		t.Fatalf("the customer's payment: %+v (paid %s)", res, h)
 	}
+
+	// A reverted transaction someone else sent is no verdict on the
+	// session either (before, it failed TX_REVERTED at once): the
+	// customer's payment a minute in completes it, and with none it fails
+	// after the two minutes. The customer's own revert fails at once.
+	overdraw := func(from *ecdsa.PrivateKey) string {
+		t.Helper()
+		data, err := contracts.MustLoad(contracts.TestUSDC).ABI.Pack("transfer", e.merchantA, big.NewInt(1_000_000_000_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := e.sim.Client()
+		nonce, err := cl.NonceAt(e.ctx, e.addr(from), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := cl.HeaderByNumber(e.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tip := big.NewInt(1_000_000_000)
+		tx, err := types.SignNewTx(from, types.LatestSignerForChainID(big.NewInt(1337)), &types.DynamicFeeTx{ChainID: big.NewInt(1337),
+			Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip), Gas: 100_000,
+			To: &e.usdc, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.SendTransaction(e.ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		e.sim.Commit()
+		if r, err := cl.TransactionReceipt(e.ctx, tx.Hash()); err != nil || r.Status != types.ReceiptStatusFailed {
+			t.Fatalf("the overdraft did not revert: %+v %v", r, err)
+		}
+		return tx.Hash().Hex()
+	}
+	at = 0
+	reverted := e.session(e.linkA, cust)
+	e.submit(reverted, overdraw(e.stranger))
+	if res := check(reverted); res.Verdict != chain.VerdictPending {
+		t.Fatalf("a stranger's revert, first check: %+v", res)
+	}
+	at = time.Minute
+	h = e.payBound(reverted)
+	if res := check(reverted); res.Verdict != chain.VerdictComplete || !res.Bound || !strings.EqualFold(res.PaidBy, h) {
+		t.Fatalf("the customer's payment after a stranger's revert: %+v (paid %s)", res, h)
+	}
+	at = 0
+	unpaid := e.session(e.linkA, cust)
+	e.submit(unpaid, overdraw(e.stranger))
+	for at = 0; at < 2*time.Minute; at += 30 * time.Second {
+		if res := check(unpaid); res.Verdict != chain.VerdictPending {
+			t.Fatalf("a stranger's revert at %s: %+v", at, res)
+		}
+	}
+	if res := check(unpaid); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted {
+		t.Fatalf("a stranger's revert after two minutes: %+v", res)
+	}
+	at = 0
+	own := e.session(e.linkA, cust)
+	e.submit(own, overdraw(e.customer))
+	if res := check(own); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted {
+		t.Fatalf("the customer's own revert: %+v", res)
+	}
 }
 
 // TestFindAuthorizationsAfterAReorg: a block is read without the payment,
