@@ -70,3 +70,11 @@ func tsPtr(t *time.Time) *Time {
 }
 
 func unixTime(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
+
+// nonNil is list, or an empty one for nil: a JSON array, never null.
+func nonNil[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
+}

@@ -68,6 +68,18 @@ type walletProofMessageJSON struct {
 	// of other merchants stand (they hold on their networks alone); null
 	// when another merchant's key proved it (everywhere) or none did.
 	ProvenByAnotherMerchantOn []string `json:"provenByAnotherMerchantOn"`
+	// NotProvenOn: the networks on which this merchant's active links,
+	// hosted checkouts or subscriptions name the wallet while it is its
+	// contract wallet proven on other networks only: they take no new
+	// payment there until it is proven there too (empty when none).
+	NotProvenOn []string `json:"notProvenOn"`
+}
+
+// walletProofCreatedJSON is a proof just recorded, with where the
+// merchant's links and subscriptions still cannot use it (NotProvenOn).
+type walletProofCreatedJSON struct {
+	walletProofJSON
+	NotProvenOn []string `json:"notProvenOn"`
 }
 
 // walletFamily reads an EVM or a Solana address as its family and
@@ -136,9 +148,14 @@ func (s *Server) walletProofMessage(c *gin.Context) {
 		return
 	}
 	everywhere, on := provers.ProvenByOthers(addr, principal(c).MerchantID)
+	notProven, err := s.Store.WalletNotProvenOn(c.Request.Context(), principal(c).MerchantID, addr)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	respond(c, http.StatusOK, walletProofMessageJSON{Address: addr, Family: string(fam), IssuedAt: Time(wp.Issued),
 		ExpiresAt: Time(wp.Issued.Add(chain.WalletProofValidity)), Message: wp.Message(), ProvenByAnotherMerchant: everywhere || len(on) > 0,
-		ProvenByAnotherMerchantOn: on})
+		ProvenByAnotherMerchantOn: on, NotProvenOn: nonNil(notProven)})
 }
 
 type proveWalletRequest struct {
@@ -244,7 +261,12 @@ func (s *Server) proveWallet(c *gin.Context) {
 		status = http.StatusCreated
 		s.Logger.Info("wallet proven", "requestId", requestID(c), "merchantId", p.MerchantID, "address", addr)
 	}
-	respond(c, status, toWalletProofJSON(proof))
+	notProven, err := s.Store.WalletNotProvenOn(c.Request.Context(), p.MerchantID, addr)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	respond(c, status, walletProofCreatedJSON{walletProofJSON: toWalletProofJSON(proof), NotProvenOn: nonNil(notProven)})
 }
 
 // addProofErr adds a refused proof's reason under the field it names

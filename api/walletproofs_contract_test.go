@@ -107,7 +107,9 @@ func TestContractWalletProofs(t *testing.T) {
 		// Proven on base_sepolia: 201 naming the network, then 200 with it.
 		r = prove(a, issued, byOwner, "base_sepolia")
 		expect(t, r, http.StatusCreated, "")
-		if r.str("data", "network") != "base_sepolia" || r.str("data", "address") != safe {
+		// a's link made before names it on eth_sepolia too, where it is
+		// not proven: the answer says it takes no payment there now.
+		if r.str("data", "network") != "base_sepolia" || r.str("data", "address") != safe || fmt.Sprint(r.data()["notProvenOn"]) != "[eth_sepolia]" {
 			t.Fatalf("proof: %s", r.Raw)
 		}
 		msg2, issued2 := message(a)
@@ -123,8 +125,14 @@ func TestContractWalletProofs(t *testing.T) {
 			fmt.Sprint(r.data()["provenByAnotherMerchantOn"]) != "[base_sepolia]" {
 			t.Fatalf("b's message: %s", r.Raw)
 		}
-		if r := h.do("POST", "/api/merchant/wallet-proofs/message", a.Session, map[string]any{"address": safe}); r.data()["provenByAnotherMerchant"] != false {
+		if r := h.do("POST", "/api/merchant/wallet-proofs/message", a.Session, map[string]any{"address": safe}); r.data()["provenByAnotherMerchant"] != false ||
+			fmt.Sprint(r.data()["notProvenOn"]) != "[eth_sepolia]" {
 			t.Fatalf("a's message: %s", r.Raw)
+		}
+		// b's links use it on eth_sepolia too, but b proved nothing: nothing
+		// of b's is barred by a's proof there.
+		if r := h.do("POST", "/api/merchant/wallet-proofs/message", b.Session, map[string]any{"address": safe}); fmt.Sprint(r.data()["notProvenOn"]) != "[]" {
+			t.Fatalf("b's message: %s", r.Raw)
 		}
 
 		// b: not on base_sepolia, where a's proof holds; on eth_sepolia,

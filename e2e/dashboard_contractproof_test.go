@@ -56,6 +56,18 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	tab.SetValue("#evm", wallet.Hex())
 	tab.Click("#settings-form button[type=submit]")
 	tab.WaitText(".notice", "Settings saved")
+	// newLink submits a link taking both EVM networks, to the default
+	// wallet. One made before any proof takes them both.
+	newLink := func() {
+		tab.Navigate(hs.URL + "/dashboard/test/links")
+		tab.SetValue("#name", "Beans")
+		tab.SetValue("#amount", "12.00")
+		tab.Eval(`document.querySelectorAll("input[name=networks]").forEach(c => { c.checked = c.value !== "solana_devnet" }); true`, nil)
+		tab.Click("#link-form button[type=submit]")
+	}
+	newLink()
+	tab.WaitText(".notice", "Payment link created")
+	tab.Navigate(hs.URL + "/dashboard/test/settings")
 	// paste signs the message the page shows with the owner's key, pastes
 	// it as signed on network ("" for the wallet's own key) and submits.
 	paste := func(network string) {
@@ -87,7 +99,10 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	// with the refusal is signed again).
 	paste("base_sepolia")
 	tab.WaitText(".notice", "Contract wallet proven on that network")
-	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "as a contract wallet on Base Sepolia (test) only") || strings.Contains(got, "Not proven") {
+	// The link made before names it on Ethereum Sepolia, where it is not
+	// proven: the page says that network takes no payment now.
+	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "as a contract wallet on Base Sepolia (test) only") || strings.Contains(got, "Not proven") ||
+		!strings.Contains(got, "also name this wallet on Ethereum Sepolia (test), where it is not proven") {
 		t.Fatalf("the contract wallet after its proof: %q", got)
 	}
 	if proofs, err := st.WalletProofs(ctx, m.ID); err != nil || len(proofs) != 1 || proofs[0].Network != "base_sepolia" {
@@ -97,19 +112,12 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	// A link taking Ethereum Sepolia too, where the contract wallet is not
 	// proven yet, is refused: the address there may be no wallet of the
 	// merchant's.
-	newLink := func() {
-		tab.Navigate(hs.URL + "/dashboard/test/links")
-		tab.SetValue("#name", "Beans")
-		tab.SetValue("#amount", "12.00")
-		tab.Eval(`document.querySelectorAll("input[name=networks]").forEach(c => { c.checked = c.value !== "solana_devnet" }); true`, nil)
-		tab.Click("#link-form button[type=submit]")
-	}
 	newLink()
 	tab.WaitVisible("#new-link .error")
 	if got := pageText(tab, "#new-link .error"); !strings.Contains(got, "is a contract wallet proven on base_sepolia only: on eth_sepolia") {
 		t.Fatalf("a link on eth_sepolia: %q", got)
 	}
-	if links, err := st.PaymentLinks(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 0 {
+	if links, err := st.PaymentLinks(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 1 {
 		t.Fatalf("links stored: %d %v", len(links), err)
 	}
 	tab.Navigate(hs.URL + "/dashboard/test/settings")
@@ -118,14 +126,14 @@ func TestDashboardContractWalletProofInBrowser(t *testing.T) {
 	paste("eth_sepolia")
 	// (The notice reads as the first proof's: wait for the page's own line.)
 	tab.WaitText("#proof-evm", "Ethereum Sepolia (test) only")
-	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "on Base Sepolia (test), Ethereum Sepolia (test) only") {
+	if got := pageText(tab, "#proof-evm"); !strings.Contains(got, "on Base Sepolia (test), Ethereum Sepolia (test) only") || strings.Contains(got, "where it is not proven") {
 		t.Fatalf("proven on both networks: %q", got)
 	}
 	tab.Screenshot("dash-wallet-proven-contract")
 	// Now the link takes both networks.
 	newLink()
 	tab.WaitText(".notice", "Payment link created")
-	if links, err := st.PaymentLinks(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 1 ||
+	if links, err := st.PaymentLinks(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, ""); err != nil || len(links) != 2 ||
 		strings.Join(links[0].Networks, ",") != "base_sepolia,eth_sepolia" {
 		t.Fatalf("links stored: %+v %v", links, err)
 	}

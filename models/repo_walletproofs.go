@@ -140,6 +140,50 @@ func (s *Store) walletsBarred(ctx context.Context, merchantID string, receive bo
 	return apperr.WithHint(apperr.ErrBadRequest, strings.Join(problems, "; "), strings.Join(hints, "; "))
 }
 
+// WalletNotProvenOn lists the networks on which the merchant's active
+// links (hosted checkouts' included) and its subscriptions still billing
+// name address to receive, and Provers.Bar bars it as the merchant's
+// contract wallet proven on other networks only: they take no new payment
+// there until it is proven there too. Sorted; nil when none.
+func (s *Store) WalletNotProvenOn(ctx context.Context, merchantID, address string) ([]string, error) {
+	provers, err := s.WalletProvers(ctx, []string{address})
+	if err != nil {
+		return nil, err
+	}
+	// Asked of a network no proof names: barred as a contract wallet
+	// there only when the merchant proved it on other networks alone.
+	if bar, _ := provers.Bar(address, "\x00", merchantID); bar != WalletContractElsewhere {
+		return nil, nil // proven by its key, or not by this merchant: nothing barred
+	}
+	var uses []string
+	use := func(network string) {
+		if bar, _ := provers.Bar(address, network, merchantID); bar == WalletContractElsewhere && !slices.Contains(uses, network) {
+			uses = append(uses, network)
+		}
+	}
+	var links []PaymentLink
+	if err := s.ctx(ctx).Select("wallet_addresses").Where("merchant_id = ? AND active = ?", merchantID, true).Find(&links).Error; err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		for network, w := range l.WalletAddresses {
+			if strings.EqualFold(w, address) {
+				use(network)
+			}
+		}
+	}
+	var subs []Subscription
+	if err := s.ctx(ctx).Select("network").Where("merchant_id = ? AND merchant_wallet_address = ? AND status <> ?", merchantID, address, SubCanceled).
+		Find(&subs).Error; err != nil {
+		return nil, err
+	}
+	for _, sub := range subs {
+		use(sub.Network)
+	}
+	slices.Sort(uses)
+	return uses, nil
+}
+
 // ContractElsewhereReason says why a contract wallet proven on the
 // networks on, and not on network, receives nothing there.
 func ContractElsewhereReason(network string, on []string) string {

@@ -212,6 +212,22 @@ func TestContractWalletProofScope(t *testing.T) {
 		if err := st.WalletsFree(ctx, a.ID, on("base_sepolia")); err != nil {
 			t.Fatalf("a records a transfer to it on base_sepolia: %v", err)
 		}
+		// a's link names it on base_sepolia too: that network takes no
+		// payment now; b proved nothing, so nothing of b's is barred.
+		notProven := func(m *models.Merchant) string {
+			t.Helper()
+			got, err := st.WalletNotProvenOn(ctx, m.ID, safe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(got)
+		}
+		if got := notProven(a); got != "[base_sepolia]" {
+			t.Fatalf("a's links not proven on: %s", got)
+		}
+		if got := notProven(b); got != "[]" {
+			t.Fatalf("b's links not proven on: %s", got)
+		}
 		if err := st.WalletsReceive(ctx, b.ID, on("polygon_amoy"), on("base_sepolia")); !errors.Is(err, apperr.ErrBadRequest) ||
 			!strings.HasPrefix(err.Error(), "merchantWalletAddresses.polygon_amoy: the wallet") || strings.Contains(err.Error(), "base_sepolia:") {
 			t.Fatalf("b names it to receive: %v", err)
@@ -229,6 +245,9 @@ func TestContractWalletProofScope(t *testing.T) {
 		}
 		if err := st.WalletsReceive(ctx, a.ID, on("polygon_amoy"), on("base_sepolia")); err != nil {
 			t.Fatalf("a names it on both, proven on both: %v", err)
+		}
+		if got := notProven(a); got != "[]" {
+			t.Fatalf("a's links not proven on, proven on both: %s", got)
 		}
 		if ps, err := st.WalletProofs(ctx, a.ID); err != nil || len(ps) != 2 || ps[0].Network != "polygon_amoy" || ps[1].Network != "base_sepolia" {
 			t.Fatalf("a's proofs: %+v %v", ps, err)

@@ -174,6 +174,10 @@ type dWalletProof struct {
 	// proofs).
 	Elsewhere   bool
 	ElsewhereOn []string
+	// NotProvenOn: networks on which the merchant's links or subscriptions
+	// name this contract wallet where it is not proven (they take no
+	// payment there).
+	NotProvenOn []string
 	Error       *apiError
 }
 
@@ -261,12 +265,13 @@ func (p *Pages) proofMessage(c *gin.Context, w *dWalletProof) *apiError {
 		IssuedAt    string   `json:"issuedAt"`
 		Elsewhere   bool     `json:"provenByAnotherMerchant"`
 		ElsewhereOn []string `json:"provenByAnotherMerchantOn"`
+		NotProvenOn []string `json:"notProvenOn"`
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/merchant/wallet-proofs/message",
 		json: map[string]string{"address": w.Address}}, &msg); err != nil {
 		return err
 	}
-	w.Message, w.IssuedAt, w.Elsewhere, w.ElsewhereOn = msg.Message, msg.IssuedAt, msg.Elsewhere, msg.ElsewhereOn
+	w.Message, w.IssuedAt, w.Elsewhere, w.ElsewhereOn, w.NotProvenOn = msg.Message, msg.IssuedAt, msg.Elsewhere, msg.ElsewhereOn, msg.NotProvenOn
 	return nil
 }
 
