@@ -261,3 +261,14 @@ func (h *harness) link(key string, body map[string]any) string {
 	expect(h.t, r, 201, "")
 	return r.str("data", "id")
 }
+
+// sessionRequest is the body of POST /api/checkout/session for link on
+// network, paid from wallet, with quote's token and totals (the customer
+// Ann in Berlin, DE).
+func sessionRequest(link string, quote resp, wallet, network string) map[string]any {
+	return map[string]any{
+		"linkId": link, "quoteToken": quote.str("data", "quoteToken"), "walletAddress": wallet, "walletType": "evm",
+		"network": network, "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
+		"totalsSnapshot": map[string]any{"subtotalCents": quote.data()["subtotalCents"], "taxCents": quote.data()["taxCents"],
+			"totalCents": quote.data()["totalCents"], "calculationId": quote.str("data", "calculationId")}}
+}

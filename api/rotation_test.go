@@ -29,11 +29,7 @@ func TestServerSecretRotation(t *testing.T) {
 	})
 	expect(t, rotating.do("GET", "/api/customers", used.TestKey, nil), 200, "")
 	expect(t, rotating.do("GET", "/api/merchant", used.Session, nil), 200, "")
-	r := rotating.do("POST", "/api/checkout/session", "", map[string]any{
-		"linkId": link, "quoteToken": q.str("data", "quoteToken"), "walletAddress": evmB, "walletType": "evm",
-		"network": "base_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
-		"totalsSnapshot": map[string]any{"subtotalCents": q.data()["subtotalCents"], "taxCents": q.data()["taxCents"],
-			"totalCents": q.data()["totalCents"], "calculationId": q.str("data", "calculationId")}})
+	r := rotating.do("POST", "/api/checkout/session", "", sessionRequest(link, q, evmB, "base_sepolia"))
 	expect(t, r, 201, "")
 
 	after := newHarness(t, st, func(d *api.Deps) {

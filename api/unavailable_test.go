@@ -60,11 +60,7 @@ func TestUpdatesAnswer503WithoutWorkers(t *testing.T) {
 		"customer": map[string]any{"country": "DE", "address": "Berlin"}})
 	expect(t, q, 200, "")
 	newSession := func() string {
-		r := h.do("POST", "/api/checkout/session", "", map[string]any{
-			"linkId": link, "quoteToken": q.str("data", "quoteToken"), "walletAddress": evmB, "walletType": "evm",
-			"network": "base_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
-			"totalsSnapshot": map[string]any{"subtotalCents": q.data()["subtotalCents"], "taxCents": q.data()["taxCents"],
-				"totalCents": q.data()["totalCents"], "calculationId": q.str("data", "calculationId")}})
+		r := h.do("POST", "/api/checkout/session", "", sessionRequest(link, q, evmB, "base_sepolia"))
 		expect(t, r, 201, "")
 		return r.str("data", "id")
 	}

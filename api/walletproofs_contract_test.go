@@ -169,11 +169,7 @@ func TestContractWalletProofs(t *testing.T) {
 		if nets, _ := info.data()["networks"].([]any); len(nets) != 1 || nets[0].(map[string]any)["network"] != "base_sepolia" {
 			t.Fatalf("a's link offers %s", info.Raw)
 		}
-		r = h.do("POST", "/api/checkout/session", "", map[string]any{
-			"linkId": aLink, "quoteToken": aQuote.str("data", "quoteToken"), "walletAddress": "0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b", "walletType": "evm",
-			"network": "eth_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "country": "DE"},
-			"totalsSnapshot": map[string]any{"subtotalCents": aQuote.data()["subtotalCents"], "taxCents": aQuote.data()["taxCents"],
-				"totalCents": aQuote.data()["totalCents"], "calculationId": aQuote.str("data", "calculationId")}})
+		r = h.do("POST", "/api/checkout/session", "", sessionRequest(aLink, aQuote, "0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b", "eth_sepolia"))
 		expectField(t, r, "network")
 		if !strings.Contains(r.str("message"), "cannot take payments on eth_sepolia: its receiving wallet is a contract wallet proven on base_sepolia only") {
 			t.Fatalf("a session on eth_sepolia: %s", r.Raw)

@@ -130,11 +130,7 @@ func TestWalletProofs(t *testing.T) {
 			"txHash": hash64, "walletAddress": evmB, "paymentLinkId": bLink}), "paymentLinkId")
 		// b's link made before the proof opens no session: the customer
 		// would pay a's wallet.
-		r = h.do("POST", "/api/checkout/session", "", map[string]any{
-			"linkId": bLink, "quoteToken": quote.str("data", "quoteToken"), "walletAddress": evmB, "walletType": "evm",
-			"network": "base_sepolia", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "country": "DE"},
-			"totalsSnapshot": map[string]any{"subtotalCents": quote.data()["subtotalCents"], "taxCents": quote.data()["taxCents"],
-				"totalCents": quote.data()["totalCents"], "calculationId": quote.str("data", "calculationId")}})
+		r = h.do("POST", "/api/checkout/session", "", sessionRequest(bLink, quote, evmB, "base_sepolia"))
 		expectField(t, r, "network")
 		if !strings.Contains(r.str("message"), "cannot take payments") {
 			t.Fatalf("the session's refusal: %s", r.Raw)
