@@ -134,12 +134,6 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 	if tx.Meta == nil {
 		return VerifyResult{}, fmt.Errorf("chain: %s: transaction %s has no meta in the RPC answer", v.net.Name, sigStr)
 	}
-	if tx.Meta.Err != nil {
-		res.Verdict, res.Reason = VerdictFailed, ReasonTxReverted
-		res.Message = fmt.Sprintf("transaction failed on chain: %v", tx.Meta.Err)
-		res.ReceivedUnits = "0"
-		return res, nil
-	}
 	var decoded *solana.Transaction
 	if tx.Transaction != nil {
 		decoded, _ = tx.Transaction.GetTransaction()
@@ -147,6 +141,15 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		if decoded != nil && len(decoded.Signatures) > 0 && decoded.Signatures[0] != sig {
 			return VerifyResult{}, fmt.Errorf("chain: %s: rpc returned transaction %s for %s", v.net.Name, decoded.Signatures[0], sigStr)
 		}
+	}
+	if tx.Meta.Err != nil {
+		res.Verdict, res.Reason = VerdictFailed, ReasonTxReverted
+		res.Message = fmt.Sprintf("transaction failed on chain: %v", tx.Meta.Err)
+		res.ReceivedUnits = "0"
+		if follow && !ref.IsZero() && !sentBy(decoded, req.PayerAddress) {
+			return v.paidNothing(ctx, req, sig, ref, res)
+		}
+		return res, nil
 	}
 	carries, refs := references(decoded, tx.Meta, ref)
 	res.Refs = refs
@@ -169,6 +172,9 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		if ignored != "" {
 			res.Message += "; ignored " + ignored
 		}
+		if follow && !ref.IsZero() {
+			return v.paidNothing(ctx, req, sig, ref, res)
+		}
 	case received.Cmp(expected) < 0:
 		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
 		res.Message = fmt.Sprintf("merchant received %s units, expected %s", received, expected)
@@ -180,6 +186,36 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		res.Message = fmt.Sprintf("merchant received %s units", received)
 	}
 	return res, nil
+}
+
+// paidNothing answers for a submitted transaction that paid the merchant
+// nothing: final and moving no USDC there, or failed and not signed by the
+// declared wallet (any such signature, submitted by anyone who knows the
+// session's id). As on EVM, the session's own payment is looked for first,
+// at every check for followBurst, and judged instead when found; failed is
+// the answer only after that.
+func (v *SolanaVerifier) paidNothing(ctx context.Context, req VerifyRequest, sig solana.Signature, ref solana.PublicKey, failed VerifyResult) (VerifyResult, error) {
+	if v.follows.get(ref.String()).burstOver(clock(v.Now)) {
+		// One last search: a payment that landed since is still taken.
+		if out, err := v.replacement(ctx, req, sig, ref, failed); err != nil || out.PaidBy != "" {
+			return out, err
+		}
+		return failed, nil
+	}
+	pending := failed
+	pending.Verdict, pending.Reason = VerdictPending, ""
+	pending.Message = failed.Message + "; looking for the session's own payment before failing it"
+	return v.replacement(ctx, req, sig, ref, pending)
+}
+
+// sentBy says whether tx's fee payer (its first signer) is declared, a
+// session's payer wallet ("" or an unreadable transaction: taken as sent by
+// it, so its verdict stands).
+func sentBy(tx *solana.Transaction, declared string) bool {
+	if declared == "" || tx == nil || len(tx.Message.AccountKeys) == 0 {
+		return true
+	}
+	return tx.Message.AccountKeys[0].String() == declared
 }
 
 // solanaFollowPages bounds the pages of a session's reference's
@@ -279,6 +315,14 @@ func (s *sigSet) due(now time.Time) bool {
 	}
 	s.pace.searched(now)
 	return true
+}
+
+// burstOver reports whether the searches' first burst (followBurst from
+// the first) has passed at now.
+func (s *sigSet) burstOver(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.pace.first.IsZero() && now.Sub(s.pace.first) >= followBurst
 }
 
 func (s *sigSet) wait(waiting bool) {

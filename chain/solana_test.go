@@ -643,3 +643,69 @@ func TestMultiVerifierConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestSolanaPaidNothingFollows: a submitted signature that pays the
+// merchant nothing (final and moving no USDC there, or failed and not the
+// declared wallet's: anyone who knows a session's id could submit one) is
+// no verdict at once: the session's reference is searched for two minutes
+// as on EVM, and the customer's payment found in that time is judged
+// instead; with none it fails after them. Before, it failed at once. The
+// customer's own failed transaction still fails at once.
+func TestSolanaPaidNothingFollows(t *testing.T) {
+	const due = 5_000_000
+	e := newSolanaEnv(t)
+	start := time.Now()
+	var at time.Duration
+	e.verifier.Now = func() time.Time { return start.Add(at) }
+	stranger := solana.NewWallet().PrivateKey
+	check := func(submitted string, ref solana.PublicKey) VerifyResult {
+		t.Helper()
+		res, err := e.verifier.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: submitted,
+			MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(due), PayerAddress: e.customer.PublicKey().String(),
+			Reference: ref.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, c := range []struct {
+		name   string
+		junk   solanaPayment
+		reason string
+	}{
+		{"a stranger's failed transaction", solanaPayment{units: due, failed: true, from: stranger}, ReasonTxReverted},
+		{"a stranger's transfer elsewhere", solanaPayment{units: due, to: solana.NewWallet().PublicKey(), from: stranger}, ReasonInvalidTransfer},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The customer pays a minute in: that payment is judged.
+			at = 0
+			ref := solana.NewWallet().PublicKey()
+			junk := e.publish(c.junk)
+			if res := check(junk, ref); res.Verdict != VerdictPending || !strings.Contains(res.Message, "looking for the session's own payment") {
+				t.Fatalf("first check: %s %s (%s)", res.Verdict, res.Reason, res.Message)
+			}
+			at = time.Minute
+			paid := e.publish(solanaPayment{units: due, reference: ref})
+			if res := check(junk, ref); res.Verdict != VerdictComplete || res.PaidBy != paid {
+				t.Fatalf("after the customer paid: %s paidBy %q (%s)", res.Verdict, res.PaidBy, res.Message)
+			}
+			// Nothing lands: failed after the two minutes.
+			at = 0
+			other := solana.NewWallet().PublicKey()
+			junk = e.publish(c.junk)
+			for at = 0; at < 2*time.Minute; at += 30 * time.Second {
+				if res := check(junk, other); res.Verdict != VerdictPending {
+					t.Fatalf("at %s: %s %s (%s)", at, res.Verdict, res.Reason, res.Message)
+				}
+			}
+			if res := check(junk, other); res.Verdict != VerdictFailed || res.Reason != c.reason {
+				t.Fatalf("after two minutes: %s %s (%s)", res.Verdict, res.Reason, res.Message)
+			}
+		})
+	}
+	at = 0
+	own := e.publish(solanaPayment{units: due, failed: true})
+	if res := check(own, solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted {
+		t.Fatalf("the customer's own failed transaction: %s %s (%s)", res.Verdict, res.Reason, res.Message)
+	}
+}
