@@ -404,3 +404,40 @@ func TestEVMSelfTransferIsNoPayment(t *testing.T) {
 		t.Fatalf("self transfer: %+v", res)
 	}
 }
+
+// undecodable is a node whose transactions the client cannot decode (an OP
+// Stack deposit, type 0x7e, which go-ethereum's types do not know: anyone
+// can make one revert on Base).
+type undecodable struct{ simulated.Client }
+
+func (undecodable) TransactionByHash(context.Context, common.Hash) (*types.Transaction, bool, error) {
+	return nil, false, types.ErrTxTypeNotSupported
+}
+
+// TestRevertedUndecodableIsSearchedPast: a reverted transaction whose
+// sender cannot be read is taken as not the declared wallet's (the
+// session's reference is searched for two minutes, then it fails), never as
+// an error: before, every check erred and the session waited forever.
+func TestRevertedUndecodableIsSearchedPast(t *testing.T) {
+	e := newEVMEnv(t, 1)
+	v, err := NewEVMVerifier(e.ctx, e.net, undecodable{e.sim.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const due = 10_000_000
+	start := time.Now()
+	var at time.Duration
+	v.Now = func() time.Time { return start.Add(at) }
+	hash := e.payReverting(due)
+	e.commit(1)
+	req := VerifyRequest{Network: e.net.Name, TxHash: hash, MerchantAddress: e.merchant.Hex(), ExpectedUnits: big.NewInt(due).String(),
+		PayerAddress: e.customer.From().Hex(), Reference: common.BytesToHash([]byte("the session's reference")).Hex()}
+	for at = 0; at < 2*time.Minute; at += 30 * time.Second {
+		if res, err := v.Verify(e.ctx, req); err != nil || res.Verdict != VerdictPending {
+			t.Fatalf("at %s: %+v %v", at, res, err)
+		}
+	}
+	if res, err := v.Verify(e.ctx, req); err != nil || res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted {
+		t.Fatalf("after two minutes: %+v %v", res, err)
+	}
+}

@@ -113,7 +113,7 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		case errors.Is(cerr, rpc.ErrNotFound):
 			res.Message = "transaction not found on chain yet"
 			if follow && !ref.IsZero() {
-				return v.replacement(ctx, req, sig, ref, res)
+				return v.replacement(ctx, req, sig, ref, res, false)
 			}
 		case cerr != nil:
 			return VerifyResult{}, cerr
@@ -195,17 +195,24 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 // at every check for followBurst, and judged instead when found; failed is
 // the answer only after that.
 func (v *SolanaVerifier) paidNothing(ctx context.Context, req VerifyRequest, sig solana.Signature, ref solana.PublicKey, failed VerifyResult) (VerifyResult, error) {
-	if v.follows.get(ref.String()).burstOver(clock(v.Now)) {
-		// One last search: a payment that landed since is still taken.
-		if out, err := v.replacement(ctx, req, sig, ref, failed); err != nil || out.PaidBy != "" {
-			return out, err
-		}
-		return failed, nil
+	if _, ok := v.client.(solanaSignatureLister); !ok {
+		return failed, nil // nothing to search with
 	}
 	pending := failed
 	pending.Verdict, pending.Reason = VerdictPending, ""
 	pending.Message = failed.Message + "; looking for the session's own payment before failing it"
-	return v.replacement(ctx, req, sig, ref, pending)
+	st := v.follows.get(ref.String())
+	if !st.burstOver(clock(v.Now)) {
+		return v.replacement(ctx, req, sig, ref, pending, false)
+	}
+	// The burst is over: one search whatever the pace (a payment that
+	// landed since is still taken), and pending while one it found is
+	// not final yet.
+	out, err := v.replacement(ctx, req, sig, ref, pending, true)
+	if err != nil || out.PaidBy != "" || st.isWaiting() {
+		return out, err
+	}
+	return failed, nil
 }
 
 // sentBy says whether tx's fee payer (its first signer) is declared, a
@@ -230,13 +237,15 @@ const solanaFollowPages = 5
 // visibly), is judged instead (PaidBy); a stranger's carrying the
 // reference with less is never followed, so it cannot fail the session.
 // Signatures ruled out are remembered per reference and not read again.
-func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig solana.Signature, ref solana.PublicKey, unseen VerifyResult) (VerifyResult, error) {
+//
+// force searches whatever the pace (paidNothing's last search).
+func (v *SolanaVerifier) replacement(ctx context.Context, req VerifyRequest, sig solana.Signature, ref solana.PublicKey, unseen VerifyResult, force bool) (VerifyResult, error) {
 	sl, ok := v.client.(solanaSignatureLister)
 	if !ok {
 		return unseen, nil
 	}
 	follow := v.follows.get(ref.String())
-	if !follow.due(clock(v.Now)) {
+	if !follow.due(clock(v.Now)) && !force {
 		return unseen, nil
 	}
 	// Every signature back to the session's start (pages of a thousand, a
@@ -323,6 +332,14 @@ func (s *sigSet) burstOver(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.pace.first.IsZero() && now.Sub(s.pace.first) >= followBurst
+}
+
+// isWaiting reports whether the last search found a signature not final
+// yet.
+func (s *sigSet) isWaiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
 }
 
 func (s *sigSet) wait(waiting bool) {

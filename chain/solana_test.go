@@ -708,4 +708,38 @@ func TestSolanaPaidNothingFollows(t *testing.T) {
 	if res := check(own, solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted {
 		t.Fatalf("the customer's own failed transaction: %s %s (%s)", res.Verdict, res.Reason, res.Message)
 	}
+
+	// The customer's payment landing in the burst's last second is still
+	// taken at the first check after it (one search whatever the pace).
+	at = 0
+	ref := solana.NewWallet().PublicKey()
+	junk := e.publish(solanaPayment{units: due, failed: true, from: stranger})
+	check(junk, ref)
+	at = 2*time.Minute - time.Second
+	check(junk, ref)
+	paid := e.publish(solanaPayment{units: due, reference: ref})
+	at = 2 * time.Minute
+	if res := check(junk, ref); res.Verdict != VerdictComplete || res.PaidBy != paid {
+		t.Fatalf("a payment in the burst's last second: %s paidBy %q (%s)", res.Verdict, res.PaidBy, res.Message)
+	}
+
+	// A node that cannot list a reference's signatures: nothing to search
+	// with, so the verdict stands (before, it stayed pending for good).
+	v, err := NewSolanaVerifier(e.net, getOnly{rpc.New(e.rpc.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := v.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: e.publish(solanaPayment{units: due, failed: true, from: stranger}),
+		MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(due), PayerAddress: e.customer.PublicKey().String(),
+		Reference: solana.NewWallet().PublicKey().String()})
+	if err != nil || res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted {
+		t.Fatalf("without a signature listing: %+v %v", res, err)
+	}
+}
+
+// getOnly is a Solana node client that reads transactions and nothing else.
+type getOnly struct{ c *rpc.Client }
+
+func (g getOnly) GetTransaction(ctx context.Context, sig solana.Signature, opts *rpc.GetTransactionOpts) (*rpc.GetTransactionResult, error) {
+	return g.c.GetTransaction(ctx, sig, opts)
 }
