@@ -42,11 +42,11 @@ func (s *Service) OpenInvoiceSession(ctx context.Context, req activities.Invoice
 	// that merchant's, and one the merchant proved since as a contract
 	// wallet on other networks only may not be the merchant's on this one:
 	// no new session pays it.
-	provers, err := s.Store.WalletProvers(ctx, []string{sub.MerchantWalletAddress})
+	bar, on, err := s.Store.WalletBar(ctx, sub.MerchantWalletAddress, sub.Network, sub.MerchantID)
 	if err != nil {
 		return activities.InvoiceSession{}, err
 	}
-	switch bar, on := provers.Bar(sub.MerchantWalletAddress, sub.Network, sub.MerchantID); bar {
+	switch bar {
 	case models.WalletProvenByOther:
 		return activities.InvoiceSession{}, apperr.New(apperr.ErrBadRequest, "the receiving wallet "+sub.MerchantWalletAddress+
 			" is proven by another merchant account, so no renewal is paid to it: prove it on this account if it is yours, or cancel the subscription")

@@ -189,15 +189,11 @@ func (s *Service) Link(ctx context.Context, id string) (LinkInfo, error) {
 // at that address there). Link leaves such a network out; Quote does not
 // look (a quote pays nothing, and the create path's read is enough).
 func (s *Service) walletOwned(ctx context.Context, l *models.PaymentLink, network string) error {
-	w := l.WalletAddresses[network]
-	if w == "" {
-		return nil
-	}
-	provers, err := s.Store.WalletProvers(ctx, []string{w})
+	bar, on, err := s.Store.WalletBar(ctx, l.WalletAddresses[network], network, l.MerchantID)
 	if err != nil {
 		return err
 	}
-	switch bar, on := provers.Bar(w, network, l.MerchantID); bar {
+	switch bar {
 	case models.WalletProvenByOther:
 		return apperr.Invalid("network", "this link cannot take payments on "+network+": its receiving wallet belongs to another merchant account")
 	case models.WalletContractElsewhere:

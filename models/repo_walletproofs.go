@@ -184,6 +184,20 @@ func (s *Store) WalletNotProvenOn(ctx context.Context, merchantID, address strin
 	return uses, nil
 }
 
+// WalletBar reads the proofs of address and answers Provers.Bar for a
+// payment to it on network ("" address: unbarred).
+func (s *Store) WalletBar(ctx context.Context, address, network, merchantID string) (WalletBar, []string, error) {
+	if address == "" {
+		return WalletUnbarred, nil, nil
+	}
+	provers, err := s.WalletProvers(ctx, []string{address})
+	if err != nil {
+		return WalletUnbarred, nil, err
+	}
+	bar, on := provers.Bar(address, network, merchantID)
+	return bar, on, nil
+}
+
 // ContractElsewhereReason says why a contract wallet proven on the
 // networks on, and not on network, receives nothing there.
 func ContractElsewhereReason(network string, on []string) string {
