@@ -100,6 +100,42 @@ type CheckoutStore interface {
 	// as stored with the ids of the deliveries to dispatch (also when they
 	// existed already).
 	FinishSession(ctx context.Context, o SessionOutcome) (FinishedSession, error)
+	// ReleaseSessionTxHash gives the session's hash back (the session
+	// returns to its status before the broadcast) and keeps the USDC the
+	// released transaction moved to the merchant as a payment exception,
+	// with the ids of that exception's deliveries to dispatch.
+	ReleaseSessionTxHash(ctx context.Context, r SessionRelease) (ReleasedSession, error)
+}
+
+// SessionRelease gives back the hash of a session whose transaction the
+// chain failed as no payment of its customer's (chain.VerifyResult.Foreign).
+type SessionRelease struct {
+	SessionID     string
+	EntryID       string
+	TxHash        string
+	Chain         string
+	Reason        string
+	Message       string
+	ReceivedUnits string
+	Payer         string
+	Bound         bool
+	Refs          []string
+	At            time.Time
+}
+
+// ReleasedSession is what a release left: Released when the session waits
+// for its payment again (Status is its status then), else the session
+// finished or holds another hash meanwhile.
+type ReleasedSession struct {
+	Released   bool
+	Status     string
+	Deliveries []string
+}
+
+// SessionReleased is the release activity's answer to the workflow.
+type SessionReleased struct {
+	Released bool
+	Status   string
 }
 
 // DeliveryDispatcher starts the delivery workflow of each delivery id; a
@@ -200,4 +236,24 @@ func (a *CheckoutActivities) FinishSession(ctx context.Context, o SessionOutcome
 		}
 	}
 	return out, nil
+}
+
+// ReleaseTxHash gives back the hash of a session whose transaction is not
+// its customer's payment (a stranger's, submitted by anyone who knows the
+// session's id), then starts the deliveries of the exception keeping what
+// it paid the merchant. Idempotent, as FinishSession.
+func (a *CheckoutActivities) ReleaseTxHash(ctx context.Context, r SessionRelease) (SessionReleased, error) {
+	if r.SessionID == "" || r.EntryID == "" || r.TxHash == "" {
+		return SessionReleased{}, temporal.NewNonRetryableApplicationError("release needs session, entry and hash", ErrTypeInvalidInput, nil)
+	}
+	got, err := a.Store.ReleaseSessionTxHash(ctx, r)
+	if err != nil {
+		return SessionReleased{}, err
+	}
+	if len(got.Deliveries) > 0 && a.Dispatcher != nil {
+		if err := a.Dispatcher.Dispatch(ctx, got.Deliveries); err != nil {
+			return SessionReleased{}, err
+		}
+	}
+	return SessionReleased{Released: got.Released, Status: got.Status}, nil
 }

@@ -50,6 +50,13 @@ func (s *checkoutStubStore) RecordSessionTransition(_ context.Context, t Session
 	return s.note("record " + t.EntryID + " " + t.Status)
 }
 
+func (s *checkoutStubStore) ReleaseSessionTxHash(_ context.Context, r SessionRelease) (ReleasedSession, error) {
+	if err := s.note("release " + r.EntryID + " " + r.TxHash); err != nil {
+		return ReleasedSession{}, err
+	}
+	return ReleasedSession{Released: true, Status: "wallet_ready", Deliveries: s.ids}, nil
+}
+
 func (s *checkoutStubStore) FinishSession(_ context.Context, o SessionOutcome) (FinishedSession, error) {
 	if err := s.note("finish " + o.EntryID + " " + o.Status); err != nil {
 		return FinishedSession{}, err
@@ -271,4 +278,36 @@ func (n *stubNotifier) SessionFinished(_ context.Context, subscriptionID string,
 	}
 	n.got = append(n.got, subscriptionID, s.SessionID, s.Status)
 	return nil
+}
+
+// ReleaseTxHash gives the hash back, then starts the deliveries of the
+// exception keeping the stranger's USDC; a store or dispatch fault is
+// retried, bad input is not.
+func TestReleaseTxHash(t *testing.T) {
+	r := SessionRelease{SessionID: "cs_1", EntryID: "e_1", TxHash: "0xab", ReceivedUnits: "1", At: time.Now()}
+	d := &checkoutStubDispatcher{}
+	store := &checkoutStubStore{ids: []string{"dlv_exc"}}
+	a := &CheckoutActivities{Store: store, Dispatcher: d}
+	v, err := newCheckoutActivityEnv(a).ExecuteActivity(a.ReleaseTxHash, r)
+	var got SessionReleased
+	if err == nil {
+		err = v.Get(&got)
+	}
+	if err != nil || got != (SessionReleased{Released: true, Status: "wallet_ready"}) || fmt.Sprint(d.batch) != "[[dlv_exc]]" ||
+		fmt.Sprint(store.calls) != "[release e_1 0xab]" {
+		t.Fatalf("release: %+v %v, dispatched %v, calls %v", got, err, d.batch, store.calls)
+	}
+	a = &CheckoutActivities{Store: &checkoutStubStore{err: errors.New("database is locked")}, Dispatcher: d}
+	if _, err := newCheckoutActivityEnv(a).ExecuteActivity(a.ReleaseTxHash, r); checkoutErrKind(err) != "retryable" {
+		t.Fatalf("store fails: %v", err)
+	}
+	a = &CheckoutActivities{Store: &checkoutStubStore{ids: []string{"dlv_exc"}}, Dispatcher: &checkoutStubDispatcher{err: errors.New("temporal unavailable")}}
+	if _, err := newCheckoutActivityEnv(a).ExecuteActivity(a.ReleaseTxHash, r); checkoutErrKind(err) != "retryable" {
+		t.Fatalf("dispatch fails: %v", err)
+	}
+	for _, bad := range []SessionRelease{{EntryID: "e", TxHash: "h"}, {SessionID: "cs", TxHash: "h"}, {SessionID: "cs", EntryID: "e"}} {
+		if _, err := newCheckoutActivityEnv(a).ExecuteActivity(a.ReleaseTxHash, bad); checkoutErrKind(err) != ErrTypeInvalidInput+"/nonretryable" {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
 }

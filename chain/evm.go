@@ -231,17 +231,32 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 		}
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
+	if verdict == VerdictFailed && follow {
+		res.Foreign = v.foreign(ctx, hash, req.PayerAddress, res.Payer)
+	}
 	if follow && ref != (common.Hash{}) && received.Sign() <= 0 {
 		// A transaction that paid the merchant nothing: mined and moving
 		// no USDC there, or reverted and not sent by the declared wallet
 		// (any reverted transaction on the chain, submitted by anyone who
 		// knows the session's id). The customer's own revert fails as it
 		// is.
-		if receipt.Status == types.ReceiptStatusSuccessful || !v.sentBy(ctx, hash, req.PayerAddress) {
+		if receipt.Status == types.ReceiptStatusSuccessful || res.Foreign {
 			return v.replacement(ctx, req, hash, ref, merchant, res, &res)
 		}
 	}
 	return res, nil
+}
+
+// foreign says whether a failed transaction is no payment of the declared
+// wallet's (chain.VerifyResult.Foreign): the USDC it moved to the
+// merchant, if any, came from another wallet (payer), and another account
+// sent it (sentBy: one the client cannot read or decode counts as
+// another's). No declared wallet: never.
+func (v *EVMVerifier) foreign(ctx context.Context, hash common.Hash, declared, payer string) bool {
+	if _, err := ParseAddress(FamilyEVM, declared); err != nil || (payer != "" && SameAddress(payer, declared)) {
+		return false
+	}
+	return !v.sentBy(ctx, hash, declared)
 }
 
 // sentBy says whether the mined transaction hash was sent by declared, a
@@ -302,7 +317,7 @@ func (v *EVMVerifier) replacement(ctx context.Context, req VerifyRequest, hash, 
 			return *paidNothing, nil
 		}
 		unseen = *paidNothing
-		unseen.Verdict, unseen.Reason = VerdictPending, ""
+		unseen.Verdict, unseen.Reason, unseen.Foreign = VerdictPending, "", false
 		unseen.Message = paidNothing.Message + "; looking for the session's own payment before failing it"
 	} else {
 		if len(st.uses) == 0 && !st.pace.due(now) {

@@ -146,7 +146,8 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		res.Verdict, res.Reason = VerdictFailed, ReasonTxReverted
 		res.Message = fmt.Sprintf("transaction failed on chain: %v", tx.Meta.Err)
 		res.ReceivedUnits = "0"
-		if follow && !ref.IsZero() && !sentBy(decoded, req.PayerAddress) {
+		res.Foreign = !sentBy(decoded, req.PayerAddress)
+		if follow && !ref.IsZero() && res.Foreign {
 			return v.paidNothing(ctx, req, sig, ref, res)
 		}
 		return res, nil
@@ -165,9 +166,12 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		res.BlockTime = tx.BlockTime.Time().UTC()
 	}
 
+	// A failure below is foreign when neither the USDC received nor the
+	// fee came from the declared wallet (chain.VerifyResult.Foreign).
+	foreign := !sentBy(decoded, req.PayerAddress) && (payer == "" || payer != req.PayerAddress)
 	switch {
 	case received.Sign() <= 0:
-		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
+		res.Verdict, res.Reason, res.Foreign = VerdictFailed, ReasonInvalidTransfer, foreign
 		res.Message = fmt.Sprintf("no USDC (mint %s, SPL Token program) received by %s in this transaction", v.mint, merchant)
 		if ignored != "" {
 			res.Message += "; ignored " + ignored
@@ -176,7 +180,7 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 			return v.paidNothing(ctx, req, sig, ref, res)
 		}
 	case received.Cmp(expected) < 0:
-		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
+		res.Verdict, res.Reason, res.Foreign = VerdictFailed, ReasonInvalidTransfer, foreign
 		res.Message = fmt.Sprintf("merchant received %s units, expected %s", received, expected)
 	case received.Cmp(expected) > 0:
 		res.Verdict = VerdictComplete
@@ -199,7 +203,7 @@ func (v *SolanaVerifier) paidNothing(ctx context.Context, req VerifyRequest, sig
 		return failed, nil // nothing to search with
 	}
 	pending := failed
-	pending.Verdict, pending.Reason = VerdictPending, ""
+	pending.Verdict, pending.Reason, pending.Foreign = VerdictPending, "", false
 	pending.Message = failed.Message + "; looking for the session's own payment before failing it"
 	st := v.follows.get(ref.String())
 	if !st.burstOver(clock(v.Now)) {

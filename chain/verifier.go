@@ -120,6 +120,15 @@ type VerifyResult struct {
 	// transaction's hash. The rest of the result is then that transaction's verdict: the
 	// payer's signed payment happened, in it.
 	PaidBy string
+	// Foreign is set on a failed verdict when the transaction is provably
+	// not a payment the session's customer made for it: it neither came
+	// from nor was sent (Solana: signed as fee payer) by the wallet the
+	// request declares, or it was mined before the session. Anyone who
+	// knows a session's id can submit such a transaction, so it must not
+	// end the session: the caller releases the hash and the session waits
+	// for its payment. Never set without a declared PayerAddress, nor on a
+	// verdict followed to another transaction (PaidBy).
+	Foreign bool
 }
 
 // Verifier checks a submitted transaction against the chain.
@@ -255,7 +264,8 @@ func (e *scrubbedError) Unwrap() error { return e.err }
 // req.PayerAddress, or it is older than req.NotBefore. Pending results are
 // left alone (the checks apply to the final verdict), and so is a transfer
 // bound to the session by its reference (res.Bound): the payer's signature
-// over the session's reference proves more than a declared wallet.
+// over the session's reference proves more than a declared wallet. Such a
+// failure is Foreign: the transfer is not the session's payment.
 func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
 	if res.Verdict != VerdictComplete || res.Bound {
 		return res
@@ -267,12 +277,17 @@ func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
 		}
 		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
 		res.Message = fmt.Sprintf("the transfer came from %s, not from the session's wallet %s", payer, req.PayerAddress)
+		// Another wallet's transfer (known): not this session's payment.
+		// One whose sender is unknown may be the customer's: its
+		// failure stands.
+		res.Foreign = res.Payer != ""
 		return res
 	}
 	if !req.NotBefore.IsZero() && !res.BlockTime.IsZero() && res.BlockTime.Before(req.NotBefore) {
 		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
 		res.Message = fmt.Sprintf("the transaction was mined at %s, before the checkout session was created",
 			res.BlockTime.UTC().Format(time.RFC3339))
+		res.Foreign = req.PayerAddress != ""
 	}
 	return res
 }

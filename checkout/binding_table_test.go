@@ -291,6 +291,20 @@ func (e *bindEnv) judge(cs *models.CheckoutSession) string {
 	if res.Verdict == chain.VerdictPending {
 		return "pending"
 	}
+	if res.Verdict == chain.VerdictFailed && res.Foreign && res.PaidBy == "" && cs.WalletAddress != "" {
+		// Not the customer's transaction: the workflow gives the hash
+		// back and the session waits for its payment.
+		r, err := e.st.ReleaseSessionTxHash(e.ctx, models.Release{SessionID: cs.ID, EntryID: models.NewID(), TxHash: *cs.TxHash,
+			Chain: cs.Network, Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer,
+			Bound: res.Bound, Refs: res.Refs, At: time.Now()})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		if r.Released {
+			cs.TxHash = nil
+			return "released (" + res.Reason + ")"
+		}
+	}
 	f, err := e.st.FinishSession(e.ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: string(res.Verdict), Source: "chain",
 		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
 		PaidBy: res.PaidBy, BlockTime: res.BlockTime, At: time.Now()})
@@ -362,7 +376,7 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig)))
 			return e.judge(cs)
 		}},
-		{"burn: stranger submits a proven payment to his session first", "stranger failed INVALID_TRANSFER; customer complete (bound)", func() string {
+		{"burn: stranger submits a proven payment to his session first", "stranger released (INVALID_TRANSFER); customer complete (bound)", func() string {
 			victim, thief := e.session(e.linkA, cust), e.session(e.linkA, e.addr(e.stranger))
 			h := e.payBound(victim)
 			e.submit(thief, h)
@@ -372,7 +386,7 @@ func TestBindingVerdictTable(t *testing.T) {
 			}
 			return got + "; customer " + e.judge(victim)
 		}},
-		{"burn: stranger submits a proven payment to a dearer session of the same shop", "stranger failed INVALID_TRANSFER, no exception; customer complete (bound)", func() string {
+		{"burn: stranger submits a proven payment to a dearer session of the same shop", "stranger released (INVALID_TRANSFER), no exception; customer complete (bound)", func() string {
 			// Short of the dearer session's amount: the failure must not
 			// keep the customer's payment as that session's underpayment.
 			victim, thief := e.session(e.linkA, cust), e.sessionDue(e.linkA, e.addr(e.stranger), 2*bindDue)
@@ -494,6 +508,42 @@ func TestBindingVerdictTable(t *testing.T) {
 				}
 				return got + ", backed by the customer's payment"
 			}},
+		{"a stranger who knows the session's id pays the merchant one unit from their own wallet and submits it; the customer pays next",
+			"released (INVALID_TRANSFER); exception wrong_payer 0.000001; customer complete (bound)", func() string {
+				cs := e.session(e.linkA, cust)
+				junk := e.payPlainUnits(e.stranger, e.merchantA, 1)
+				e.submit(cs, junk)
+				got := e.judge(cs) + "; " + e.exception(e.mA, junk)
+				h := e.payBound(cs)
+				if !e.submit(cs, h) {
+					return got + "; customer 409"
+				}
+				return got + "; customer " + e.judge(cs)
+			}},
+		{"a stranger who knows the session's id signs an authorization of one unit with the session's reference as its nonce and submits it; the customer pays next",
+			"released (INVALID_TRANSFER); exception wrong_payer 0.000001; customer complete (bound)", func() string {
+				cs := e.session(e.linkA, cust)
+				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
+				a.Value = big.NewInt(1)
+				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				junk := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
+				e.submit(cs, junk)
+				got := e.judge(cs) + "; " + e.exception(e.mA, junk)
+				h := e.payBound(cs)
+				if !e.submit(cs, h) {
+					return got + "; customer 409"
+				}
+				return got + "; customer " + e.judge(cs)
+			}},
+		{"the customer's own short payment fails the session as before", "failed INVALID_TRANSFER; exception underpaid 9.00", func() string {
+			cs := e.session(e.linkA, cust)
+			h := e.payPlainUnits(e.customer, e.merchantA, 9_000_000)
+			e.submit(cs, h)
+			return e.judge(cs) + "; " + e.exception(e.mA, h)
+		}},
 		{"authorization replayed (second broadcast)", "refused by the token: nonce used", func() string {
 			cs := e.session(e.linkA, cust)
 			a, sig := e.authorize(cs, e.customer, cust, e.domain)
@@ -520,19 +570,19 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig)))
 			return e.judge(cs)
 		}},
-		{"router-delivered payment, session without proof", "failed INVALID_TRANSFER; exception wrong_payer 10.00", func() string {
+		{"router-delivered payment, session without proof (the router's transfer is another wallet's: the session waits)", "released (INVALID_TRANSFER); exception wrong_payer 10.00", func() string {
 			cs := e.session(e.linkA, cust)
 			h := e.mine(e.transactor(e.customer).Transact(e.ctx, contracts.MustLoad(contracts.Router), e.router, "route", e.usdc, e.merchantA, big.NewInt(bindDue)))
 			e.submit(cs, h)
 			return e.judge(cs) + "; " + e.exception(e.mA, h)
 		}},
-		{"exchange-style payment from an unknown wallet", "failed INVALID_TRANSFER; exception wrong_payer 10.00", func() string {
+		{"exchange-style payment from an unknown wallet", "released (INVALID_TRANSFER); exception wrong_payer 10.00", func() string {
 			cs := e.session(e.linkA, cust)
 			h := e.payPlain(e.exchange, e.merchantA)
 			e.submit(cs, h)
 			return e.judge(cs) + "; " + e.exception(e.mA, h)
 		}},
-		{"a stranger claims money held as a wrong_payer exception, declaring its sender", "customer failed INVALID_TRANSFER; stranger failed TX_CONTESTED; exception contested 10.00", func() string {
+		{"a stranger claims money held as a wrong_payer exception, declaring its sender", "customer released (INVALID_TRANSFER); stranger failed TX_CONTESTED; exception contested 10.00", func() string {
 			victim := e.session(e.linkA, cust)
 			h := e.payPlain(e.exchange, e.merchantA) // the customer withdraws from an exchange
 			e.submit(victim, h)

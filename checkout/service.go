@@ -671,7 +671,19 @@ func (s *Service) submit(ctx context.Context, sessionID, txHash, source string) 
 		req.Source = source
 	}
 	// One update per hash: a submit retried after a 503 joins the first.
-	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, "submit:"+h, req, &res)
+	// After a release (a stranger's transaction given back) the same hash
+	// is a new request, which the workflow refuses if it was released.
+	updateID := "submit:" + h
+	if cs.FailureMessage != "" {
+		n, err := s.Store.SessionReleases(ctx, cs.ID)
+		if err != nil {
+			return workflows.SubmitResult{}, err
+		}
+		if n > 0 {
+			updateID += fmt.Sprintf(":%d", n)
+		}
+	}
+	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, updateID, req, &res)
 	return res, err
 }
 

@@ -451,8 +451,15 @@ func (s *Service) attachFound(ctx context.Context, network string, f chain.Found
 		return false, !errors.Is(err, apperr.ErrNotFound)
 	}
 	if cs.TxHash != nil {
-		if cs.Status != models.StatusFailed || strings.EqualFold(*cs.TxHash, f.TxHash) {
+		if strings.EqualFold(*cs.TxHash, f.TxHash) {
 			return false, false // submitted meanwhile, or the transaction it failed on
+		}
+		if cs.Status != models.StatusFailed {
+			// Another transaction holds the session: the customer's own,
+			// or a stranger's the chain may yet show not to be its
+			// payment and give back. Looked at again until the session
+			// takes one or ends (the scan has moved past this one).
+			return false, !models.TerminalStatus(cs.Status)
 		}
 		// The session failed on another transaction (a stranger's hash,
 		// an earlier short payment): this one, bound to it, came after.

@@ -22,10 +22,11 @@ import (
 // the workers and the reference watcher. A stranger's submit racing the
 // customer's own cannot take or burn a bound payment; a payment nobody
 // submits is found by its reference; the relayer pays for a customer
-// without gas; a stranger's unbound transfer fails the session it was
-// offered to and stays with the merchant as an exception to resolve; a
-// stranger's own authorization carrying a session's reference does not
-// fail it; a wallet's speed-up of a submitted transaction is followed; a
+// without gas; a stranger's unbound transfer offered to a session does
+// not end it (the hash is given back) and stays with the merchant as an
+// exception to resolve; a stranger's short transfer submitted to a session
+// does not keep the customer's payment from completing it; a stranger's
+// own authorization carrying a session's reference does not fail it; a wallet's speed-up of a submitted transaction is followed; a
 // stranger's session declaring the customer's wallet does not take their
 // plain transfer.
 func TestDevChainBinding(t *testing.T) {
@@ -100,17 +101,43 @@ func TestDevChainBinding(t *testing.T) {
 
 	// 5. A stranger's plain transfer offered to a session: not the session's
 	// payment, but the merchant's money: a wrong_payer exception to resolve.
+	// The session gives the hash back and waits for its payment (the same
+	// hash is refused); once it has ended, the merchant may attach the
+	// exception to it.
 	offered, _ := s.openSession(key, link, "")
 	p = pay(devchain.PayOptions{SessionID: offered, Plain: true, Key: devchain.StrangerKey()})
-	s.waitStatus(offered, "failed", 30*time.Second)
+	if sess := s.waitReleased(offered, 30*time.Second); sess["status"] != "payment_session_created" || sess["failureReason"] != nil {
+		t.Fatalf("released session %v", sess)
+	}
+	if r := s.callRaw("POST", "/api/checkout/submit", "", map[string]any{"sessionId": offered, "txHash": p.TxHash}); r.status != 400 ||
+		!strings.Contains(r.body, "does not pay this session") {
+		t.Fatalf("the released hash submitted again: %d %s", r.status, r.body)
+	}
 	list := s.callList("GET", "/api/payment-exceptions?kind=wrong_payer", key)
 	if len(list) != 1 || !strings.EqualFold(list[0]["txHash"].(string), p.TxHash) {
 		t.Fatalf("exceptions %v", list)
 	}
+	s.call("POST", "/api/payment-exceptions/"+list[0]["id"].(string)+"/resolve", key,
+		map[string]any{"sessionId": offered, "note": "the customer paid from a friend's wallet"}, 409)
+	s.call("POST", "/api/checkout/session/"+offered+"/cancel", "", nil, 200)
+	s.waitStatus(offered, "cancelled", 30*time.Second)
 	res := s.call("POST", "/api/payment-exceptions/"+list[0]["id"].(string)+"/resolve", key,
 		map[string]any{"sessionId": offered, "note": "the customer paid from a friend's wallet"}, 200)
 	if tx := res["transaction"].(map[string]any); tx["source"] != "exception" || tx["sessionId"] != offered {
 		t.Fatalf("resolved into %v", tx)
+	}
+
+	// 5b. A stranger who knows a session's id pays the merchant one unit
+	// from their own wallet and submits it there; the customer's payment
+	// is mined meanwhile and never submitted (the page's submit met a
+	// session holding the stranger's hash). The stranger's transfer is
+	// given back and the watcher attaches the customer's: it completes.
+	griefed, _ := s.openSession(key, link, "")
+	junk := pay(devchain.PayOptions{SessionID: griefed, Plain: true, Key: devchain.StrangerKey(), Units: big.NewInt(1)})
+	p = pay(devchain.PayOptions{SessionID: griefed, NoSubmit: true})
+	d = s.waitStatus(griefed, "complete", 30*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("completed with %v, the customer paid %s (the stranger %s)", h, p.TxHash, junk.TxHash)
 	}
 
 	// 6. A stranger signs an authorization of their own with the session's

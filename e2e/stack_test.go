@@ -308,6 +308,25 @@ func (s *stack) openSession(key, linkID, amount string) (sessionID, link string)
 	return d["id"].(string), linkID
 }
 
+// waitReleased polls the public status route until the session gave back
+// the hash it held (a transaction that is not its payment) and waits for
+// its payment again; it returns the session.
+func (s *stack) waitReleased(id string, within time.Duration) map[string]any {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sess := s.call("GET", "/api/checkout/session/"+id, "", nil, 200)["session"].(map[string]any)
+		msg, _ := sess["failureMessage"].(string)
+		if sess["txHash"] == nil && strings.Contains(msg, "does not pay this session") {
+			return sess
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("session %s did not give its hash back within %s: %v", id, within, sess)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitStatus polls the public status route until the session reaches want.
 func (s *stack) waitStatus(id, want string, within time.Duration) map[string]any {
 	s.t.Helper()

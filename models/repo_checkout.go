@@ -911,30 +911,37 @@ func sessionEvents(cs *CheckoutSession, link *PaymentLink, o Outcome, txn *Trans
 // WatchedReferences lists the payment references of a network's sessions
 // that expire, or expired, after endedAfter and have no transaction hash
 // (open ones, whose payment is found without a submit, and recently ended
-// ones, whose late payment becomes an exception) or failed on the one they
-// hold (a stranger's hash, a short payment: a payment bound to them after
-// is late). By expiry, not creation: an invoice session is open for days,
-// a checkout's for 30 minutes.
+// ones, whose late payment becomes an exception), hold one being confirmed
+// (it may be a stranger's that the chain shows not to be their payment and
+// the session gives back: their own, paid meanwhile, is attached then) or
+// failed on the one they hold (a stranger's hash, a short payment: a
+// payment bound to them after is late). By expiry, not creation: an
+// invoice session is open for days, a checkout's for 30 minutes.
 func (s *Store) WatchedReferences(ctx context.Context, network string, endedAfter time.Time, limit int) ([]string, error) {
 	var refs []string
 	err := s.ctx(ctx).Model(&CheckoutSession{}).
-		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status = ?) AND expires_at > ?", network, StatusFailed, endedAfter).
+		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?", network, watchedWithHash, endedAfter).
 		Order("id desc").Limit(limit).Pluck("payment_reference", &refs).Error
 	return refs, err
 }
+
+// watchedWithHash are the statuses of sessions holding a hash whose
+// reference is watched (WatchedReferences).
+var watchedWithHash = []string{StatusBroadcast, StatusConfirming, StatusFailed}
 
 // WatchedWallets lists the receiving wallets of a network's watched
 // sessions (WatchedReferences' sessions), each once.
 func (s *Store) WatchedWallets(ctx context.Context, network string, endedAfter time.Time) ([]string, error) {
 	var wallets []string
 	err := s.ctx(ctx).Model(&CheckoutSession{}).Distinct("merchant_wallet_address").
-		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status = ?) AND expires_at > ?", network, StatusFailed, endedAfter).
+		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?", network, watchedWithHash, endedAfter).
 		Order("merchant_wallet_address").Pluck("merchant_wallet_address", &wallets).Error
 	return wallets, err
 }
 
 // WatchedAmong answers which of refs are watched references of a network
-// (WatchedReferences' sessions: no transaction hash or failed, expiring
+// (WatchedReferences' sessions: no transaction hash, one being confirmed
+// or failed, expiring
 // after endedAfter), for a scan that found them on chain without listing
 // them first.
 func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string, endedAfter time.Time) (map[string]bool, error) {
@@ -942,8 +949,8 @@ func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string,
 	for start := 0; start < len(refs); start += 500 {
 		var got []string
 		if err := s.ctx(ctx).Model(&CheckoutSession{}).
-			Where("network = ? AND payment_reference IN ? AND (tx_hash IS NULL OR status = ?) AND expires_at > ?",
-				network, refs[start:min(start+500, len(refs))], StatusFailed, endedAfter).
+			Where("network = ? AND payment_reference IN ? AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?",
+				network, refs[start:min(start+500, len(refs))], watchedWithHash, endedAfter).
 			Pluck("payment_reference", &got).Error; err != nil {
 			return nil, err
 		}

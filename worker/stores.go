@@ -27,6 +27,11 @@ func (c checkoutStore) FinishSession(ctx context.Context, o activities.SessionOu
 	return activities.FinishedSession(f), err
 }
 
+func (c checkoutStore) ReleaseSessionTxHash(ctx context.Context, r activities.SessionRelease) (activities.ReleasedSession, error) {
+	got, err := c.s.ReleaseSessionTxHash(ctx, models.Release(r))
+	return activities.ReleasedSession(got), err
+}
+
 // refundStore adapts the store to activities.RefundStore.
 type refundStore struct{ s *models.Store }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -119,6 +120,8 @@ type CheckoutCarry struct {
 	// LastSeenAt is when the chain last showed the transaction (zero if never).
 	LastSeenAt time.Time
 	History    []HistoryEntry
+	// Released are the hashes the session gave back (releaseVersion).
+	Released []string `json:",omitempty"`
 }
 
 // HistoryEntry is one status change as the status query shows it.
@@ -211,7 +214,15 @@ type checkout struct {
 	lastSeen  time.Time
 	// entrySeq counts the history entry ids this run allocated.
 	entrySeq int
+	// released are the hashes the chain showed not to be the session's
+	// payment: submitted again, they are refused.
+	released []string
 }
+
+// releaseVersion: a failed verdict on a transaction that is not the
+// session's customer's (chain.VerifyResult.Foreign) gives the hash back and
+// the session waits for its payment, where before it failed the session.
+const releaseVersion = "release-foreign-tx"
 
 // exec runs a store write or chain check: a local activity in the local
 // shape, a remote one in the shape old histories recorded.
@@ -245,6 +256,7 @@ func CheckoutSessionWorkflow(ctx workflow.Context, in CheckoutInput) (CheckoutRe
 	if in.Carry != nil {
 		c.state.Status, c.state.TxHash, c.broadcast, c.lastSeen = in.Carry.Status, in.Carry.TxHash, in.Carry.BroadcastAt, in.Carry.LastSeenAt
 		c.state.History = in.Carry.History
+		c.released = in.Carry.Released
 	}
 	effectsRetry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 		NonRetryableErrorTypes: []string{activities.ErrTypeTxHashClaimed, activities.ErrTypeInvalidInput}}
@@ -265,12 +277,17 @@ func CheckoutSessionWorkflow(ctx workflow.Context, in CheckoutInput) (CheckoutRe
 	if err := c.registerHandlers(ctx); err != nil {
 		return CheckoutResult{}, err
 	}
-	if preBroadcast(c.state.Status) {
-		if done, res, err := c.waitForBroadcast(ctx); done || err != nil {
+	for {
+		if preBroadcast(c.state.Status) {
+			if done, res, err := c.waitForBroadcast(ctx); done || err != nil {
+				return res, err
+			}
+		}
+		res, reopened, err := c.confirm(ctx)
+		if !reopened || err != nil {
 			return res, err
 		}
 	}
-	return c.confirm(ctx)
 }
 
 func (c *checkout) registerHandlers(ctx workflow.Context) error {
@@ -311,6 +328,9 @@ func (c *checkout) openError(ctx workflow.Context) error {
 func (c *checkout) validateSubmit(ctx workflow.Context, req SubmitRequest) error {
 	if req.TxHash == "" {
 		return temporal.NewApplicationError("txHash is required", ErrTypeBadUpdate)
+	}
+	if slices.Contains(c.released, req.TxHash) {
+		return temporal.NewApplicationError("transaction "+req.TxHash+" was checked on chain and does not pay this session", ErrTypeBadUpdate)
 	}
 	return c.openError(ctx)
 }
@@ -498,14 +518,26 @@ func cancelSource(who string) string {
 
 // confirm watches the broadcast transaction until the chain gives a verdict
 // or the hash stays unseen past the window. It never expires the session.
-func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
+// reopened: the transaction is not the session's payment, its hash was
+// given back, and the session waits for a broadcast again.
+func (c *checkout) confirm(ctx workflow.Context) (_ CheckoutResult, reopened bool, _ error) {
 	// Cancels after a broadcast are refused by the API; drain any that
-	// still arrive so they do not pile up.
+	// still arrive so they do not pile up (until the session reopens:
+	// then they count again).
 	cancels := workflow.GetSignalChannel(ctx, CheckoutCancelSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
+	drainCtx, stopDrain := workflow.WithCancel(ctx)
+	defer stopDrain()
+	workflow.Go(drainCtx, func(gctx workflow.Context) {
 		for {
 			var req CancelRequest
-			cancels.Receive(gctx, &req)
+			stop := false
+			sel := workflow.NewSelector(gctx)
+			sel.AddReceive(cancels, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(gctx, &req) })
+			sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) { stop = true })
+			sel.Select(gctx)
+			if stop {
+				return
+			}
 			workflow.GetLogger(gctx).Info("cancel after broadcast ignored", "source", req.Source)
 		}
 	})
@@ -519,8 +551,9 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 		if checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := c.in
-			next.Carry = &CheckoutCarry{Status: c.state.Status, TxHash: c.state.TxHash, BroadcastAt: c.broadcast, LastSeenAt: c.lastSeen, History: c.state.History}
-			return CheckoutResult{}, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
+			next.Carry = &CheckoutCarry{Status: c.state.Status, TxHash: c.state.TxHash, BroadcastAt: c.broadcast, LastSeenAt: c.lastSeen, History: c.state.History,
+				Released: c.released}
+			return CheckoutResult{}, false, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
 		}
 		var res chain.VerifyResult
 		err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
@@ -539,20 +572,29 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 			case chain.VerdictComplete:
 				if c.state.Status == models.StatusBroadcast {
 					if err := c.transition(ctx, models.StatusConfirming, "chain", c.in.Network); err != nil {
-						return CheckoutResult{}, err
+						return CheckoutResult{}, false, err
 					}
 				}
-				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusComplete, Source: "chain", Chain: c.in.Network,
+				out, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusComplete, Source: "chain", Chain: c.in.Network,
 					ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Message: res.Message, Bound: res.Bound, Refs: res.Refs, PaidBy: res.PaidBy,
 					BlockTime: res.BlockTime})
+				return out, false, err
 			case chain.VerdictFailed:
-				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
+				if res.Foreign && res.PaidBy == "" && c.in.PayerWallet != "" &&
+					workflow.GetVersion(ctx, releaseVersion, workflow.DefaultVersion, 1) == 1 {
+					released, err := c.release(ctx, res)
+					if err != nil || released {
+						return CheckoutResult{}, released, err
+					}
+				}
+				out, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
 					Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
 					PaidBy: res.PaidBy})
+				return out, false, err
 			}
 			if res.Seen && c.state.Status == models.StatusBroadcast {
 				if err := c.transition(ctx, models.StatusConfirming, "chain", c.in.Network); err != nil {
-					return CheckoutResult{}, err
+					return CheckoutResult{}, false, err
 				}
 			}
 			// The window runs from the broadcast, or from the last sighting
@@ -564,14 +606,41 @@ func (c *checkout) confirm(ctx workflow.Context) (CheckoutResult, error) {
 				since = c.lastSeen
 			}
 			if !res.Seen && workflow.Now(ctx).Sub(since) >= c.in.NotFoundWindow {
-				return c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
+				out, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusFailed, Source: "chain", Chain: c.in.Network,
 					Reason: chain.ReasonTxNotFound, Message: fmt.Sprintf("transaction not found on %s within %s", c.in.Network, c.in.NotFoundWindow)})
+				return out, false, err
 			}
 		}
 		if err := workflow.Sleep(ctx, c.in.PollInterval); err != nil {
-			return CheckoutResult{}, err
+			return CheckoutResult{}, false, err
 		}
 	}
+}
+
+// release gives the session's hash back after a failed verdict on a
+// transaction that is not its customer's payment (res.Foreign): the store
+// keeps what it paid the merchant as an exception, the session returns to
+// its status before the broadcast, and the hash is refused if submitted
+// again. It reports false when the store had nothing to release (the
+// session holds another hash, or finished): the verdict then stands.
+func (c *checkout) release(ctx workflow.Context, res chain.VerifyResult) (bool, error) {
+	e := HistoryEntry{ID: c.nextEntryID(ctx), Source: "chain", Chain: c.in.Network, At: workflow.Now(ctx)}
+	r := activities.SessionRelease{SessionID: c.in.SessionID, EntryID: e.ID, TxHash: c.state.TxHash, Chain: c.in.Network,
+		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs, At: e.At}
+	var got activities.SessionReleased
+	if err := c.exec(ctx, false, checkoutActivities.ReleaseTxHash, r).Get(ctx, &got); err != nil {
+		return false, err
+	}
+	if !got.Released {
+		return false, nil
+	}
+	workflow.GetLogger(ctx).Info("transaction does not pay the session; hash released", "txHash", c.state.TxHash, "reason", res.Reason, "message", res.Message)
+	c.released = append(c.released, c.state.TxHash)
+	c.state.TxHash, c.state.LastCheck, c.state.Message = "", nil, res.Message
+	c.broadcast, c.lastSeen = time.Time{}, time.Time{}
+	e.Status = got.Status
+	c.record(ctx, e)
+	return true, nil
 }
 
 // logVerifyFault logs a chain check that gave no verdict; subject names

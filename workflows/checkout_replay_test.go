@@ -33,6 +33,11 @@ const (
 	// transfer, with its block time) and the store contested.
 	checkoutReferencePlain = "0x" + "5e00000000000000000000000000000000000000000000000000000000000003"
 	checkoutHashPlain      = "0x" + "ab00000000000000000000000000000000000000000000000000000000000006"
+	// A session declaring a wallet, submitted a stranger's transfer first
+	// (released), then its customer's.
+	checkoutReferenceForeign = "0x" + "5e00000000000000000000000000000000000000000000000000000000000004"
+	checkoutHashForeign      = "0x" + "ab00000000000000000000000000000000000000000000000000000000000007"
+	checkoutHashCustomer     = "0x" + "ab00000000000000000000000000000000000000000000000000000000000008"
 )
 
 // checkoutHistoryFiles are the saved checkout histories, recorded on a real
@@ -66,6 +71,11 @@ var checkoutLocalHistoryFiles = []string{
 	// contested it (another session declaring the payer's wallet was open
 	// when it was mined), so the session failed TX_CONTESTED.
 	"testdata/checkout_local_contested.json",
+	// Recorded with the release of a stranger's transaction (releaseVersion):
+	// the session declares a wallet, a transfer of one unit from another
+	// wallet is submitted and released, the same hash is refused, and the
+	// customer's bound payment completes the session.
+	"testdata/checkout_local_released.json",
 }
 
 // TestCheckoutReplay replays every saved history against the current
@@ -214,6 +224,33 @@ func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client,
 		}
 		rec.finish(run, models.StatusFailed, files[6])
 	}
+
+	// 8. (Local shape.) A stranger's transaction released, then the
+	// customer's payment.
+	if len(files) > 7 {
+		in := rec.boundInput("cs_replay_released", checkoutReferenceForeign)
+		in.PayerWallet = checkoutPayer
+		run = rec.startInput(in)
+		rec.wallet(run, models.StatusWalletReady)
+		if res, err := rec.submit(run, checkoutHashForeign); err != nil || res.Status != models.StatusBroadcast {
+			t.Fatalf("submit: %+v %v", res, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := rec.submit(run, checkoutHashForeign)
+			if checkoutIsType(err, ErrTypeBadUpdate) {
+				break // released, and refused again
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the stranger's hash was not released: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if res, err := rec.submit(run, checkoutHashCustomer); err != nil || res.Status != models.StatusBroadcast {
+			t.Fatalf("submit after the release: %+v %v", res, err)
+		}
+		rec.finish(run, models.StatusComplete, files[7])
+	}
 	store.check(t)
 }
 
@@ -238,6 +275,11 @@ func (r *checkoutRecorder) answer(n int, req chain.VerifyRequest) (chain.VerifyR
 	if req.Reference == checkoutReferencePlain {
 		res := checkoutComplete(checkoutUnits).res
 		res.Payer, res.BlockTime = "0x8617E340B3D01FA5F11F306F4090FD50E238070D", time.Now().UTC().Truncate(time.Second)
+		return res, nil
+	}
+	if req.Reference == checkoutReferenceForeign && req.TxHash == checkoutHashForeign {
+		res := checkoutFailedStep(chain.ReasonInvalidTransfer, 1, "merchant received 1 units, expected 32610000").res
+		res.Payer, res.Foreign = "0x3333333333333333333333333333333333333333", true
 		return res, nil
 	}
 	if req.Reference != "" {
@@ -272,9 +314,14 @@ func (r *checkoutRecorder) start(sessionID string, ttl time.Duration) client.Wor
 // startBound starts a session of an hour bound to a payment reference.
 func (r *checkoutRecorder) startBound(sessionID, reference string) client.WorkflowRun {
 	r.t.Helper()
-	return r.startInput(CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
+	return r.startInput(r.boundInput(sessionID, reference))
+}
+
+// boundInput is the input of a session of an hour bound to a reference.
+func (r *checkoutRecorder) boundInput(sessionID, reference string) CheckoutInput {
+	return CheckoutInput{SessionID: sessionID, MerchantID: "mer_replay", PaymentLinkID: checkoutLinkID, Network: checkoutNetwork,
 		MerchantWallet: checkoutWallet, ExpectedUnits: checkoutUnits, ExpiresAt: time.Now().Add(time.Hour),
-		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour, PaymentReference: reference, Shape: r.shape})
+		PollInterval: 100 * time.Millisecond, NotFoundWindow: time.Hour, PaymentReference: reference, Shape: r.shape}
 }
 
 func (r *checkoutRecorder) startInput(in CheckoutInput) client.WorkflowRun {

@@ -62,13 +62,15 @@ type checkoutFakeStore struct {
 	failBefore map[string]int
 	violations []string
 	contested  map[string]bool // sessions whose unproven transfer the store finds contested
+	released   []activities.SessionRelease
 }
 
 // Store method names, the keys of calls, failAfter and failBefore.
 const (
-	checkoutClaim  = "ClaimSessionTxHash"
-	checkoutRecord = "RecordSessionTransition"
-	checkoutFinish = "FinishSession"
+	checkoutClaim   = "ClaimSessionTxHash"
+	checkoutRecord  = "RecordSessionTransition"
+	checkoutFinish  = "FinishSession"
+	checkoutRelease = "ReleaseSessionTxHash"
 )
 
 func newCheckoutFakeStore(now func() time.Time) *checkoutFakeStore {
@@ -230,6 +232,40 @@ func (s *checkoutFakeStore) FinishSession(_ context.Context, o activities.Sessio
 		s.events = append(s.events, o.SessionID+" "+ev)
 	}
 	return finished(o), s.leave(checkoutFinish)
+}
+
+// ReleaseSessionTxHash gives a broadcast session's hash back: the session
+// returns to its last status before the broadcast (an entry with source
+// chain), and the hash may back another session again.
+func (s *checkoutFakeStore) ReleaseSessionTxHash(_ context.Context, r activities.SessionRelease) (activities.ReleasedSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(checkoutRelease); err != nil {
+		return activities.ReleasedSession{}, err
+	}
+	if i, ok := s.entryIDs[r.EntryID]; ok {
+		return activities.ReleasedSession{Released: true, Status: s.entries[i].Status}, s.leave(checkoutRelease)
+	}
+	from := s.status[r.SessionID]
+	if from != models.StatusBroadcast && from != models.StatusConfirming {
+		return activities.ReleasedSession{Status: from}, s.leave(checkoutRelease)
+	}
+	if s.claims[checkoutNetwork+"/"+r.TxHash] != r.SessionID {
+		s.violate("release of %s, a hash session %s does not hold", r.TxHash, r.SessionID)
+	}
+	delete(s.claims, checkoutNetwork+"/"+r.TxHash)
+	back := models.StatusCreated
+	for _, e := range s.entries {
+		if e.SessionID == r.SessionID && checkoutPreBroadcast[e.Status] {
+			back = e.Status
+		}
+	}
+	s.entryIDs[r.EntryID] = len(s.entries)
+	s.entries = append(s.entries, activities.SessionTransition{SessionID: r.SessionID, EntryID: r.EntryID, Status: back,
+		Source: "chain", Chain: r.Chain, At: r.At})
+	s.status[r.SessionID] = back
+	s.released = append(s.released, r)
+	return activities.ReleasedSession{Released: true, Status: back}, s.leave(checkoutRelease)
 }
 
 func finished(o activities.SessionOutcome) activities.FinishedSession {
@@ -810,6 +846,100 @@ func TestCheckoutFailedVerdicts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A failed verdict on a transaction that is not the customer's (Foreign:
+// another wallet sent and paid it; anyone who knows the session's id can
+// submit one) does not end the session: the hash is given back, the
+// session waits for its payment again (its cancel and expiry count again),
+// the same hash submitted again is refused, and the customer's payment
+// completes it. Sessions without a declared wallet keep the verdict.
+func TestCheckoutForeignVerdictReleases(t *testing.T) {
+	foreign := checkoutFailedStep(chain.ReasonInvalidTransfer, 1, "merchant received 1 units, expected 32610000")
+	foreign.res.Foreign, foreign.res.Payer = true, "0x3333333333333333333333333333333333333333"
+	t.Run("the customer pays after", func(t *testing.T) {
+		h := newCheckoutHarness(t, func(n int, req chain.VerifyRequest) (chain.VerifyResult, error) {
+			if req.TxHash == checkoutHash {
+				return foreign.res, nil
+			}
+			return checkoutComplete(checkoutUnits).res, nil
+		})
+		h.in.PayerWallet = checkoutPayer
+		h.wallet(30*time.Second, models.StatusWalletReady)
+		h.submit(time.Minute, checkoutHash)
+		again := h.submit(2*time.Minute, checkoutHash)
+		reopened := h.query(2*time.Minute + time.Second)
+		h.submit(3*time.Minute, checkoutHash2)
+		res := h.result()
+		if res != (CheckoutResult{Status: models.StatusComplete, TxHash: checkoutHash2}) {
+			t.Fatalf("result %+v", res)
+		}
+		if again.errType() != ErrTypeBadUpdate || !strings.Contains(again.rejected.Error(), "does not pay this session") {
+			t.Errorf("the released hash submitted again: %s", again)
+		}
+		if reopened.Status != models.StatusWalletReady || reopened.TxHash != "" || reopened.Message != foreign.res.Message {
+			t.Errorf("state once released: %+v", reopened)
+		}
+		h.checkHistory(
+			checkoutAt(models.StatusWalletReady, "client", "", 30*time.Second),
+			checkoutAt(models.StatusBroadcast, "client", "", time.Minute),
+			checkoutAt(models.StatusWalletReady, "chain", checkoutNetwork, time.Minute),
+			checkoutAt(models.StatusBroadcast, "client", "", 3*time.Minute),
+			checkoutAt(models.StatusConfirming, "chain", checkoutNetwork, 3*time.Minute),
+			checkoutAt(models.StatusComplete, "chain", checkoutNetwork, 3*time.Minute),
+		)
+		h.checkOutcome(models.StatusComplete, "chain", checkoutNetwork, "", 3*time.Minute)
+		if len(h.store.released) != 1 || h.store.released[0].TxHash != checkoutHash || h.store.released[0].ReceivedUnits != "1" ||
+			h.store.released[0].Payer != foreign.res.Payer {
+			t.Errorf("releases %+v", h.store.released)
+		}
+	})
+	t.Run("then it expires", func(t *testing.T) {
+		h := newCheckoutHarness(t, checkoutScript(foreign))
+		h.in.PayerWallet = checkoutPayer
+		h.submit(time.Minute, checkoutHash)
+		res := h.result()
+		if res != (CheckoutResult{Status: models.StatusExpired}) {
+			t.Fatalf("result %+v", res)
+		}
+		h.checkHistory(
+			checkoutAt(models.StatusBroadcast, "client", "", time.Minute),
+			checkoutAt(models.StatusCreated, "chain", checkoutNetwork, time.Minute),
+			checkoutAt(models.StatusExpired, "server", "", 30*time.Minute),
+		)
+		h.checkOutcome(models.StatusExpired, "server", "", "", 30*time.Minute)
+	})
+	t.Run("or is cancelled", func(t *testing.T) {
+		h := newCheckoutHarness(t, checkoutScript(foreign))
+		h.in.PayerWallet = checkoutPayer
+		h.submit(time.Minute, checkoutHash)
+		h.cancel(2*time.Minute, CancelByCustomer)
+		if res := h.result(); res.Status != models.StatusCancelled {
+			t.Fatalf("result %+v", res)
+		}
+	})
+	t.Run("no declared wallet", func(t *testing.T) {
+		h := newCheckoutHarness(t, checkoutScript(foreign))
+		h.submit(time.Minute, checkoutHash)
+		if res := h.result(); res != (CheckoutResult{Status: models.StatusFailed, Reason: chain.ReasonInvalidTransfer, TxHash: checkoutHash}) {
+			t.Fatalf("result %+v", res)
+		}
+		if len(h.store.released) != 0 {
+			t.Errorf("released %+v", h.store.released)
+		}
+	})
+	t.Run("the release is retried after a crash", func(t *testing.T) {
+		h := newCheckoutHarness(t, checkoutScript(foreign))
+		h.in.PayerWallet = checkoutPayer
+		h.store.failAfter[checkoutRelease] = 1
+		h.submit(time.Minute, checkoutHash)
+		if res := h.result(); res.Status != models.StatusExpired {
+			t.Fatalf("result %+v", res)
+		}
+		if n := h.store.count(checkoutRelease); n != 2 || len(h.store.released) != 1 {
+			t.Errorf("%d release calls, %d releases", n, len(h.store.released))
+		}
+	})
 }
 
 // A hash never seen fails with TX_NOT_FOUND exactly when the window has

@@ -29,6 +29,7 @@ func TestCheckoutRemoteShape(t *testing.T) {
 	}{
 		{"Completes", TestCheckoutCompletes},
 		{"FailedVerdicts", TestCheckoutFailedVerdicts},
+		{"ForeignVerdictReleases", TestCheckoutForeignVerdictReleases},
 		{"TxNotFound", TestCheckoutTxNotFound},
 		{"Expires", TestCheckoutExpires},
 		{"CancelledBeforeBroadcast", TestCheckoutCancelledBeforeBroadcast},

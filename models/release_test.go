@@ -1,0 +1,85 @@
+package models_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+)
+
+// TestReleaseSessionTxHash: a session whose transaction the chain showed
+// to be a stranger's gives the hash back, once: it returns to its status
+// before the broadcast without the hash, the USDC the stranger moved to
+// the merchant is a wrong_payer exception naming the session (with its
+// event for the webhook), and a retry writes nothing again. A session
+// holding another hash, or finished, is left alone; a released session
+// takes a new hash and completes.
+func TestReleaseSessionTxHash(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newLinkFixture(t, st, "release@example.com", "payment.exception")
+		cs := f.session("0x" + strings.Repeat("1", 64))
+		storetest.Exec(t, st, "UPDATE checkout_sessions SET wallet_address = ? WHERE id = ?", "0x"+strings.Repeat("c", 40), cs.ID)
+		stranger := "0x" + strings.Repeat("5", 64)
+		move := func(status, hash string) {
+			t.Helper()
+			if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: status,
+				Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		move(models.StatusWalletReady, "")
+		move(models.StatusBroadcast, stranger)
+		r := models.Release{SessionID: cs.ID, EntryID: models.NewID(), TxHash: stranger, Chain: "base_sepolia",
+			Reason: models.ReasonInvalidTransfer, Message: "merchant received 1 units, expected 5000000", ReceivedUnits: "1",
+			Payer: "0x" + strings.Repeat("d", 40), At: time.Now()}
+		// Another hash than the session's: nothing.
+		other := r
+		other.EntryID, other.TxHash = models.NewID(), "0x"+strings.Repeat("6", 64)
+		if got, err := st.ReleaseSessionTxHash(ctx, other); err != nil || got.Released || got.Status != models.StatusBroadcast {
+			t.Fatalf("release of another hash: %+v %v", got, err)
+		}
+		first, err := st.ReleaseSessionTxHash(ctx, r)
+		if err != nil || !first.Released || first.Status != models.StatusWalletReady || len(first.Deliveries) != 1 {
+			t.Fatalf("release: %+v %v", first, err)
+		}
+		again, err := st.ReleaseSessionTxHash(ctx, r)
+		if err != nil || !again.Released || again.Status != models.StatusWalletReady || len(again.Deliveries) != 0 {
+			t.Fatalf("the release retried: %+v %v", again, err)
+		}
+		got, err := st.CheckoutSession(ctx, cs.ID)
+		if err != nil || got.Status != models.StatusWalletReady || got.TxHash != nil || got.FailureReason != "" ||
+			!strings.Contains(got.FailureMessage, stranger) || !strings.Contains(got.FailureMessage, "waits for its payment") {
+			t.Fatalf("released session: %+v %v", got, err)
+		}
+		exc, _, err := st.PaymentExceptions(ctx, models.Scope{MerchantID: f.m.ID, Mode: models.ModeTest},
+			models.ExceptionFilter{TxHash: stranger}, models.Page{Limit: 5})
+		if err != nil || len(exc) != 1 || exc[0].Kind != models.ExceptionWrongPayer || exc[0].Amount != 1 ||
+			len(exc[0].SessionIDs) != 1 || exc[0].SessionIDs[0] != cs.ID {
+			t.Fatalf("the stranger's USDC: %+v %v", exc, err)
+		}
+		if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND status = ? AND source = ?",
+			cs.ID, models.StatusWalletReady, "chain"); n != 1 {
+			t.Errorf("%d release entries in the history, want 1", n)
+		}
+		// The customer's payment next.
+		mine := "0x" + strings.Repeat("7", 64)
+		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", mine); err != nil {
+			t.Fatal(err)
+		}
+		move(models.StatusBroadcast, mine)
+		done, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusComplete,
+			Source: "chain", Chain: "base_sepolia", ReceivedUnits: "5000000", Payer: "0x" + strings.Repeat("c", 40), Bound: true, At: time.Now()})
+		if err != nil || done.Status != models.StatusComplete {
+			t.Fatalf("the customer's payment: %+v %v", done, err)
+		}
+		late := r
+		late.EntryID, late.TxHash = models.NewID(), mine
+		if got, err := st.ReleaseSessionTxHash(ctx, late); err != nil || got.Released || got.Status != models.StatusComplete {
+			t.Fatalf("release of a finished session: %+v %v", got, err)
+		}
+	})
+}

@@ -1,0 +1,170 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/paygate/paygate/money"
+)
+
+// Release gives back a session's hash: the chain failed a transaction that
+// is not the session's payment (chain.VerifyResult.Foreign: another wallet
+// sent and paid it, or it was mined before the session), submitted by
+// anyone who knows the session's id. The session goes back to waiting for
+// its payment instead of failing.
+type Release struct {
+	SessionID string
+	EntryID   string
+	// TxHash is the hash released: nothing happens unless the session
+	// still holds it.
+	TxHash string
+	Chain  string
+	// Reason and Message are the chain's verdict on the transaction; the
+	// message is kept on the session while it waits (failureMessage).
+	Reason        string
+	Message       string
+	ReceivedUnits string
+	Payer         string
+	Bound         bool
+	Refs          []string
+	At            time.Time
+}
+
+// ReleaseResult is what a release left.
+type ReleaseResult struct {
+	// Released is true when the session holds no hash any more and waits
+	// for a payment (also on a repeated call); false when it finished or
+	// holds another hash: Status says what it is.
+	Released bool
+	Status   string
+	// Deliveries are the webhook deliveries of the exception that keeps the
+	// released transfer's USDC, if it moved any to the merchant.
+	Deliveries []string
+}
+
+// ReleaseSessionTxHash stores a release in one transaction, once: the
+// session returns to the status it had before the broadcast (a history
+// entry with source chain), its hash and received amount are cleared, and
+// USDC the transaction moved to the merchant is kept as a payment
+// exception naming the session (wrong_payer when another wallet paid it),
+// unless it carries another session's reference (that session's payment).
+// A session finished meanwhile, or holding another hash, is left alone.
+func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseResult, error) {
+	var received money.Amount
+	if r.ReceivedUnits != "" {
+		v, err := strconv.ParseInt(r.ReceivedUnits, 10, 64)
+		if err != nil || v < 0 {
+			return ReleaseResult{}, fmt.Errorf("models: received units %q: not a non-negative int64", r.ReceivedUnits)
+		}
+		received = money.Amount(v)
+	}
+	var out ReleaseResult
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var cs CheckoutSession
+		if err := s.forUpdate(tx).Where("id = ?", r.SessionID).Take(&cs).Error; err != nil {
+			return notFound(err)
+		}
+		out.Status = cs.Status
+		var done int64
+		if err := tx.Model(&CheckoutSessionEvent{}).Where("id = ?", r.EntryID).Count(&done).Error; err != nil {
+			return err
+		}
+		if done > 0 {
+			// A retry of a release that committed.
+			out.Released = !TerminalStatus(cs.Status) && cs.TxHash == nil
+			return nil
+		}
+		if TerminalStatus(cs.Status) || cs.TxHash == nil || *cs.TxHash != r.TxHash {
+			return nil
+		}
+		at := r.At.UTC()
+		o := Outcome{SessionID: cs.ID, Status: StatusFailed, Reason: r.Reason, Message: r.Message, ReceivedUnits: r.ReceivedUnits,
+			Payer: r.Payer, Bound: r.Bound, Refs: r.Refs}
+		var exc *EventSpec
+		if received > 0 {
+			theirs, err := anotherSessions(tx, &cs, &o, &received)
+			if err != nil {
+				return err
+			}
+			if !theirs {
+				if exc, err = s.releasedTransferException(tx, &cs, o, received, at); err != nil {
+					return err
+				}
+			}
+		}
+		status, err := statusBeforeBroadcast(tx, cs.ID)
+		if err != nil {
+			return err
+		}
+		e := CheckoutSessionEvent{ID: r.EntryID, SessionID: cs.ID, Status: status, Source: "chain", Chain: r.Chain, CreatedAt: at}
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("transaction %s does not pay this session (%s); the session waits for its payment", r.TxHash, r.Message)
+		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(map[string]any{"status": status, "tx_hash": nil,
+			"failure_reason": "", "failure_message": truncate(msg, 500), "received_amount": money.Amount(0), "updated_at": s.Now()}).Error; err != nil {
+			return err
+		}
+		out.Released, out.Status = true, status
+		if exc != nil {
+			if out.Deliveries, err = s.emitEvent(tx, cs.MerchantID, cs.Mode, *exc, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && out.Released {
+		s.sessionsChanged(r.SessionID)
+	}
+	return out, err
+}
+
+// releasedTransferException keeps a released transfer's USDC for the
+// merchant: wrong_payer when another wallet than the session declares
+// paid it, else as a failed transfer is kept (underpaid, wrong_payer).
+func (s *Store) releasedTransferException(tx *gorm.DB, cs *CheckoutSession, o Outcome, received money.Amount, at time.Time) (*EventSpec, error) {
+	if o.Payer == "" || cs.WalletAddress == "" || sameWallet(o.Payer, cs.WalletAddress) {
+		return s.failedTransferException(tx, cs, o, received, at)
+	}
+	_, ev, err := s.upsertException(tx, &PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: cs.Network, TxHash: *cs.TxHash,
+		Kind: ExceptionWrongPayer, Amount: received, ExpectedAmount: cs.ExpectedAmount, PayerAddress: o.Payer,
+		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: StringList{cs.ID}, Message: truncate(o.Message, 500)}, at)
+	return ev, err
+}
+
+// statusBeforeBroadcast is the last status a session had before a
+// broadcast (its history's latest pre-broadcast entry).
+func statusBeforeBroadcast(tx *gorm.DB, sessionID string) (string, error) {
+	var e CheckoutSessionEvent
+	err := tx.Where("session_id = ? AND status IN ?", sessionID, PreBroadcastStatuses).Order("created_at DESC, id DESC").Take(&e).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return StatusCreated, nil
+	}
+	return e.Status, err
+}
+
+// sameWallet compares wallet addresses: EVM hex without regard to case,
+// Solana base58 exactly.
+func sameWallet(a, b string) bool {
+	if strings.HasPrefix(a, "0x") || strings.HasPrefix(a, "0X") {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
+}
+
+// SessionReleases counts the hashes a session gave back (its history's
+// entries back to a status before the broadcast, from the chain): a submit
+// after each is a new request to its workflow, not a retry of an earlier.
+func (s *Store) SessionReleases(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := s.ctx(ctx).Model(&CheckoutSessionEvent{}).
+		Where("session_id = ? AND source = ? AND status IN ?", sessionID, "chain", PreBroadcastStatuses).Count(&n).Error
+	return n, err
+}
