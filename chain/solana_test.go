@@ -698,15 +698,26 @@ func TestSolanaPaidNothingFollows(t *testing.T) {
 					t.Fatalf("at %s: %s %s (%s)", at, res.Verdict, res.Reason, res.Message)
 				}
 			}
-			if res := check(junk, other); res.Verdict != VerdictFailed || res.Reason != c.reason {
-				t.Fatalf("after two minutes: %s %s (%s)", res.Verdict, res.Reason, res.Message)
+			// Not the customer's: the session gives the hash back.
+			if res := check(junk, other); res.Verdict != VerdictFailed || res.Reason != c.reason || !res.Foreign {
+				t.Fatalf("after two minutes: %s %s foreign %v (%s)", res.Verdict, res.Reason, res.Foreign, res.Message)
 			}
 		})
 	}
 	at = 0
 	own := e.publish(solanaPayment{units: due, failed: true})
-	if res := check(own, solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted {
-		t.Fatalf("the customer's own failed transaction: %s %s (%s)", res.Verdict, res.Reason, res.Message)
+	if res := check(own, solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted || res.Foreign {
+		t.Fatalf("the customer's own failed transaction: %s %s foreign %v (%s)", res.Verdict, res.Reason, res.Foreign, res.Message)
+	}
+	// A short payment fails at once: the customer's own ends the session,
+	// a stranger's is given back.
+	if res := check(e.publish(solanaPayment{units: due - 1}), solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed ||
+		res.Reason != ReasonInvalidTransfer || res.Foreign {
+		t.Fatalf("the customer's short payment: %s %s foreign %v (%s)", res.Verdict, res.Reason, res.Foreign, res.Message)
+	}
+	if res := check(e.publish(solanaPayment{units: 1, from: stranger}), solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed ||
+		res.Reason != ReasonInvalidTransfer || !res.Foreign {
+		t.Fatalf("a stranger's short payment: %s %s foreign %v (%s)", res.Verdict, res.Reason, res.Foreign, res.Message)
 	}
 
 	// The customer's payment landing in the burst's last second is still
@@ -732,7 +743,7 @@ func TestSolanaPaidNothingFollows(t *testing.T) {
 	res, err := v.Verify(context.Background(), VerifyRequest{Network: e.net.Name, TxHash: e.publish(solanaPayment{units: due, failed: true, from: stranger}),
 		MerchantAddress: e.merchant.String(), ExpectedUnits: fmt.Sprint(due), PayerAddress: e.customer.PublicKey().String(),
 		Reference: solana.NewWallet().PublicKey().String()})
-	if err != nil || res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted {
+	if err != nil || res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted || !res.Foreign {
 		t.Fatalf("without a signature listing: %+v %v", res, err)
 	}
 }

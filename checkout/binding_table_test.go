@@ -1117,7 +1117,9 @@ func TestPaidNothingFollowsTheReference(t *testing.T) {
 			t.Fatalf("at %s: %+v", at, res)
 		}
 	}
-	if res := check(alone); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonInvalidTransfer {
+	// The stranger's transaction is not the customer's: the workflow gives
+	// the hash back (Foreign) rather than failing the session.
+	if res := check(alone); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonInvalidTransfer || !res.Foreign {
 		t.Fatalf("after two minutes: %+v", res)
 	}
 	// The customer pays a minute after the stranger's hash was submitted.
@@ -1187,14 +1189,27 @@ func TestPaidNothingFollowsTheReference(t *testing.T) {
 			t.Fatalf("a stranger's revert at %s: %+v", at, res)
 		}
 	}
-	if res := check(unpaid); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted {
+	if res := check(unpaid); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted || !res.Foreign {
 		t.Fatalf("a stranger's revert after two minutes: %+v", res)
 	}
 	at = 0
 	own := e.session(e.linkA, cust)
 	e.submit(own, overdraw(e.customer))
-	if res := check(own); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted {
+	if res := check(own); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted || res.Foreign {
 		t.Fatalf("the customer's own revert: %+v", res)
+	}
+	// The customer's own transaction that paid someone else fails too,
+	// after the search: it is theirs.
+	at = 0
+	mistaken := e.session(e.linkA, cust)
+	e.submit(mistaken, e.payPlain(e.customer, e.addr(e.stranger)))
+	for at = 0; at < 2*time.Minute; at += 30 * time.Second {
+		if res := check(mistaken); res.Verdict != chain.VerdictPending {
+			t.Fatalf("the customer's transfer elsewhere at %s: %+v", at, res)
+		}
+	}
+	if res := check(mistaken); res.Verdict != chain.VerdictFailed || res.Foreign {
+		t.Fatalf("the customer's transfer elsewhere after two minutes: %+v", res)
 	}
 }
 
