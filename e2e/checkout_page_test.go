@@ -146,7 +146,9 @@ func TestCheckoutPageExpires(t *testing.T) {
 }
 
 // TestCheckoutPageOutcomes: a short payment shows what arrived and what is
-// still due; a cancel shows the cancelled screen; the phone layout; German.
+// still due; a stranger's transaction submitted to a session is shown set
+// aside and the session still takes the customer's payment; a cancel shows
+// the cancelled screen; the phone layout; German.
 func TestCheckoutPageOutcomes(t *testing.T) {
 	ps := newPageStack(t, 0)
 	b := browser.Start(t)
@@ -163,6 +165,27 @@ func TestCheckoutPageOutcomes(t *testing.T) {
 		t.Fatalf("partial payment shown as %q", got)
 	}
 	tab.Screenshot("checkout-underpaid")
+
+	// A stranger who knows the session's id pays the merchant one unit from
+	// their own wallet and submits it: the page shows the transaction set
+	// aside and the session still open; the customer then pays.
+	tab = b.NewTab(browser.Desktop)
+	id = ps.openCheckout(tab)
+	if _, err := devchain.Pay(context.Background(), devchain.PayOptions{APIBase: ps.http.URL, RPCURL: ps.dc.RPCURL(), SessionID: id,
+		Key: devchain.StrangerKey(), Plain: true, Units: big.NewInt(1)}); err != nil {
+		t.Fatal(err)
+	}
+	tab.WaitVisible("#released")
+	if got := tab.Text("#released"); !strings.Contains(got, "set aside") || !strings.Contains(got, "does not pay this session") ||
+		!strings.Contains(strings.ToLower(got), strings.ToLower(ps.dc.Customer().Hex())) {
+		t.Fatalf("the set-aside note: %q", got)
+	}
+	tab.WaitVisible("img.qr")
+	tab.Screenshot("checkout-released")
+	if _, err := devchain.Pay(context.Background(), devchain.PayOptions{APIBase: ps.http.URL, RPCURL: ps.dc.RPCURL(), SessionID: id}); err != nil {
+		t.Fatal(err)
+	}
+	tab.WaitVisible(".outcome.ok")
 
 	// Cancelled, on a phone, in German.
 	tab = b.NewTab(browser.Phone)

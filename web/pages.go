@@ -224,6 +224,8 @@ func (p *Pages) sessionView(c *gin.Context, cs *models.CheckoutSession) (map[str
 		// html/template refuses solana: and ethereum: URLs; this one is
 		// built here from validated addresses and configured mints only.
 		"PayURI": template.URL(payURI(cs, n, ins)),
+		// Released is the note of a transaction set aside (below).
+		"Released": "",
 	}
 	if cs.CheckoutID != nil {
 		if hc, err := p.Store.HostedCheckoutByID(ctx, *cs.CheckoutID); err == nil {
@@ -233,6 +235,11 @@ func (p *Pages) sessionView(c *gin.Context, cs *models.CheckoutSession) (map[str
 	if cs.TxHash != nil {
 		data["TxHash"] = *cs.TxHash
 		data["ExplorerURL"] = n.TxURL(*cs.TxHash)
+	} else if !models.TerminalStatus(cs.Status) && cs.FailureMessage != "" {
+		// A transaction submitted here was not the customer's payment
+		// (another wallet's, anyone's who knew the session's id) and was
+		// given back: the session still waits for the payment.
+		data["Released"] = cs.FailureMessage
 	}
 	if cs.CompletedAt != nil {
 		data["CompletedAt"] = cs.CompletedAt.UTC().Format("2006-01-02 15:04 MST")

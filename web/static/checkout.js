@@ -112,7 +112,13 @@
 
   // Live status: server-sent events, polling as the fallback.
   const statusEl = $('status');
+  // A transaction attached here that was not the payment (anyone who knew
+  // the session's id could submit one) is set aside and the session waits
+  // again, with a note the page did not show yet: the server renders the
+  // open page with it.
+  const waiting = ['payment_session_created', 'wallet_connecting', 'wallet_ready'];
   const render = (snap) => {
+    if (waiting.includes(snap.status) && (snap.failureMessage || '') !== (card.dataset.released || '')) location.reload();
     let text = msgs['status.' + snap.status] || snap.status;
     if (snap.status === 'txn_confirming' && snap.required) {
       text += ' · ' + (msgs['status.confirmations'] || '%d/%d').replace('%d', snap.confirmations || 0).replace('%d', snap.required);
@@ -128,7 +134,8 @@
       try {
         const d = await api('GET', '/api/checkout/session/' + id);
         const s = d.session;
-        render({ status: s.status, terminal: ['complete', 'failed', 'cancelled', 'expired'].includes(s.status) });
+        render({ status: s.status, failureMessage: s.failureMessage,
+          terminal: ['complete', 'failed', 'cancelled', 'expired'].includes(s.status) });
       } catch (_) { /* next time */ }
     }, 3000);
   };
