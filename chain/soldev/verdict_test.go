@@ -246,6 +246,30 @@ func TestVerdictTable(t *testing.T) {
 		report("solana: receiving account created in same tx", "complete (received 10000000)", got, "")
 	}()
 
+	// A short payment is the declared wallet's own (it signed and paid:
+	// the failure ends the session) or, declared another wallet, foreign
+	// (the session gives the hash back).
+	func() {
+		sig, err := pay(payment{units: due - 1})
+		if err == nil {
+			_, err = waitStatus(ctx, client, sig, rpc.ConfirmationStatusFinalized)
+		}
+		if err != nil {
+			report("solana: short payment, foreign unless the declared wallet's", "own false, another's true", "error: "+err.Error(), "")
+			return
+		}
+		foreign := func(declared string) string {
+			res, err := verifier.Verify(ctx, chain.VerifyRequest{Network: net.Name, TxHash: sig.String(), MerchantAddress: merchant.String(),
+				ExpectedUnits: fmt.Sprint(due), PayerAddress: declared})
+			if err != nil || res.Verdict != chain.VerdictFailed {
+				return fmt.Sprintf("%s %v", res.Verdict, err)
+			}
+			return fmt.Sprint(res.Foreign)
+		}
+		report("solana: short payment, foreign unless the declared wallet's", "own false, another's true",
+			"own "+foreign(Customer.String())+", another's "+foreign(solana.NewWallet().PublicKey().String()), "")
+	}()
+
 	var missing solana.Signature
 	copy(missing[:], strings.Repeat("n", 64))
 	report("solana: not found (null result)", "pending (not seen)", verify(missing), "")
