@@ -72,13 +72,16 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 			return notFound(err)
 		}
 		out.Status = cs.Status
-		var done int64
-		if err := tx.Model(&CheckoutSessionEvent{}).Where("id = ?", r.EntryID).Count(&done).Error; err != nil {
+		var done []CheckoutSessionEvent
+		if err := tx.Where("id = ?", r.EntryID).Limit(1).Find(&done).Error; err != nil {
 			return err
 		}
-		if done > 0 {
-			// A retry of a release that committed.
-			out.Released = !TerminalStatus(cs.Status) && cs.TxHash == nil
+		if len(done) > 0 {
+			// A retry of a release that committed: it happened (nothing
+			// can attach another hash while the workflow waits for it).
+			// Deliveries a failed dispatch left are started by the
+			// delivery reconciler.
+			out.Released, out.Status = true, done[0].Status
 			return nil
 		}
 		if TerminalStatus(cs.Status) || cs.TxHash == nil || *cs.TxHash != r.TxHash {
