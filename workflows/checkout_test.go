@@ -909,6 +909,21 @@ func TestCheckoutForeignVerdictReleases(t *testing.T) {
 		)
 		h.checkOutcome(models.StatusExpired, "server", "", "", 30*time.Minute)
 	})
+	t.Run("given back after its expiry: it expires then", func(t *testing.T) {
+		h := newCheckoutHarness(t, checkoutScript(checkoutPending(true), foreign))
+		h.in.PayerWallet = checkoutPayer
+		h.submit(30*time.Minute-time.Second, checkoutHash)
+		res := h.result()
+		if res != (CheckoutResult{Status: models.StatusExpired}) {
+			t.Fatalf("result %+v", res)
+		}
+		h.checkHistory(
+			checkoutAt(models.StatusBroadcast, "client", "", 30*time.Minute-time.Second),
+			checkoutAt(models.StatusConfirming, "chain", checkoutNetwork, 30*time.Minute-time.Second),
+			checkoutAt(models.StatusCreated, "chain", checkoutNetwork, 30*time.Minute+4*time.Second),
+			checkoutAt(models.StatusExpired, "server", "", 30*time.Minute+4*time.Second),
+		)
+	})
 	t.Run("or is cancelled", func(t *testing.T) {
 		h := newCheckoutHarness(t, checkoutScript(foreign))
 		h.in.PayerWallet = checkoutPayer
