@@ -501,6 +501,30 @@ func TestDashboardPayments(t *testing.T) {
 		t.Fatalf("a refuted record's page: %q", got.text("h1"))
 	}
 
+	// A session that gave a stranger's transaction back says so while it
+	// waits; once it has ended, its outcome speaks.
+	stranger := "0x" + strings.Repeat("5e", 32)
+	open := d.paidSession(a, link, "open@example.com", "")
+	if err := d.st.RecordSessionTransition(context.Background(), models.Transition{SessionID: open.ID, EntryID: models.NewID(),
+		Status: models.StatusBroadcast, Source: "client", TxHash: stranger, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := d.st.ReleaseSessionTxHash(context.Background(), models.Release{SessionID: open.ID, EntryID: models.NewID(), TxHash: stranger,
+		Chain: "base_sepolia", Reason: models.ReasonInvalidTransfer, Message: "merchant received 0 units <b>", At: time.Now()}); err != nil || !r.Released {
+		t.Fatalf("release %+v %v", r, err)
+	}
+	if got := a.get("/dashboard/test/payments/" + open.ID); !strings.Contains(got.text("#set-aside"), stranger+" does not pay this session (merchant received 0 units <b>)") ||
+		strings.Contains(got.body, "<b>)") {
+		t.Fatalf("a released session's page: %q", got.text("#set-aside"))
+	}
+	if _, err := d.st.FinishSession(context.Background(), models.Outcome{SessionID: open.ID, EntryID: models.NewID(), Status: models.StatusExpired,
+		Source: "server", Message: "no transaction was submitted before the session expired", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.get("/dashboard/test/payments/" + open.ID); got.doc.Find("#set-aside").Length() != 0 {
+		t.Fatalf("an expired session says set aside: %q", got.text("#set-aside"))
+	}
+
 	// The detail page.
 	dids, _, err := d.st.WebhookDeliveries(context.Background(), models.Scope{MerchantID: a.id, Mode: models.ModeTest},
 		models.DeliveryFilter{SessionID: paid.ID}, models.Page{Limit: 10})
