@@ -27,6 +27,12 @@ func TestBindToSession(t *testing.T) {
 		{"mined before the session, no wallet declared", VerifyRequest{NotBefore: req.NotBefore},
 			VerifyResult{Verdict: VerdictComplete, Payer: ok.Payer, BlockTime: created.Add(-time.Hour)}, true, false},
 		{"pending is left alone", req, VerifyResult{Verdict: VerdictPending, Payer: "someone else"}, false, false},
+		// The declared wallet's own old short transfer (its address is
+		// public): not this session's payment.
+		{"a failure mined before the session", req, VerifyResult{Verdict: VerdictFailed, Reason: ReasonInvalidTransfer, Message: "short",
+			Payer: ok.Payer, BlockTime: created.Add(-time.Hour)}, true, true},
+		{"a failure of the declared wallet's after creation", req, VerifyResult{Verdict: VerdictFailed, Reason: ReasonInvalidTransfer,
+			Message: "short", Payer: ok.Payer, BlockTime: ok.BlockTime}, true, false},
 		{"no binding asked", VerifyRequest{}, VerifyResult{Verdict: VerdictComplete, Payer: "x"}, false, false},
 		{"solana addresses compare exactly", VerifyRequest{PayerAddress: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"},
 			VerifyResult{Verdict: VerdictComplete, Payer: "epjfwdd5aufqssqem2qn1xzybapc8g4wegGkZwyTDt1v"}, true, true},

@@ -232,7 +232,7 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 	}
 	res.Verdict, res.Reason, res.Message = verdict, reason, msg
 	if verdict == VerdictFailed && follow {
-		res.Foreign = v.foreign(ctx, hash, req.PayerAddress, res.Payer)
+		res.Foreign = v.foreign(ctx, hash, req.PayerAddress, res.Payer, received)
 	}
 	if follow && ref != (common.Hash{}) && received.Sign() <= 0 {
 		// A transaction that paid the merchant nothing: mined and moving
@@ -240,7 +240,7 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 		// (any reverted transaction on the chain, submitted by anyone who
 		// knows the session's id). The customer's own revert fails as it
 		// is.
-		if receipt.Status == types.ReceiptStatusSuccessful || res.Foreign {
+		if receipt.Status == types.ReceiptStatusSuccessful || !v.sentBy(ctx, hash, req.PayerAddress) {
 			return v.replacement(ctx, req, hash, ref, merchant, res, &res)
 		}
 	}
@@ -248,12 +248,21 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 }
 
 // foreign says whether a failed transaction is no payment of the declared
-// wallet's (chain.VerifyResult.Foreign): the USDC it moved to the
-// merchant, if any, came from another wallet (payer), and another account
-// sent it (sentBy: one the client cannot read or decode counts as
-// another's). No declared wallet: never.
-func (v *EVMVerifier) foreign(ctx context.Context, hash common.Hash, declared, payer string) bool {
-	if _, err := ParseAddress(FamilyEVM, declared); err != nil || (payer != "" && SameAddress(payer, declared)) {
+// wallet's for the session (chain.VerifyResult.Foreign): it moved no USDC
+// to the merchant (whoever sent it: the declared wallet is public, and any
+// transaction of its own, reverted or paying someone else, would otherwise
+// fail the session in a stranger's hands), or the USDC came from another
+// wallet and another account sent it (sentBy: one the client cannot read
+// or decode counts as another's). No declared wallet: never. A transfer
+// mined before the session is foreign too (BindToSession).
+func (v *EVMVerifier) foreign(ctx context.Context, hash common.Hash, declared, payer string, received *big.Int) bool {
+	if _, err := ParseAddress(FamilyEVM, declared); err != nil {
+		return false
+	}
+	if received.Sign() <= 0 {
+		return true
+	}
+	if payer != "" && SameAddress(payer, declared) {
 		return false
 	}
 	return !v.sentBy(ctx, hash, declared)

@@ -146,8 +146,13 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		res.Verdict, res.Reason = VerdictFailed, ReasonTxReverted
 		res.Message = fmt.Sprintf("transaction failed on chain: %v", tx.Meta.Err)
 		res.ReceivedUnits = "0"
-		res.Foreign = !sentBy(decoded, req.PayerAddress)
-		if follow && !ref.IsZero() && res.Foreign {
+		// Paid nothing: not the session's payment, whoever signed it
+		// (VerifyResult.Foreign).
+		res.Foreign = req.PayerAddress != ""
+		if tx.BlockTime != nil {
+			res.BlockTime = tx.BlockTime.Time().UTC()
+		}
+		if follow && !ref.IsZero() && !sentBy(decoded, req.PayerAddress) {
 			return v.paidNothing(ctx, req, sig, ref, res)
 		}
 		return res, nil
@@ -166,12 +171,13 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		res.BlockTime = tx.BlockTime.Time().UTC()
 	}
 
-	// A failure below is foreign when neither the USDC received nor the
-	// fee came from the declared wallet (chain.VerifyResult.Foreign).
+	// A short payment is foreign when neither the USDC received nor the
+	// fee came from the declared wallet; one that paid nothing always is
+	// (chain.VerifyResult.Foreign).
 	foreign := !sentBy(decoded, req.PayerAddress) && (payer == "" || payer != req.PayerAddress)
 	switch {
 	case received.Sign() <= 0:
-		res.Verdict, res.Reason, res.Foreign = VerdictFailed, ReasonInvalidTransfer, foreign
+		res.Verdict, res.Reason, res.Foreign = VerdictFailed, ReasonInvalidTransfer, req.PayerAddress != ""
 		res.Message = fmt.Sprintf("no USDC (mint %s, SPL Token program) received by %s in this transaction", v.mint, merchant)
 		if ignored != "" {
 			res.Message += "; ignored " + ignored

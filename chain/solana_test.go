@@ -706,7 +706,9 @@ func TestSolanaPaidNothingFollows(t *testing.T) {
 	}
 	at = 0
 	own := e.publish(solanaPayment{units: due, failed: true})
-	if res := check(own, solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted || res.Foreign {
+	// Failed at once (the customer's own), yet foreign: it paid nothing,
+	// and the session waits again.
+	if res := check(own, solana.NewWallet().PublicKey()); res.Verdict != VerdictFailed || res.Reason != ReasonTxReverted || !res.Foreign {
 		t.Fatalf("the customer's own failed transaction: %s %s foreign %v (%s)", res.Verdict, res.Reason, res.Foreign, res.Message)
 	}
 	// A short payment fails at once: the customer's own ends the session,

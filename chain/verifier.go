@@ -121,9 +121,10 @@ type VerifyResult struct {
 	// payer's signed payment happened, in it.
 	PaidBy string
 	// Foreign is set on a failed verdict when the transaction is provably
-	// not a payment the session's customer made for it: it neither came
-	// from nor was sent (Solana: signed as fee payer) by the wallet the
-	// request declares, or it was mined before the session. Anyone who
+	// not a payment the session's customer made for it: it moved no USDC
+	// to the merchant (whoever sent it), or its USDC neither came from nor
+	// was sent (Solana: signed as fee payer) by the wallet the request
+	// declares, or it was mined before the session. Anyone who
 	// knows a session's id can submit such a transaction, so it must not
 	// end the session: the caller releases the hash and the session waits
 	// for its payment. Never set without a declared PayerAddress, nor on a
@@ -267,6 +268,12 @@ func (e *scrubbedError) Unwrap() error { return e.err }
 // over the session's reference proves more than a declared wallet. Such a
 // failure is Foreign: the transfer is not the session's payment.
 func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
+	if res.Verdict == VerdictFailed && res.PaidBy == "" && req.PayerAddress != "" && !req.NotBefore.IsZero() &&
+		!res.BlockTime.IsZero() && res.BlockTime.Before(req.NotBefore) {
+		// A failure mined before the session (an old transaction of the
+		// declared wallet, whose address is public) is not its payment.
+		res.Foreign = true
+	}
 	if res.Verdict != VerdictComplete || res.Bound {
 		return res
 	}

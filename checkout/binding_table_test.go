@@ -538,6 +538,16 @@ func TestBindingVerdictTable(t *testing.T) {
 				}
 				return got + "; customer " + e.judge(cs)
 			}},
+		{"a stranger submits an old short transfer of the declared wallet (its address is public), mined before the session",
+			"released (INVALID_TRANSFER); exception underpaid 1.00 naming both", func() string {
+				old := e.payPlainUnits(e.customer, e.merchantA, 1_000_000)
+				cs := e.session(e.linkA, cust)
+				// The session opened an hour after that block (the
+				// simulated chain's clock stands still).
+				cs.CreatedAt = time.Now().Add(time.Hour)
+				e.submit(cs, old)
+				return e.judge(cs) + "; " + e.names(e.mA, old, cs)
+			}},
 		{"the customer's own short payment fails the session as before", "failed INVALID_TRANSFER; exception underpaid 9.00", func() string {
 			cs := e.session(e.linkA, cust)
 			h := e.payPlainUnits(e.customer, e.merchantA, 9_000_000)
@@ -1195,11 +1205,15 @@ func TestPaidNothingFollowsTheReference(t *testing.T) {
 	at = 0
 	own := e.session(e.linkA, cust)
 	e.submit(own, overdraw(e.customer))
-	if res := check(own); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted || res.Foreign {
+	// At once, yet foreign: a transaction that moved nothing to the
+	// merchant is no payment of the session, whoever sent it (the declared
+	// wallet is public: any of its own transactions, submitted by a
+	// stranger, would otherwise fail the session). The session waits again.
+	if res := check(own); res.Verdict != chain.VerdictFailed || res.Reason != chain.ReasonTxReverted || !res.Foreign {
 		t.Fatalf("the customer's own revert: %+v", res)
 	}
-	// The customer's own transaction that paid someone else fails too,
-	// after the search: it is theirs.
+	// The customer's own transaction that paid someone else: the same,
+	// after the search.
 	at = 0
 	mistaken := e.session(e.linkA, cust)
 	e.submit(mistaken, e.payPlain(e.customer, e.addr(e.stranger)))
@@ -1208,7 +1222,7 @@ func TestPaidNothingFollowsTheReference(t *testing.T) {
 			t.Fatalf("the customer's transfer elsewhere at %s: %+v", at, res)
 		}
 	}
-	if res := check(mistaken); res.Verdict != chain.VerdictFailed || res.Foreign {
+	if res := check(mistaken); res.Verdict != chain.VerdictFailed || !res.Foreign {
 		t.Fatalf("the customer's transfer elsewhere after two minutes: %+v", res)
 	}
 }
