@@ -120,7 +120,10 @@ type SessionRelease struct {
 	Payer         string
 	Bound         bool
 	Refs          []string
-	At            time.Time
+	// ExpiresAt is the session's expiry from now on: the time the hash
+	// held the session is given back (never earlier than it was).
+	ExpiresAt time.Time
+	At        time.Time
 }
 
 // ReleasedSession is what a release left: Released when the session waits

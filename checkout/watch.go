@@ -32,7 +32,14 @@ type unmatchedCandidate struct {
 	in        chain.Incoming
 	wallet    models.ReceivingWallet
 	firstSeen time.Time
+	// tried is when attachPlain last tried it.
+	tried time.Time
 }
+
+// candidateRetry is how often a candidate is offered to the session it
+// may pay again before its grace ends: that session may have held another
+// hash when it was first seen (a stranger's, given back since).
+const candidateRetry = 15 * time.Second
 
 func (s *Service) unmatchedGrace() time.Duration {
 	if s.UnmatchedGrace > 0 {
@@ -111,13 +118,24 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 			}
 			key := name + "/" + w.MerchantID + "/" + hash
 			if _, ok := s.candidates[key]; !ok {
-				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now}
+				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now}
 			}
 		}
 	}
 	n := 0
 	for key, c := range s.candidates {
-		if !strings.HasPrefix(key, name+"/") || now.Sub(c.firstSeen) < s.unmatchedGrace() {
+		if !strings.HasPrefix(key, name+"/") {
+			continue
+		}
+		if now.Sub(c.tried) >= candidateRetry {
+			if s.attachPlain(ctx, name, c.wallet, c.in) {
+				delete(s.candidates, key)
+				continue
+			}
+			c.tried = now
+			s.candidates[key] = c
+		}
+		if now.Sub(c.firstSeen) < s.unmatchedGrace() {
 			continue
 		}
 		done, err := s.Store.TransferAccountedFor(ctx, c.wallet.MerchantID, name, c.in.TxHash)

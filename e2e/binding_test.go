@@ -140,6 +140,18 @@ func TestDevChainBinding(t *testing.T) {
 		t.Fatalf("completed with %v, the customer paid %s (the stranger %s)", h, p.TxHash, junk.TxHash)
 	}
 
+	// 5c. The same with the customer paying the QR code's plain transfer
+	// from the declared wallet (no reference): seen while the stranger's
+	// hash holds the session, it is offered to the session again once the
+	// hash is given back.
+	griefed, _ = s.openSession(key, link, "")
+	junk = pay(devchain.PayOptions{SessionID: griefed, Plain: true, Key: devchain.StrangerKey(), Units: big.NewInt(1)})
+	p = pay(devchain.PayOptions{SessionID: griefed, Plain: true, NoSubmit: true})
+	d = s.waitStatus(griefed, "complete", 60*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("completed with %v, the customer paid %s (the stranger %s)", h, p.TxHash, junk.TxHash)
+	}
+
 	// 6. A stranger signs an authorization of their own with the session's
 	// reference as its nonce (EIP-3009 nonces are per authorizer) for one
 	// unit, mined before the customer's payment; nobody submits either.

@@ -33,9 +33,14 @@ func TestReleaseSessionTxHash(t *testing.T) {
 		}
 		move(models.StatusWalletReady, "")
 		move(models.StatusBroadcast, stranger)
+		before, err := st.CheckoutSession(ctx, cs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := before.ExpiresAt.Add(7 * time.Minute).Truncate(time.Second)
 		r := models.Release{SessionID: cs.ID, EntryID: models.NewID(), TxHash: stranger, Chain: "base_sepolia",
 			Reason: models.ReasonInvalidTransfer, Message: "merchant received 1 units, expected 5000000", ReceivedUnits: "1",
-			Payer: "0x" + strings.Repeat("d", 40), At: time.Now()}
+			Payer: "0x" + strings.Repeat("d", 40), ExpiresAt: later, At: time.Now()}
 		// Another hash than the session's: nothing.
 		other := r
 		other.EntryID, other.TxHash = models.NewID(), "0x"+strings.Repeat("6", 64)
@@ -51,6 +56,9 @@ func TestReleaseSessionTxHash(t *testing.T) {
 			t.Fatalf("the release retried: %+v %v", again, err)
 		}
 		got, err := st.CheckoutSession(ctx, cs.ID)
+		if err == nil && !got.ExpiresAt.Equal(later) {
+			t.Errorf("expires at %v, want the time the hash held it given back: %v", got.ExpiresAt, later)
+		}
 		if err != nil || got.Status != models.StatusWalletReady || got.TxHash != nil || got.FailureReason != "" ||
 			!strings.Contains(got.FailureMessage, stranger) || !strings.Contains(got.FailureMessage, "waits for its payment") {
 			t.Fatalf("released session: %+v %v", got, err)

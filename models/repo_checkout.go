@@ -174,7 +174,9 @@ func (s *Store) RecordSessionTransition(ctx context.Context, t Transition) error
 		}
 		fields := map[string]any{"status": t.Status, "updated_at": s.Now()}
 		if t.TxHash != "" {
-			fields["tx_hash"] = t.TxHash
+			// A note of a hash given back before (ReleaseSessionTxHash)
+			// is not about this one.
+			fields["tx_hash"], fields["failure_message"] = t.TxHash, ""
 		}
 		terminal := []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}
 		res = tx.Model(&CheckoutSession{}).Where("id = ? AND status NOT IN ?", t.SessionID, terminal).Updates(fields)

@@ -34,7 +34,10 @@ type Release struct {
 	Payer         string
 	Bound         bool
 	Refs          []string
-	At            time.Time
+	// ExpiresAt, when later than the session's expiry, becomes it: the
+	// time the released hash held the session is the customer's again.
+	ExpiresAt time.Time
+	At        time.Time
 }
 
 // ReleaseResult is what a release left.
@@ -111,8 +114,12 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 			return err
 		}
 		msg := fmt.Sprintf("transaction %s does not pay this session (%s); the session waits for its payment", r.TxHash, r.Message)
-		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(map[string]any{"status": status, "tx_hash": nil,
-			"failure_reason": "", "failure_message": truncate(msg, 500), "received_amount": money.Amount(0), "updated_at": s.Now()}).Error; err != nil {
+		fields := map[string]any{"status": status, "tx_hash": nil, "failure_reason": "", "failure_message": truncate(msg, 500),
+			"received_amount": money.Amount(0), "updated_at": s.Now()}
+		if r.ExpiresAt.After(cs.ExpiresAt) {
+			fields["expires_at"] = r.ExpiresAt.UTC()
+		}
+		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
 			return err
 		}
 		out.Released, out.Status = true, status

@@ -217,6 +217,9 @@ type checkout struct {
 	// released are the hashes the chain showed not to be the session's
 	// payment: submitted again, they are refused.
 	released []string
+	// checks counts the chain checks of this run (maxChecksPerRun), over
+	// every hash the session held in it.
+	checks int
 }
 
 // releaseVersion: a failed verdict on a transaction that is not the
@@ -501,8 +504,11 @@ func (c *checkout) waitForBroadcast(ctx workflow.Context) (bool, CheckoutResult,
 				Reason: ReasonCustomerCancelled, Message: "cancelled by the " + cancel.Source})
 			return true, res, err
 		case expired:
-			res, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusExpired, Source: "server",
-				Message: "no transaction was submitted before the session expired"})
+			msg := "no transaction was submitted before the session expired"
+			if len(c.released) > 0 {
+				msg = "no payment arrived before the session expired (a transaction submitted to it was set aside: it did not pay it)"
+			}
+			res, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusExpired, Source: "server", Message: msg})
 			return true, res, err
 		}
 		// A rejected submit (hash claimed elsewhere) leaves the session open.
@@ -547,14 +553,15 @@ func (c *checkout) confirm(ctx workflow.Context) (_ CheckoutResult, reopened boo
 		// Slack for the difference between block clocks and ours.
 		req.NotBefore = c.in.CreatedAt.Add(-blockClockSlack)
 	}
-	for checks := 0; ; checks++ {
-		if checks >= maxChecksPerRun {
+	for {
+		if c.checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := c.in
 			next.Carry = &CheckoutCarry{Status: c.state.Status, TxHash: c.state.TxHash, BroadcastAt: c.broadcast, LastSeenAt: c.lastSeen, History: c.state.History,
 				Released: c.released}
 			return CheckoutResult{}, false, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
 		}
+		c.checks++
 		var res chain.VerifyResult
 		err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
 		if err != nil {
@@ -625,8 +632,16 @@ func (c *checkout) confirm(ctx workflow.Context) (_ CheckoutResult, reopened boo
 // session holds another hash, or finished): the verdict then stands.
 func (c *checkout) release(ctx workflow.Context, res chain.VerifyResult) (bool, error) {
 	e := HistoryEntry{ID: c.nextEntryID(ctx), Source: "chain", Chain: c.in.Network, At: workflow.Now(ctx)}
+	// The time the hash held the session is given back with it: the
+	// customer has what was left when it was submitted (their payment may
+	// have been refused meanwhile, or mined and waiting to be attached).
+	expires := c.in.ExpiresAt
+	if left := c.in.ExpiresAt.Sub(c.broadcast); !c.broadcast.IsZero() && left > 0 && e.At.Add(left).After(expires) {
+		expires = e.At.Add(left)
+	}
 	r := activities.SessionRelease{SessionID: c.in.SessionID, EntryID: e.ID, TxHash: c.state.TxHash, Chain: c.in.Network,
-		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs, At: e.At}
+		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
+		ExpiresAt: expires, At: e.At}
 	var got activities.SessionReleased
 	if err := c.exec(ctx, false, checkoutActivities.ReleaseTxHash, r).Get(ctx, &got); err != nil {
 		return false, err
@@ -636,6 +651,7 @@ func (c *checkout) release(ctx workflow.Context, res chain.VerifyResult) (bool, 
 	}
 	workflow.GetLogger(ctx).Info("transaction does not pay the session; hash released", "txHash", c.state.TxHash, "reason", res.Reason, "message", res.Message)
 	c.released = append(c.released, c.state.TxHash)
+	c.in.ExpiresAt, c.state.ExpiresAt = expires, expires
 	c.state.TxHash, c.state.LastCheck, c.state.Message = "", nil, res.Message
 	c.broadcast, c.lastSeen = time.Time{}, time.Time{}
 	e.Status = got.Status

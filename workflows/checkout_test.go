@@ -909,7 +909,7 @@ func TestCheckoutForeignVerdictReleases(t *testing.T) {
 		)
 		h.checkOutcome(models.StatusExpired, "server", "", "", 30*time.Minute)
 	})
-	t.Run("given back after its expiry: it expires then", func(t *testing.T) {
+	t.Run("given back after its expiry: the second it had left is the customer's again", func(t *testing.T) {
 		h := newCheckoutHarness(t, checkoutScript(checkoutPending(true), foreign))
 		h.in.PayerWallet = checkoutPayer
 		h.submit(30*time.Minute-time.Second, checkoutHash)
@@ -921,8 +921,51 @@ func TestCheckoutForeignVerdictReleases(t *testing.T) {
 			checkoutAt(models.StatusBroadcast, "client", "", 30*time.Minute-time.Second),
 			checkoutAt(models.StatusConfirming, "chain", checkoutNetwork, 30*time.Minute-time.Second),
 			checkoutAt(models.StatusCreated, "chain", checkoutNetwork, 30*time.Minute+4*time.Second),
-			checkoutAt(models.StatusExpired, "server", "", 30*time.Minute+4*time.Second),
+			checkoutAt(models.StatusExpired, "server", "", 30*time.Minute+5*time.Second),
 		)
+		if r := h.store.released; len(r) != 1 || !r[0].ExpiresAt.Equal(checkoutStart.Add(30*time.Minute+5*time.Second)) {
+			t.Errorf("release %+v", r)
+		}
+		o := h.checkOutcome(models.StatusExpired, "server", "", "", 30*time.Minute+5*time.Second)
+		if !strings.Contains(o.Message, "set aside") {
+			t.Errorf("expiry message %q", o.Message)
+		}
+	})
+	t.Run("the checks of every hash held count toward the run's bound", func(t *testing.T) {
+		// 200 checks of a stranger's hash, released, then 100 of the next:
+		// the run continues as new at 300, carrying the released hash (its
+		// history cannot grow past a run's bound however often a stranger
+		// submits).
+		var firstChecks int
+		h := newCheckoutHarness(t, func(n int, req chain.VerifyRequest) (chain.VerifyResult, error) {
+			if req.TxHash == checkoutHash {
+				firstChecks++
+				if firstChecks <= 199 {
+					return checkoutPending(true).res, nil
+				}
+				return foreign.res, nil
+			}
+			return checkoutPending(true).res, nil
+		})
+		h.in.PayerWallet, h.in.PollInterval = checkoutPayer, time.Second
+		h.in.ExpiresAt = checkoutStart.Add(2 * time.Hour)
+		h.submit(time.Minute, checkoutHash)
+		h.submit(time.Minute+250*time.Second, checkoutHash2)
+		h.run()
+		var can *workflow.ContinueAsNewError
+		if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+			t.Fatalf("workflow error %v, want continue-as-new", err)
+		}
+		var next CheckoutInput
+		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+			t.Fatal(err)
+		}
+		if reqs, _ := h.verifier.calls(); len(reqs) != 300 || firstChecks != 200 {
+			t.Fatalf("%d checks (%d of the stranger's hash)", len(reqs), firstChecks)
+		}
+		if c := next.Carry; c == nil || c.TxHash != checkoutHash2 || fmt.Sprint(c.Released) != "["+checkoutHash+"]" {
+			t.Fatalf("carry %+v", next.Carry)
+		}
 	})
 	t.Run("or is cancelled", func(t *testing.T) {
 		h := newCheckoutHarness(t, checkoutScript(foreign))
