@@ -122,13 +122,15 @@ type VerifyResult struct {
 	PaidBy string
 	// Foreign is set on a failed verdict when the transaction is provably
 	// not a payment the session's customer made for it: it moved no USDC
-	// to the merchant (whoever sent it), or its USDC neither came from nor
-	// was sent (Solana: signed as fee payer) by the wallet the request
-	// declares, or it was mined before the session. Anyone who
-	// knows a session's id can submit such a transaction, so it must not
-	// end the session: the caller releases the hash and the session waits
-	// for its payment. Never set without a declared PayerAddress, nor on a
-	// verdict followed to another transaction (PaidBy).
+	// to the merchant (whoever sent it); or it paid too little and its
+	// USDC neither came from nor was sent (Solana: signed as fee payer) by
+	// the wallet the request declares; or it paid enough from another
+	// wallet (BindToSession: whoever sent it, a router's transfer
+	// included); or it was mined before the session. Anyone who knows a
+	// session's id can submit such a transaction, so it must not end the
+	// session: the caller releases the hash and the session waits for its
+	// payment. Never set without a declared PayerAddress, nor on a verdict
+	// followed to another transaction (PaidBy).
 	Foreign bool
 }
 
