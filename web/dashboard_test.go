@@ -514,8 +514,8 @@ func TestDashboardPayments(t *testing.T) {
 		t.Fatalf("release %+v %v", r, err)
 	}
 	if got := a.get("/dashboard/test/payments/" + open.ID); !strings.Contains(got.text("#set-aside"), stranger+" does not pay this session (merchant received 0 units <b>)") ||
-		strings.Contains(got.body, "<b>)") {
-		t.Fatalf("a released session's page: %q", got.text("#set-aside"))
+		strings.Contains(got.body, "<b>)") || !strings.Contains(got.text("#timeline"), "transaction set aside not this payment (Base Sepolia (test)); waiting for the payment again") {
+		t.Fatalf("a released session's page: %q; timeline %q", got.text("#set-aside"), got.text("#timeline"))
 	}
 	if _, err := d.st.FinishSession(context.Background(), models.Outcome{SessionID: open.ID, EntryID: models.NewID(), Status: models.StatusExpired,
 		Source: "server", Message: "no transaction was submitted before the session expired", At: time.Now()}); err != nil {
