@@ -320,6 +320,17 @@ func (e *bindEnv) judge(cs *models.CheckoutSession) string {
 	return f.Status
 }
 
+// strangerThenCustomer submits a stranger's transaction to cs and judges
+// it, then has the customer pay cs bound and judges that.
+func (e *bindEnv) strangerThenCustomer(cs *models.CheckoutSession, junk string) string {
+	e.submit(cs, junk)
+	got := e.judge(cs) + "; " + e.exception(e.mA, junk)
+	if !e.submit(cs, e.payBound(cs)) {
+		return got + "; customer 409"
+	}
+	return got + "; customer " + e.judge(cs)
+}
+
 // exception names the open exception of a hash at a merchant, if any.
 func (e *bindEnv) exception(m *models.Merchant, hash string) string {
 	rows, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest},
@@ -512,13 +523,7 @@ func TestBindingVerdictTable(t *testing.T) {
 			"released (INVALID_TRANSFER); exception wrong_payer 0.000001; customer complete (bound)", func() string {
 				cs := e.session(e.linkA, cust)
 				junk := e.payPlainUnits(e.stranger, e.merchantA, 1)
-				e.submit(cs, junk)
-				got := e.judge(cs) + "; " + e.exception(e.mA, junk)
-				h := e.payBound(cs)
-				if !e.submit(cs, h) {
-					return got + "; customer 409"
-				}
-				return got + "; customer " + e.judge(cs)
+				return e.strangerThenCustomer(cs, junk)
 			}},
 		{"a stranger who knows the session's id signs an authorization of one unit with the session's reference as its nonce and submits it; the customer pays next",
 			"released (INVALID_TRANSFER); exception wrong_payer 0.000001; customer complete (bound)", func() string {
@@ -530,13 +535,7 @@ func TestBindingVerdictTable(t *testing.T) {
 					return "error: " + err.Error()
 				}
 				junk := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
-				e.submit(cs, junk)
-				got := e.judge(cs) + "; " + e.exception(e.mA, junk)
-				h := e.payBound(cs)
-				if !e.submit(cs, h) {
-					return got + "; customer 409"
-				}
-				return got + "; customer " + e.judge(cs)
+				return e.strangerThenCustomer(cs, junk)
 			}},
 		{"a stranger submits an old short transfer of the declared wallet (its address is public), mined before the session",
 			"released (INVALID_TRANSFER); exception underpaid 1.00 naming both", func() string {

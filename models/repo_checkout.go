@@ -266,13 +266,9 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 	if !TerminalStatus(o.Status) {
 		return FinishResult{}, fmt.Errorf("models: %q is not an outcome", o.Status)
 	}
-	var received money.Amount
-	if o.ReceivedUnits != "" {
-		v, err := strconv.ParseInt(o.ReceivedUnits, 10, 64)
-		if err != nil || v < 0 {
-			return FinishResult{}, fmt.Errorf("models: received units %q: not a non-negative int64", o.ReceivedUnits)
-		}
-		received = money.Amount(v)
+	received, err := receivedUnits(o.ReceivedUnits)
+	if err != nil {
+		return FinishResult{}, err
 	}
 	out, err := s.finishPlain(ctx, o, received)
 	if errors.Is(err, errNotPlain) {
@@ -282,6 +278,19 @@ func (s *Store) FinishSession(ctx context.Context, o Outcome) (FinishResult, err
 		s.sessionsChanged(o.SessionID)
 	}
 	return out, err
+}
+
+// receivedUnits parses a verdict's received amount in token units ("":
+// nothing).
+func receivedUnits(units string) (money.Amount, error) {
+	if units == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(units, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("models: received units %q: not a non-negative int64", units)
+	}
+	return money.Amount(v), nil
 }
 
 // errNotPlain: the outcome takes FinishSession's general path.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,16 +59,12 @@ type ReleaseResult struct {
 // unless it carries another session's reference (that session's payment).
 // A session finished meanwhile, or holding another hash, is left alone.
 func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseResult, error) {
-	var received money.Amount
-	if r.ReceivedUnits != "" {
-		v, err := strconv.ParseInt(r.ReceivedUnits, 10, 64)
-		if err != nil || v < 0 {
-			return ReleaseResult{}, fmt.Errorf("models: received units %q: not a non-negative int64", r.ReceivedUnits)
-		}
-		received = money.Amount(v)
+	received, err := receivedUnits(r.ReceivedUnits)
+	if err != nil {
+		return ReleaseResult{}, err
 	}
 	var out ReleaseResult
-	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var cs CheckoutSession
 		if err := s.forUpdate(tx).Where("id = ?", r.SessionID).Take(&cs).Error; err != nil {
 			return notFound(err)
