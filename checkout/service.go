@@ -624,6 +624,8 @@ func (s *Service) mapWorkflowError(ctx context.Context, cs *models.CheckoutSessi
 			return apperr.Conflict("transaction hash already attached to another session")
 		case workflows.ErrTypeBadUpdate:
 			return apperr.Invalid("body", appErr.Message())
+		case workflows.ErrTypeTxHashReleased:
+			return apperr.Invalid("txHash", appErr.Message())
 		}
 	}
 	var nf *serviceerror.NotFound

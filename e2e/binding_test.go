@@ -110,7 +110,7 @@ func TestDevChainBinding(t *testing.T) {
 		t.Fatalf("released session %v", sess)
 	}
 	if r := s.callRaw("POST", "/api/checkout/submit", "", map[string]any{"sessionId": offered, "txHash": p.TxHash}); r.status != 400 ||
-		!strings.Contains(r.body, "does not pay this session") {
+		!strings.Contains(r.body, `"message":"txHash: transaction `) || !strings.Contains(r.body, "does not pay this session") {
 		t.Fatalf("the released hash submitted again: %d %s", r.status, r.body)
 	}
 	list := s.callList("GET", "/api/payment-exceptions?kind=wrong_payer", key)

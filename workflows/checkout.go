@@ -35,6 +35,9 @@ const (
 	ErrTypeSessionNotOpen   = "SessionNotOpen"   // 409 (already has a hash, or terminal)
 	ErrTypeSubmitInProgress = "SubmitInProgress" // 409
 	ErrTypeBadUpdate        = "BadUpdate"        // 400
+	// ErrTypeTxHashReleased: the hash was checked and given back (it does
+	// not pay the session); 400 on txHash.
+	ErrTypeTxHashReleased = "TxHashReleased"
 )
 
 // Cancel sources carried by CheckoutCancelSignal.
@@ -333,7 +336,7 @@ func (c *checkout) validateSubmit(ctx workflow.Context, req SubmitRequest) error
 		return temporal.NewApplicationError("txHash is required", ErrTypeBadUpdate)
 	}
 	if slices.Contains(c.released, req.TxHash) {
-		return temporal.NewApplicationError("transaction "+req.TxHash+" was checked on chain and does not pay this session", ErrTypeBadUpdate)
+		return temporal.NewApplicationError("transaction "+req.TxHash+" was checked on chain and does not pay this session", ErrTypeTxHashReleased)
 	}
 	return c.openError(ctx)
 }

@@ -238,7 +238,7 @@ func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client,
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			_, err := rec.submit(run, checkoutHashForeign)
-			if checkoutIsType(err, ErrTypeBadUpdate) {
+			if checkoutIsType(err, ErrTypeTxHashReleased) {
 				break // released, and refused again
 			}
 			if time.Now().After(deadline) {

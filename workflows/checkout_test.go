@@ -874,7 +874,7 @@ func TestCheckoutForeignVerdictReleases(t *testing.T) {
 		if res != (CheckoutResult{Status: models.StatusComplete, TxHash: checkoutHash2}) {
 			t.Fatalf("result %+v", res)
 		}
-		if again.errType() != ErrTypeBadUpdate || !strings.Contains(again.rejected.Error(), "does not pay this session") {
+		if again.errType() != ErrTypeTxHashReleased || !strings.Contains(again.rejected.Error(), "does not pay this session") {
 			t.Errorf("the released hash submitted again: %s", again)
 		}
 		if reopened.Status != models.StatusWalletReady || reopened.TxHash != "" || reopened.Message != foreign.res.Message {
