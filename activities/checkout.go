@@ -132,13 +132,17 @@ type SessionRelease struct {
 type ReleasedSession struct {
 	Released   bool
 	Status     string
+	ExpiresAt  time.Time
 	Deliveries []string
 }
 
-// SessionReleased is the release activity's answer to the workflow.
+// SessionReleased is the release activity's answer to the workflow: its
+// ExpiresAt is the session's expiry as stored (the store caps how much a
+// release gives back).
 type SessionReleased struct {
-	Released bool
-	Status   string
+	Released  bool
+	Status    string
+	ExpiresAt time.Time
 }
 
 // DeliveryDispatcher starts the delivery workflow of each delivery id; a
@@ -258,5 +262,5 @@ func (a *CheckoutActivities) ReleaseTxHash(ctx context.Context, r SessionRelease
 			return SessionReleased{}, err
 		}
 	}
-	return SessionReleased{Released: got.Released, Status: got.Status}, nil
+	return SessionReleased{Released: got.Released, Status: got.Status, ExpiresAt: got.ExpiresAt}, nil
 }

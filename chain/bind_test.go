@@ -23,6 +23,8 @@ func TestBindToSession(t *testing.T) {
 		// payer may be the customer's: its failure stands.
 		{"another wallet", req, VerifyResult{Verdict: VerdictComplete, Payer: "0x8617E340B3D01FA5F11F306F4090FD50E238070D", BlockTime: ok.BlockTime}, true, true},
 		{"payer unknown", req, VerifyResult{Verdict: VerdictComplete, BlockTime: ok.BlockTime}, true, false},
+		{"another wallet's USDC, sent by the declared wallet (a router)", req, VerifyResult{Verdict: VerdictComplete,
+			Payer: "0x8617E340B3D01FA5F11F306F4090FD50E238070D", SentByDeclared: true, BlockTime: ok.BlockTime}, true, false},
 		{"mined before the session", req, VerifyResult{Verdict: VerdictComplete, Payer: ok.Payer, BlockTime: created.Add(-time.Hour)}, true, true},
 		{"mined before the session, no wallet declared", VerifyRequest{NotBefore: req.NotBefore},
 			VerifyResult{Verdict: VerdictComplete, Payer: ok.Payer, BlockTime: created.Add(-time.Hour)}, true, false},

@@ -234,6 +234,11 @@ func (v *EVMVerifier) verify(ctx context.Context, req VerifyRequest, follow bool
 	if verdict == VerdictFailed && follow {
 		res.Foreign = v.foreign(ctx, hash, req.PayerAddress, res.Payer, received)
 	}
+	if verdict == VerdictComplete && follow && !res.Bound && res.Payer != "" && req.PayerAddress != "" && !SameAddress(res.Payer, req.PayerAddress) {
+		// USDC from another wallet (BindToSession fails it): did the
+		// declared wallet send it, through a router?
+		res.SentByDeclared = v.sentBy(ctx, hash, req.PayerAddress)
+	}
 	if follow && ref != (common.Hash{}) && received.Sign() <= 0 {
 		// A transaction that paid the merchant nothing: mined and moving
 		// no USDC there, or reverted and not sent by the declared wallet

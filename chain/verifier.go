@@ -125,13 +125,19 @@ type VerifyResult struct {
 	// to the merchant (whoever sent it); or it paid too little and its
 	// USDC neither came from nor was sent (Solana: signed as fee payer) by
 	// the wallet the request declares; or it paid enough from another
-	// wallet (BindToSession: whoever sent it, a router's transfer
-	// included); or it was mined before the session. Anyone who knows a
+	// wallet and the declared one did not send it (BindToSession); or it
+	// was mined before the session. Anyone who knows a
 	// session's id can submit such a transaction, so it must not end the
 	// session: the caller releases the hash and the session waits for its
 	// payment. Never set without a declared PayerAddress, nor on a verdict
 	// followed to another transaction (PaidBy).
 	Foreign bool
+	// SentByDeclared is set on a verdict that would complete with USDC
+	// from another wallet than the declared one, when the declared wallet
+	// sent the transaction (EVM: its from; Solana: its fee payer), as
+	// through a router: BindToSession's failure is then the customer's
+	// own, not Foreign.
+	SentByDeclared bool `json:",omitempty"`
 }
 
 // Verifier checks a submitted transaction against the chain.
@@ -286,10 +292,11 @@ func BindToSession(req VerifyRequest, res VerifyResult) VerifyResult {
 		}
 		res.Verdict, res.Reason = VerdictFailed, ReasonInvalidTransfer
 		res.Message = fmt.Sprintf("the transfer came from %s, not from the session's wallet %s", payer, req.PayerAddress)
-		// Another wallet's transfer (known): not this session's payment.
-		// One whose sender is unknown may be the customer's: its
-		// failure stands.
-		res.Foreign = res.Payer != ""
+		// Another wallet's transfer (known) that the declared wallet did
+		// not send: not this session's payment. One whose payer is
+		// unknown, or that the declared wallet sent (through a router),
+		// may be the customer's: its failure stands.
+		res.Foreign = res.Payer != "" && !res.SentByDeclared
 		return res
 	}
 	if !req.NotBefore.IsZero() && !res.BlockTime.IsZero() && res.BlockTime.Before(req.NotBefore) {

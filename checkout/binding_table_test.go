@@ -579,7 +579,7 @@ func TestBindingVerdictTable(t *testing.T) {
 			e.submit(cs, e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig)))
 			return e.judge(cs)
 		}},
-		{"router-delivered payment, session without proof (the router's transfer is another wallet's: the session waits)", "released (INVALID_TRANSFER); exception wrong_payer 10.00", func() string {
+		{"router-delivered payment sent by the declared wallet, session without proof", "failed INVALID_TRANSFER; exception wrong_payer 10.00", func() string {
 			cs := e.session(e.linkA, cust)
 			h := e.mine(e.transactor(e.customer).Transact(e.ctx, contracts.MustLoad(contracts.Router), e.router, "route", e.usdc, e.merchantA, big.NewInt(bindDue)))
 			e.submit(cs, h)

@@ -73,6 +73,28 @@ func TestReleaseSessionTxHash(t *testing.T) {
 			cs.ID, models.StatusWalletReady, "chain"); n != 1 {
 			t.Errorf("%d release entries in the history, want 1", n)
 		}
+		if first.ExpiresAt.IsZero() || !first.ExpiresAt.Equal(later) {
+			t.Errorf("the release answered expiry %v, want %v", first.ExpiresAt, later)
+		}
+		// Holds again and again give back at most an hour after creation.
+		capped := f.session("0x" + strings.Repeat("2", 64))
+		held := "0x" + strings.Repeat("9", 64)
+		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: capped.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
+			Source: "client", TxHash: held, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		long := r
+		long.SessionID, long.EntryID, long.TxHash, long.ExpiresAt = capped.ID, models.NewID(), held, time.Now().Add(5*time.Hour)
+		got2, err := st.ReleaseSessionTxHash(ctx, long)
+		if err != nil || !got2.Released {
+			t.Fatalf("release: %+v %v", got2, err)
+		}
+		stored, err := st.CheckoutSession(ctx, capped.ID)
+		if err != nil || !stored.ExpiresAt.Equal(stored.CreatedAt.Add(time.Hour)) || !got2.ExpiresAt.Equal(stored.ExpiresAt) {
+			t.Fatalf("a long hold gave back up to %v (answered %v), want an hour after creation %v: %v", stored.ExpiresAt, got2.ExpiresAt,
+				stored.CreatedAt.Add(time.Hour), err)
+		}
+
 		// The customer's payment next.
 		mine := "0x" + strings.Repeat("7", 64)
 		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", mine); err != nil {

@@ -34,7 +34,9 @@ type Release struct {
 	Bound         bool
 	Refs          []string
 	// ExpiresAt, when later than the session's expiry, becomes it: the
-	// time the released hash held the session is the customer's again.
+	// time the released hash held the session is the customer's again
+	// (capped: maxReleasedLife, a hosted checkout's own expiry, and never
+	// for a subscription's invoice session, whose dunning sets its end).
 	ExpiresAt time.Time
 	At        time.Time
 }
@@ -46,6 +48,8 @@ type ReleaseResult struct {
 	// holds another hash: Status says what it is.
 	Released bool
 	Status   string
+	// ExpiresAt is the session's expiry after the release.
+	ExpiresAt time.Time
 	// Deliveries are the webhook deliveries of the exception that keeps the
 	// released transfer's USDC, if it moved any to the merchant.
 	Deliveries []string
@@ -74,6 +78,7 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 		if err := tx.Where("id = ?", r.EntryID).Limit(1).Find(&done).Error; err != nil {
 			return err
 		}
+		out.ExpiresAt = cs.ExpiresAt.UTC()
 		if len(done) > 0 {
 			// A retry of a release that committed: it happened (nothing
 			// can attach another hash while the workflow waits for it).
@@ -111,8 +116,10 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 		msg := fmt.Sprintf("transaction %s does not pay this session (%s); the session waits for its payment", r.TxHash, r.Message)
 		fields := map[string]any{"status": status, "tx_hash": nil, "failure_reason": "", "failure_message": truncate(msg, 500),
 			"received_amount": money.Amount(0), "updated_at": s.Now()}
-		if r.ExpiresAt.After(cs.ExpiresAt) {
-			fields["expires_at"] = r.ExpiresAt.UTC()
+		if until, err := s.releasedExpiry(tx, &cs, r.ExpiresAt); err != nil {
+			return err
+		} else if until.After(cs.ExpiresAt) {
+			fields["expires_at"], out.ExpiresAt = until.UTC(), until.UTC()
 		}
 		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
 			return err
@@ -129,6 +136,37 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 		s.sessionsChanged(r.SessionID)
 	}
 	return out, err
+}
+
+// maxReleasedLife bounds how long after its creation a session may stay
+// open by the time released hashes gave back: anyone who knows a session's
+// id can hold it with a hash for a while, again and again, and must not
+// keep it open for ever.
+const maxReleasedLife = time.Hour
+
+// releasedExpiry is the expiry a release may give a session: the one asked
+// for, no later than maxReleasedLife after its creation nor than its hosted
+// checkout's expiry; a subscription invoice session keeps its own.
+func (s *Store) releasedExpiry(tx *gorm.DB, cs *CheckoutSession, want time.Time) (time.Time, error) {
+	if cs.SubscriptionID != nil || !want.After(cs.ExpiresAt) {
+		return cs.ExpiresAt, nil
+	}
+	if limit := cs.CreatedAt.Add(maxReleasedLife); want.After(limit) {
+		want = limit
+	}
+	if cs.CheckoutID != nil {
+		var hc HostedCheckout
+		if err := tx.Select("expires_at").Where("id = ?", *cs.CheckoutID).Take(&hc).Error; err != nil {
+			return time.Time{}, err
+		}
+		if want.After(hc.ExpiresAt) {
+			want = hc.ExpiresAt
+		}
+	}
+	if want.Before(cs.ExpiresAt) {
+		return cs.ExpiresAt, nil
+	}
+	return want, nil
 }
 
 // releasedTransferException keeps a released transfer's USDC for the

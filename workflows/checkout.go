@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -508,8 +509,11 @@ func (c *checkout) waitForBroadcast(ctx workflow.Context) (bool, CheckoutResult,
 			return true, res, err
 		case expired:
 			msg := "no transaction was submitted before the session expired"
-			if len(c.released) > 0 {
-				msg = "no payment arrived before the session expired (a transaction submitted to it was set aside: it did not pay it)"
+			if n := len(c.released); n > 0 {
+				// Named, since the session keeps no hash: the merchant can
+				// trace what the customer (or someone else) submitted.
+				msg = fmt.Sprintf("no payment arrived before the session expired (set aside, not paying it: %s)",
+					strings.Join(c.released[max(0, n-3):], ", "))
 			}
 			res, err := c.finish(ctx, activities.SessionOutcome{Status: models.StatusExpired, Source: "server", Message: msg})
 			return true, res, err
@@ -651,6 +655,9 @@ func (c *checkout) release(ctx workflow.Context, res chain.VerifyResult) (bool, 
 	}
 	if !got.Released {
 		return false, nil
+	}
+	if !got.ExpiresAt.IsZero() {
+		expires = got.ExpiresAt // as stored: the store caps what a release gives back
 	}
 	workflow.GetLogger(ctx).Info("transaction does not pay the session; hash released", "txHash", c.state.TxHash, "reason", res.Reason, "message", res.Message)
 	c.released = append(c.released, c.state.TxHash)

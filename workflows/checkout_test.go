@@ -238,6 +238,8 @@ func (s *checkoutFakeStore) FinishSession(_ context.Context, o activities.Sessio
 // returns to its last status before the broadcast (an entry with source
 // chain), and the hash may back another session again.
 func (s *checkoutFakeStore) ReleaseSessionTxHash(_ context.Context, r activities.SessionRelease) (activities.ReleasedSession, error) {
+	// The fake gives back what is asked (the real store caps it:
+	// TestReleaseSessionTxHash).
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(checkoutRelease); err != nil {
@@ -265,7 +267,7 @@ func (s *checkoutFakeStore) ReleaseSessionTxHash(_ context.Context, r activities
 		Source: "chain", Chain: r.Chain, At: r.At})
 	s.status[r.SessionID] = back
 	s.released = append(s.released, r)
-	return activities.ReleasedSession{Released: true, Status: back}, s.leave(checkoutRelease)
+	return activities.ReleasedSession{Released: true, Status: back, ExpiresAt: r.ExpiresAt}, s.leave(checkoutRelease)
 }
 
 func finished(o activities.SessionOutcome) activities.FinishedSession {
@@ -927,7 +929,7 @@ func TestCheckoutForeignVerdictReleases(t *testing.T) {
 			t.Errorf("release %+v", r)
 		}
 		o := h.checkOutcome(models.StatusExpired, "server", "", "", 30*time.Minute+5*time.Second)
-		if !strings.Contains(o.Message, "set aside") {
+		if !strings.Contains(o.Message, "set aside") || !strings.Contains(o.Message, checkoutHash) {
 			t.Errorf("expiry message %q", o.Message)
 		}
 	})
