@@ -190,12 +190,13 @@ func (v *SolanaVerifier) verify(ctx context.Context, req VerifyRequest, follow b
 		res.Message = fmt.Sprintf("merchant received %s units, expected %s", received, expected)
 	case received.Cmp(expected) > 0:
 		res.Verdict = VerdictComplete
-		res.SentByDeclared = req.PayerAddress != "" && payer != req.PayerAddress && sentBy(decoded, req.PayerAddress)
 		res.Message = fmt.Sprintf("merchant received %s units, %s more than expected", received, new(big.Int).Sub(received, expected))
 	default:
 		res.Verdict = VerdictComplete
 		res.Message = fmt.Sprintf("merchant received %s units", received)
-		res.SentByDeclared = req.PayerAddress != "" && payer != req.PayerAddress && sentBy(decoded, req.PayerAddress)
+	}
+	if res.Verdict == VerdictComplete && req.PayerAddress != "" && payer != req.PayerAddress {
+		res.SentByDeclared = sentBy(decoded, req.PayerAddress) // BindToSession: a router's transfer it sent
 	}
 	return res, nil
 }

@@ -320,6 +320,20 @@ func (e *bindEnv) judge(cs *models.CheckoutSession) string {
 	return f.Status
 }
 
+// strangerUnit has the stranger sign an authorization of their own for one
+// unit with cs's reference as its nonce (nonces are per authorizer), and
+// the relayer mine it; it returns the hash.
+func (e *bindEnv) strangerUnit(cs *models.CheckoutSession) string {
+	e.t.Helper()
+	a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
+	a.Value = big.NewInt(1)
+	sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
+}
+
 // strangerThenCustomer submits a stranger's transaction to cs and judges
 // it, then has the customer pay cs bound and judges that.
 func (e *bindEnv) strangerThenCustomer(cs *models.CheckoutSession, junk string) string {
@@ -528,14 +542,7 @@ func TestBindingVerdictTable(t *testing.T) {
 		{"a stranger who knows the session's id signs an authorization of one unit with the session's reference as its nonce and submits it; the customer pays next",
 			"released (INVALID_TRANSFER); exception wrong_payer 0.000001; customer complete (bound)", func() string {
 				cs := e.session(e.linkA, cust)
-				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
-				a.Value = big.NewInt(1)
-				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				junk := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
-				return e.strangerThenCustomer(cs, junk)
+				return e.strangerThenCustomer(cs, e.strangerUnit(cs))
 			}},
 		{"a stranger submits an old short transfer of the declared wallet (its address is public), mined before the session",
 			"released (INVALID_TRANSFER); exception underpaid 1.00 naming both", func() string {
@@ -688,13 +695,7 @@ func TestBindingVerdictTable(t *testing.T) {
 			"session open, no hash; exception unmatched 0.000001", func() string {
 				e := newBindEnv(t) // a chain and store of their own: the watcher sees only this
 				cs := e.session(e.linkA, e.addr(e.customer))
-				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
-				a.Value = big.NewInt(1)
-				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				h := e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
+				h := e.strangerUnit(cs)
 				// No Temporal client: attaching (a submit) would panic.
 				svc := &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute,
 					UnmatchedGrace: time.Millisecond}
@@ -756,13 +757,7 @@ func TestBindingVerdictTable(t *testing.T) {
 			"pending", func() string {
 				cs := e.session(e.linkA, cust)
 				e.submit(cs, "0x"+strings.Repeat("ab", 32))
-				a, _ := e.authorize(cs, e.stranger, e.addr(e.stranger), e.domain)
-				a.Value = big.NewInt(1)
-				sig, err := devchain.SignAuthorization(e.stranger, e.domain, a)
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				e.mine(devchain.BroadcastAuthorization(e.ctx, e.sim.Client(), e.relayer, e.usdc, a, sig))
+				e.strangerUnit(cs)
 				return e.judge(cs)
 			}},
 		{"the payer's speed-up signed from another wallet than the session declares (the page's connected wallet)",
