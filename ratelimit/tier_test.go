@@ -114,9 +114,11 @@ func FuzzTierMatch(f *testing.F) {
 		if global != (clean == "/api" || strings.HasPrefix(clean, "/api/")) {
 			t.Fatalf("%q %q: global=%v", method, p, global)
 		}
-		// Outside /api only the hosted pages' form posts are limited, as
-		// checkout mutations (the pages apply the limiter to them).
-		if len(got) > 0 && !global && !(isHostedPagePost(method, clean) && slices.Equal(got, []string{TierCheckoutMutation})) {
+		// Outside /api only the hosted pages are limited: their form posts
+		// as checkout mutations (the pages apply the limiter to them), their
+		// reads as hosted page reads.
+		if len(got) > 0 && !global && !(isHostedPagePost(method, clean) && slices.Equal(got, []string{TierCheckoutMutation})) &&
+			!(isHostedPageRead(method, clean) && slices.Equal(got, []string{TierHostedPageRead})) {
 			t.Fatalf("%q %q: narrower tier without global: %v", method, p, got)
 		}
 		if slices.Contains(got, TierCheckoutPoll) && (slices.Contains(got, TierCheckoutMutation) || !slices.Contains(got, TierRead)) {
