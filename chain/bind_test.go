@@ -70,3 +70,37 @@ func TestRPCURLNeverInErrors(t *testing.T) {
 		t.Fatalf("an unreachable RPC is transient: %v", err)
 	}
 }
+
+// PaysInFull: what lets a mined transfer take the place of a hash the
+// chain has not shown.
+func TestPaysInFull(t *testing.T) {
+	const payer = "0xAbCdEf0000000000000000000000000000000001"
+	seen := VerifyResult{Seen: true, Verdict: VerdictPending, ReceivedUnits: "5000000", Payer: strings.ToLower(payer)}
+	for _, tc := range []struct {
+		name   string
+		change func(*VerifyResult)
+		payer  string
+		want   bool
+	}{
+		{"mined, from the declared wallet (any case), the amount due", nil, payer, true},
+		{"complete", func(r *VerifyResult) { r.Verdict = VerdictComplete }, payer, true},
+		{"more than due", func(r *VerifyResult) { r.ReceivedUnits = "5000001" }, payer, true},
+		{"bound to the session, from another wallet", func(r *VerifyResult) { r.Payer, r.Bound = "0x9", true }, payer, true},
+		{"short", func(r *VerifyResult) { r.ReceivedUnits = "4999999" }, payer, false},
+		{"from another wallet", func(r *VerifyResult) { r.Payer = "0x9" }, payer, false},
+		{"payer unknown", func(r *VerifyResult) { r.Payer = "" }, payer, false},
+		{"not on chain", func(r *VerifyResult) { r.Seen = false }, payer, false},
+		{"failed", func(r *VerifyResult) { r.Verdict = VerdictFailed }, payer, false},
+		{"followed to another transaction", func(r *VerifyResult) { r.PaidBy = "0x1" }, payer, false},
+		{"no amount read", func(r *VerifyResult) { r.ReceivedUnits = "" }, payer, false},
+		{"no declared wallet", nil, "", false},
+	} {
+		r := seen
+		if tc.change != nil {
+			tc.change(&r)
+		}
+		if got := r.PaysInFull(tc.payer, 5_000_000); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -140,6 +140,25 @@ type VerifyResult struct {
 	SentByDeclared bool `json:",omitempty"`
 }
 
+// PaysInFull reports whether the transaction is on chain and, as far as
+// can be told before its final verdict, the payment of a session that
+// declares payer and is due expectedUnits: not failed, not followed to
+// another transaction, at least the amount due reached the merchant, and
+// it came from payer or is bound to the session by its reference. The
+// final verdict still decides (confirmations, the block's time, a revert
+// seen only then); this is what lets it take the place of a hash the
+// chain has not shown.
+func (r VerifyResult) PaysInFull(payer string, expectedUnits int64) bool {
+	if !r.Seen || r.Verdict == VerdictFailed || r.PaidBy != "" || payer == "" || expectedUnits <= 0 {
+		return false
+	}
+	got, ok := new(big.Int).SetString(r.ReceivedUnits, 10)
+	if !ok || got.Cmp(big.NewInt(expectedUnits)) < 0 {
+		return false
+	}
+	return r.Bound || SameAddress(r.Payer, payer)
+}
+
 // Verifier checks a submitted transaction against the chain.
 //
 // A returned error is never a verdict. Errors wrapping [ErrInvalidRequest],

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/paygate/paygate/periodic"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -664,6 +665,9 @@ func (s *Service) submit(ctx context.Context, sessionID, txHash, source string) 
 	if cs.TxHash != nil && *cs.TxHash == h {
 		return workflows.SubmitResult{Status: models.StatusBroadcast, TxHash: h, SessionID: cs.ID, NextAction: "poll_status"}, nil
 	}
+	if source == "chain" && cs.TxHash != nil && cs.Status == models.StatusBroadcast {
+		return s.replace(ctx, cs, h)
+	}
 	if err := precheck(cs, s.now()); err != nil {
 		return workflows.SubmitResult{}, err
 	}
@@ -687,6 +691,38 @@ func (s *Service) submit(ctx context.Context, sessionID, txHash, source string) 
 	}
 	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, updateID, req, &res)
 	return res, err
+}
+
+// replace offers the transaction h, which the watcher found paying the
+// session, in the place of the hash holding it while the chain has not
+// shown that one (workflows: replace). Only a transaction that is on
+// chain and pays the session in full from its declared wallet, or bound
+// to it by its reference, is offered: the workflow checks it again, and a
+// stranger's cannot take the place of the customer's hash, nor fill the
+// workflow's history with refusals. A client's second hash is still a
+// 409, as SPEC.md has it.
+func (s *Service) replace(ctx context.Context, cs *models.CheckoutSession, h string) (workflows.SubmitResult, error) {
+	taken := apperr.Conflict("session already has a transaction hash")
+	if s.Verifier == nil || cs.WalletAddress == "" {
+		return workflows.SubmitResult{}, taken
+	}
+	req := chain.VerifyRequest{Network: cs.Network, TxHash: h, MerchantAddress: cs.MerchantWalletAddress,
+		ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), PayerAddress: cs.WalletAddress,
+		NotBefore: cs.CreatedAt.Add(-models.BlockClockSlack)}
+	if cs.PaymentReference != nil {
+		req.Reference = *cs.PaymentReference
+	}
+	res, err := s.Verifier.Verify(ctx, req)
+	if err != nil {
+		return workflows.SubmitResult{}, err
+	}
+	if !res.PaysInFull(cs.WalletAddress, cs.ExpectedAmount.Units()) {
+		return workflows.SubmitResult{}, taken
+	}
+	var out workflows.SubmitResult
+	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, "replace:"+h+":"+*cs.TxHash,
+		workflows.SubmitRequest{TxHash: h, Source: "chain"}, &out)
+	return out, err
 }
 
 // errSubmitInProgress: another submit of the session is being handled.

@@ -176,7 +176,7 @@ func (s *Service) attachPlain(ctx context.Context, network string, w models.Rece
 	if done, err := s.Store.TransferSettled(ctx, w.MerchantID, network, in.TxHash); err != nil || done {
 		return done
 	}
-	rows, err := s.Store.OpenSessionsPaidBy(ctx, w.MerchantID, network, in.From, units)
+	rows, err := s.Store.OpenSessionsPaidBy(ctx, w.MerchantID, network, in.From, in.TxHash, units)
 	if err != nil || len(rows) != 1 || !strings.EqualFold(rows[0].MerchantWalletAddress, in.To) {
 		return false // none, or ambiguous: the customer submits, or it becomes an exception
 	}

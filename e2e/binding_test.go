@@ -152,6 +152,28 @@ func TestDevChainBinding(t *testing.T) {
 		t.Fatalf("completed with %v, the customer paid %s (the stranger %s)", h, p.TxHash, junk.TxHash)
 	}
 
+	// 5d. A stranger submits a made-up hash, which no chain will ever show:
+	// it holds the session. The customer pays the QR code's plain transfer
+	// from the declared wallet; the watcher offers it in the made-up hash's
+	// place and it completes the session (before, the session waited out
+	// the hour's not-found window, failed TX_NOT_FOUND, and the payment
+	// became an unmatched exception).
+	held, _ := s.openSession(key, link, "")
+	madeUp := "0x" + strings.Repeat("5a", 32)
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": held, "txHash": madeUp}, 200)
+	p = pay(devchain.PayOptions{SessionID: held, Plain: true, NoSubmit: true})
+	d = s.waitStatus(held, "complete", 60*time.Second)
+	if h := d["session"].(map[string]any)["txHash"]; !strings.EqualFold(h.(string), p.TxHash) {
+		t.Fatalf("completed with %v, the customer paid %s (made up: %s)", h, p.TxHash, madeUp)
+	}
+	var trail []string
+	for _, e := range d["events"].([]any) {
+		trail = append(trail, fmt.Sprintf("%s/%s", e.(map[string]any)["status"], e.(map[string]any)["source"]))
+	}
+	if got := strings.Join(trail, " "); !strings.Contains(got, "txn_broadcast/client payment_session_created/chain txn_broadcast/chain") {
+		t.Fatalf("history %s", got)
+	}
+
 	// 6. A stranger signs an authorization of their own with the session's
 	// reference as its nonce (EIP-3009 nonces are per authorizer) for one
 	// unit, mined before the customer's payment; nobody submits either.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/money"
 )
 
 // TestReleaseSessionTxHash: a session whose transaction the chain showed
@@ -110,6 +111,78 @@ func TestReleaseSessionTxHash(t *testing.T) {
 		late.EntryID, late.TxHash = models.NewID(), mine
 		if got, err := st.ReleaseSessionTxHash(ctx, late); err != nil || got.Released || got.Status != models.StatusComplete {
 			t.Fatalf("release of a finished session: %+v %v", got, err)
+		}
+	})
+}
+
+// A plain transfer from a session's declared wallet, of exactly its
+// amount, may pay it while it waits for a broadcast (not expired) or while
+// another hash the chain has not shown holds it (txn_broadcast); never a
+// session whose hash was seen, nor one holding this very transfer.
+func TestOpenSessionsPaidBy(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newLinkFixture(t, st, "paidby@example.com")
+		payer := "0x" + strings.Repeat("c", 40)
+		plain := "0x" + strings.Repeat("7", 64)
+		open := func(ref, status, hash string, expired bool) *models.CheckoutSession {
+			t.Helper()
+			cs := f.session(ref)
+			storetest.Exec(t, st, "UPDATE checkout_sessions SET wallet_address = ? WHERE id = ?", payer, cs.ID)
+			until := time.Now().Add(30 * time.Minute)
+			if expired {
+				until = time.Now().Add(-time.Minute)
+			}
+			storetest.Exec(t, st, "UPDATE checkout_sessions SET expires_at = ? WHERE id = ?", until, cs.ID)
+			if status != models.StatusCreated {
+				if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: status,
+					Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return cs
+		}
+		find := func(units int64, from string) []string {
+			t.Helper()
+			rows, err := st.OpenSessionsPaidBy(ctx, f.m.ID, "base_sepolia", from, plain, units)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range rows {
+				ids = append(ids, r.ID)
+			}
+			return ids
+		}
+		due := money.FromCents(500).Units()
+		waiting := open("0x"+strings.Repeat("1", 64), models.StatusCreated, "", false)
+		if got := find(due, strings.ToUpper(payer[:2])+payer[2:]); len(got) != 1 || got[0] != waiting.ID {
+			t.Fatalf("a waiting session: %v", got)
+		}
+		if got := find(due-1, payer); len(got) != 0 {
+			t.Fatalf("another amount: %v", got)
+		}
+		if got := find(due, "0x"+strings.Repeat("d", 40)); len(got) != 0 {
+			t.Fatalf("another wallet: %v", got)
+		}
+		// Waiting sessions that expired, held by this very transfer or by
+		// a hash the chain has shown (confirming) are not offered it.
+		storetest.Exec(t, st, "UPDATE checkout_sessions SET expires_at = ? WHERE id = ?", time.Now().Add(-time.Minute), waiting.ID)
+		open("0x"+strings.Repeat("2", 64), models.StatusCreated, "", true)
+		open("0x"+strings.Repeat("3", 64), models.StatusBroadcast, plain, false)
+		seen := open("0x"+strings.Repeat("4", 64), models.StatusBroadcast, "0x"+strings.Repeat("8", 64), false)
+		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: seen.ID, EntryID: models.NewID(), Status: models.StatusConfirming,
+			Source: "chain", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := find(due, payer); len(got) != 0 {
+			t.Fatalf("expired, held by it, or seen: %v", got)
+		}
+		// Held by a hash the chain has not shown, even past its expiry
+		// (the hash holds it): offered.
+		held := open("0x"+strings.Repeat("5", 64), models.StatusBroadcast, "0x"+strings.Repeat("9", 64), true)
+		if got := find(due, payer); len(got) != 1 || got[0] != held.ID {
+			t.Fatalf("held by an unseen hash: %v", got)
 		}
 	})
 }

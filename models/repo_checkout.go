@@ -980,12 +980,15 @@ func (s *Store) SessionByReference(ctx context.Context, ref string) (*CheckoutSe
 }
 
 // OpenSessionsPaidBy lists a merchant's open sessions on a network that a
-// plain transfer of units from wallet would pay: no hash yet, not expired,
-// declaring that wallet and due exactly that amount (the QR code's).
-func (s *Store) OpenSessionsPaidBy(ctx context.Context, merchantID, network, wallet string, units int64) ([]CheckoutSession, error) {
+// plain transfer (txHash) of units from wallet would pay: declaring that
+// wallet and due exactly that amount (the QR code's), and either without a
+// hash and not expired, or holding another hash the chain has not shown
+// (txn_broadcast: the transfer may take its place, workflows' replace).
+func (s *Store) OpenSessionsPaidBy(ctx context.Context, merchantID, network, wallet, txHash string, units int64) ([]CheckoutSession, error) {
 	var rows []CheckoutSession
-	err := s.ctx(ctx).Where("merchant_id = ? AND network = ? AND status IN ? AND tx_hash IS NULL AND expires_at > ? AND LOWER(wallet_address) = LOWER(?) AND expected_amount = ?",
-		merchantID, network, PreBroadcastStatuses, s.Now(), wallet, units).Limit(2).Find(&rows).Error
+	err := s.ctx(ctx).Where("merchant_id = ? AND network = ? AND LOWER(wallet_address) = LOWER(?) AND expected_amount = ?", merchantID, network, wallet, units).
+		Where("(status IN ? AND tx_hash IS NULL AND expires_at > ?) OR (status = ? AND tx_hash <> ?)",
+			PreBroadcastStatuses, s.Now(), StatusBroadcast, txHash).Limit(2).Find(&rows).Error
 	return rows, err
 }
 

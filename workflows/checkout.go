@@ -224,6 +224,9 @@ type checkout struct {
 	// checks counts the chain checks of this run (maxChecksPerRun), over
 	// every hash the session held in it.
 	checks int
+	// checking is set while the confirmation loop checks the held hash and
+	// acts on the answer: a replacement (replace) waits for it to end.
+	checking bool
 }
 
 // releaseVersion: a failed verdict on a transaction that is not the
@@ -339,12 +342,27 @@ func (c *checkout) validateSubmit(ctx workflow.Context, req SubmitRequest) error
 	if slices.Contains(c.released, req.TxHash) {
 		return temporal.NewApplicationError("transaction "+req.TxHash+" was checked on chain and does not pay this session", ErrTypeTxHashReleased)
 	}
+	if c.replaceable(req) {
+		return nil
+	}
 	return c.openError(ctx)
+}
+
+// replaceable reports whether req may take the place of the hash holding
+// the session: the chain has not shown that one (txn_broadcast), the
+// session declares its payer, and the service's watcher (source chain, not
+// a client) offers another transaction it found paying the session.
+func (c *checkout) replaceable(req SubmitRequest) bool {
+	return req.Source == "chain" && c.state.Status == models.StatusBroadcast && c.state.TxHash != "" &&
+		req.TxHash != c.state.TxHash && c.in.PayerWallet != "" && !c.verifying && !c.ending
 }
 
 // submit claims the hash (unique across sessions and transactions), then
 // moves the session to txn_broadcast; the confirmation loop takes over.
 func (c *checkout) submit(ctx workflow.Context, req SubmitRequest) (SubmitResult, error) {
+	if c.state.Status == models.StatusBroadcast {
+		return c.replace(ctx, req) // validated by replaceable
+	}
 	c.verifying = true
 	defer func() { c.verifying = false }()
 	// A wallet report being written goes first, so it cannot land after the broadcast.
@@ -554,13 +572,13 @@ func (c *checkout) confirm(ctx workflow.Context) (_ CheckoutResult, reopened boo
 			workflow.GetLogger(gctx).Info("cancel after broadcast ignored", "source", req.Source)
 		}
 	})
-	req := chain.VerifyRequest{Network: c.in.Network, TxHash: c.state.TxHash, MerchantAddress: c.in.MerchantWallet,
-		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits), PayerAddress: c.in.PayerWallet, Reference: c.in.PaymentReference}
-	if !c.in.CreatedAt.IsZero() {
-		// Slack for the difference between block clocks and ours.
-		req.NotBefore = c.in.CreatedAt.Add(-blockClockSlack)
-	}
+	defer func() { c.checking = false }()
+	req := c.verifyRequest(c.state.TxHash)
 	for {
+		// A replacement being made goes first (it changes the hash).
+		if err := workflow.Await(ctx, func() bool { return !c.verifying }); err != nil {
+			return CheckoutResult{}, false, err
+		}
 		if c.checks >= maxChecksPerRun {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next := c.in
@@ -569,6 +587,8 @@ func (c *checkout) confirm(ctx workflow.Context) (_ CheckoutResult, reopened boo
 			return CheckoutResult{}, false, workflow.NewContinueAsNewError(ctx, CheckoutSessionWorkflow, next)
 		}
 		c.checks++
+		c.checking = true
+		req.TxHash = c.state.TxHash
 		var res chain.VerifyResult
 		err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, req).Get(ctx, &res)
 		if err != nil {
@@ -625,10 +645,22 @@ func (c *checkout) confirm(ctx workflow.Context) (_ CheckoutResult, reopened boo
 				return out, false, err
 			}
 		}
+		c.checking = false
 		if err := workflow.Sleep(ctx, c.in.PollInterval); err != nil {
 			return CheckoutResult{}, false, err
 		}
 	}
+}
+
+// verifyRequest asks the chain whether hash pays the session.
+func (c *checkout) verifyRequest(hash string) chain.VerifyRequest {
+	req := chain.VerifyRequest{Network: c.in.Network, TxHash: hash, MerchantAddress: c.in.MerchantWallet,
+		ExpectedUnits: fmt.Sprint(c.in.ExpectedUnits), PayerAddress: c.in.PayerWallet, Reference: c.in.PaymentReference}
+	if !c.in.CreatedAt.IsZero() {
+		// Slack for the difference between block clocks and ours.
+		req.NotBefore = c.in.CreatedAt.Add(-blockClockSlack)
+	}
+	return req
 }
 
 // release gives the session's hash back after a failed verdict on a
@@ -649,24 +681,90 @@ func (c *checkout) release(ctx workflow.Context, res chain.VerifyResult) (bool, 
 	r := activities.SessionRelease{SessionID: c.in.SessionID, EntryID: e.ID, TxHash: c.state.TxHash, Chain: c.in.Network,
 		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
 		ExpiresAt: expires, At: e.At}
-	var got activities.SessionReleased
-	if err := c.exec(ctx, false, checkoutActivities.ReleaseTxHash, r).Get(ctx, &got); err != nil {
+	got, err := c.setAside(ctx, e, r)
+	if err != nil || !got.Released {
 		return false, err
-	}
-	if !got.Released {
-		return false, nil
 	}
 	if !got.ExpiresAt.IsZero() {
 		expires = got.ExpiresAt // as stored: the store caps what a release gives back
 	}
-	workflow.GetLogger(ctx).Info("transaction does not pay the session; hash released", "txHash", c.state.TxHash, "reason", res.Reason, "message", res.Message)
-	c.released = append(c.released, c.state.TxHash)
+	workflow.GetLogger(ctx).Info("transaction does not pay the session; hash released", "txHash", r.TxHash, "reason", res.Reason, "message", res.Message)
 	c.in.ExpiresAt, c.state.ExpiresAt = expires, expires
 	c.state.TxHash, c.state.LastCheck, c.state.Message = "", nil, res.Message
 	c.broadcast, c.lastSeen = time.Time{}, time.Time{}
+	return true, nil
+}
+
+// setAside gives the session's hash back in the store (r); when it
+// happened, the hash is refused from then on and e, with the status the
+// session returned to, joins the history. Released is false when the
+// store had nothing to give back (the session holds another hash, or
+// finished).
+func (c *checkout) setAside(ctx workflow.Context, e HistoryEntry, r activities.SessionRelease) (activities.SessionReleased, error) {
+	var got activities.SessionReleased
+	if err := c.exec(ctx, false, checkoutActivities.ReleaseTxHash, r).Get(ctx, &got); err != nil || !got.Released {
+		return got, err
+	}
+	c.released = append(c.released, r.TxHash)
 	e.Status = got.Status
 	c.record(ctx, e)
-	return true, nil
+	return got, nil
+}
+
+// replace puts a transaction the service's watcher found paying the
+// session in the place of the hash holding it, which the chain has not
+// shown: one a stranger submitted and never broadcast (a made-up hash
+// holds a session for the whole not-found window), or the customer's own
+// that a wallet's speed-up replaced. Without it the customer's plain
+// transfer (the QR code's) would wait out that window and become an
+// unmatched exception. The offered transaction must be on chain and pay
+// the session in full, from its declared wallet or bound to it by its
+// reference (chain.VerifyResult.PaysInFull); the held hash is set aside
+// (refused if submitted again, as a released one) and the new one is
+// confirmed as any broadcast is.
+func (c *checkout) replace(ctx workflow.Context, req SubmitRequest) (SubmitResult, error) {
+	c.verifying = true
+	defer func() { c.verifying = false }()
+	// A check of the held hash under way ends first: it may see the hash,
+	// or end the session.
+	if err := workflow.Await(ctx, func() bool { return !c.checking || c.ending }); err != nil {
+		return SubmitResult{}, err
+	}
+	taken := temporal.NewApplicationError("session already has a transaction hash", ErrTypeSessionNotOpen)
+	if c.ending || c.state.Status != models.StatusBroadcast {
+		return SubmitResult{}, taken
+	}
+	var res chain.VerifyResult
+	if err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, c.verifyRequest(req.TxHash)).Get(ctx, &res); err != nil {
+		return SubmitResult{}, err
+	}
+	if !res.PaysInFull(c.in.PayerWallet, c.in.ExpectedUnits) {
+		return SubmitResult{}, temporal.NewApplicationError(fmt.Sprintf("session already has a transaction hash (%s does not pay it in full from its wallet: %s)",
+			req.TxHash, res.Message), ErrTypeSessionNotOpen)
+	}
+	claim := activities.ClaimTxHashInput{SessionID: c.in.SessionID, Network: c.in.Network, TxHash: req.TxHash}
+	if err := c.exec(ctx, false, checkoutActivities.ClaimTxHash, claim).Get(ctx, nil); err != nil {
+		return SubmitResult{}, err
+	}
+	held := c.state.TxHash
+	e := HistoryEntry{ID: c.nextEntryID(ctx), Source: "chain", Chain: c.in.Network, At: workflow.Now(ctx)}
+	r := activities.SessionRelease{SessionID: c.in.SessionID, EntryID: e.ID, TxHash: held, Chain: c.in.Network,
+		Reason: chain.ReasonTxNotFound, Message: fmt.Sprintf("not found on %s, while %s paid the session from its wallet", c.in.Network, req.TxHash),
+		ExpiresAt: c.in.ExpiresAt, At: e.At}
+	got, err := c.setAside(ctx, e, r)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	if !got.Released {
+		return SubmitResult{}, taken
+	}
+	workflow.GetLogger(ctx).Info("unseen hash replaced by a payment found on chain", "txHash", held, "replacement", req.TxHash)
+	c.state.TxHash, c.state.LastCheck, c.state.Message = req.TxHash, &res, ""
+	c.broadcast, c.lastSeen = workflow.Now(ctx), time.Time{}
+	if err := c.transition(ctx, models.StatusBroadcast, "chain", c.in.Network); err != nil {
+		return SubmitResult{}, err
+	}
+	return SubmitResult{Status: models.StatusBroadcast, TxHash: req.TxHash, SessionID: c.in.SessionID, NextAction: "poll_status"}, nil
 }
 
 // logVerifyFault logs a chain check that gave no verdict; subject names

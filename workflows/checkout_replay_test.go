@@ -38,6 +38,11 @@ const (
 	checkoutReferenceForeign = "0x" + "5e00000000000000000000000000000000000000000000000000000000000004"
 	checkoutHashForeign      = "0x" + "ab00000000000000000000000000000000000000000000000000000000000007"
 	checkoutHashCustomer     = "0x" + "ab00000000000000000000000000000000000000000000000000000000000008"
+	// A session held by a hash the chain never shows, whose customer's
+	// plain transfer the watcher offers in its place.
+	checkoutReferenceReplaced = "0x" + "5e00000000000000000000000000000000000000000000000000000000000005"
+	checkoutHashUnseen        = "0x" + "ab00000000000000000000000000000000000000000000000000000000000009"
+	checkoutHashQR            = "0x" + "ab0000000000000000000000000000000000000000000000000000000000000a"
 )
 
 // checkoutHistoryFiles are the saved checkout histories, recorded on a real
@@ -76,6 +81,11 @@ var checkoutLocalHistoryFiles = []string{
 	// wallet is submitted and released, the same hash is refused, and the
 	// customer's bound payment completes the session.
 	"testdata/checkout_local_released.json",
+	// Recorded with the replacement of an unseen hash (replace): the
+	// session declares a wallet, a hash the chain never shows is
+	// submitted, the watcher offers the customer's plain transfer, which
+	// takes its place and completes the session.
+	"testdata/checkout_local_replaced.json",
 }
 
 // TestCheckoutReplay replays every saved history against the current
@@ -251,6 +261,27 @@ func recordCheckoutHistories(t *testing.T, ctx context.Context, c client.Client,
 		}
 		rec.finish(run, models.StatusComplete, files[7])
 	}
+
+	// 9. (Local shape.) A hash the chain never shows, then the customer's
+	// plain transfer offered by the watcher in its place.
+	if len(files) > 8 {
+		in := rec.boundInput("cs_replay_replaced", checkoutReferenceReplaced)
+		in.PayerWallet = checkoutPayer
+		run = rec.startInput(in)
+		if res, err := rec.submit(run, checkoutHashUnseen); err != nil || res.Status != models.StatusBroadcast {
+			t.Fatalf("submit: %+v %v", res, err)
+		}
+		time.Sleep(300 * time.Millisecond) // a few checks of the unseen hash
+		var res SubmitResult
+		if err := rec.update(run, CheckoutSubmitUpdate, SubmitRequest{TxHash: checkoutHashQR, Source: "chain"}, &res); err != nil ||
+			res.TxHash != checkoutHashQR {
+			t.Fatalf("offer: %+v %v", res, err)
+		}
+		if _, err := rec.submit(run, checkoutHashUnseen); !checkoutIsType(err, ErrTypeTxHashReleased) {
+			t.Fatalf("the hash set aside submitted again: %v", err)
+		}
+		rec.finish(run, models.StatusComplete, files[8])
+	}
 	store.check(t)
 }
 
@@ -265,7 +296,9 @@ type checkoutRecorder struct {
 	shape   int
 	release atomic.Bool  // the chain may confirm the completed session's transfer
 	seen    atomic.Int32 // checks answered since the release
-	updates atomic.Int32
+	// qrChecks counts the checks of the replaced session's offered transfer.
+	qrChecks atomic.Int32
+	updates  atomic.Int32
 }
 
 // answer is the recorder's chain: one RPC error, then unseen until
@@ -281,6 +314,15 @@ func (r *checkoutRecorder) answer(n int, req chain.VerifyRequest) (chain.VerifyR
 		res := checkoutFailedStep(chain.ReasonInvalidTransfer, 1, "merchant received 1 units, expected 32610000").res
 		res.Payer, res.Foreign = "0x3333333333333333333333333333333333333333", true
 		return res, nil
+	}
+	if req.Reference == checkoutReferenceReplaced {
+		switch {
+		case req.TxHash == checkoutHashUnseen:
+			return checkoutPending(false).res, nil
+		case r.qrChecks.Add(1) == 1:
+			return checkoutPending(true).res, nil // mined: the offer's check
+		}
+		return checkoutComplete(checkoutUnits).res, nil
 	}
 	if req.Reference != "" {
 		res := checkoutComplete(checkoutUnits).res

@@ -440,6 +440,8 @@ type checkoutHarness struct {
 	in         CheckoutInput
 	upserts    []string // CheckoutStatus values upserted, in order
 	updates    int
+	// offerAsClient: a test's offer is sent as a client's submit.
+	offerAsClient bool
 }
 
 // newCheckoutHarness sets up a session created at checkoutStart that
@@ -998,6 +1000,167 @@ func TestCheckoutForeignVerdictReleases(t *testing.T) {
 		}
 		if n := h.store.count(checkoutRelease); n != 2 || len(h.store.released) != 1 {
 			t.Errorf("%d release calls, %d releases", n, len(h.store.released))
+		}
+	})
+}
+
+// offer is the service's watcher offering hash, a payment it found on
+// chain, to the session (source chain).
+func (h *checkoutHarness) offer(d time.Duration, hash string) *checkoutUpdate {
+	return h.update(d, CheckoutSubmitUpdate, SubmitRequest{TxHash: hash, Source: "chain"})
+}
+
+// A hash the chain has not shown (a stranger's made-up one, or the
+// customer's own replaced by a speed-up) gives way to a payment the watcher
+// finds paying the session in full from its declared wallet: before, it
+// held the session for the whole not-found window and the customer's QR
+// payment became an unmatched exception.
+func TestCheckoutUnseenHashReplaced(t *testing.T) {
+	stranger := "0x3333333333333333333333333333333333333333"
+	// answers: the held hash is never seen; checkoutHash2 answers second.
+	answers := func(second ...checkoutStep) checkoutVerifyAnswer {
+		n2 := 0
+		return func(n int, req chain.VerifyRequest) (chain.VerifyResult, error) {
+			if req.TxHash != checkoutHash2 {
+				return checkoutPending(false).res, nil
+			}
+			n2++
+			return second[min(n2, len(second))-1].res, nil
+		}
+	}
+	t.Run("a payment from the declared wallet takes the place of an unseen hash", func(t *testing.T) {
+		h := newCheckoutHarness(t, answers(checkoutPending(true), checkoutComplete(checkoutUnits)))
+		h.in.PayerWallet = checkoutPayer
+		h.wallet(30*time.Second, models.StatusWalletReady)
+		h.submit(time.Minute, checkoutHash)
+		offered := h.offer(3*time.Minute+2*time.Second, checkoutHash2)
+		again := h.submit(3*time.Minute+3*time.Second, checkoutHash)
+		res := h.result()
+		if res != (CheckoutResult{Status: models.StatusComplete, TxHash: checkoutHash2}) {
+			t.Fatalf("result %+v", res)
+		}
+		if !offered.accepted || offered.err != nil || offered.value.(SubmitResult).TxHash != checkoutHash2 {
+			t.Errorf("offer: %s", offered)
+		}
+		if again.errType() != ErrTypeTxHashReleased {
+			t.Errorf("the hash set aside submitted again: %s", again)
+		}
+		h.checkHistory(
+			checkoutAt(models.StatusWalletReady, "client", "", 30*time.Second),
+			checkoutAt(models.StatusBroadcast, "client", "", time.Minute),
+			checkoutAt(models.StatusWalletReady, "chain", checkoutNetwork, 3*time.Minute+2*time.Second),
+			checkoutAt(models.StatusBroadcast, "chain", checkoutNetwork, 3*time.Minute+2*time.Second),
+			checkoutAt(models.StatusConfirming, "chain", checkoutNetwork, 3*time.Minute+5*time.Second),
+			checkoutAt(models.StatusComplete, "chain", checkoutNetwork, 3*time.Minute+5*time.Second),
+		)
+		h.checkOutcome(models.StatusComplete, "chain", checkoutNetwork, "", 3*time.Minute+5*time.Second)
+		r := h.store.released
+		if len(r) != 1 || r[0].TxHash != checkoutHash || r[0].Reason != chain.ReasonTxNotFound || r[0].ReceivedUnits != "" ||
+			!r[0].ExpiresAt.Equal(h.in.ExpiresAt) || !strings.Contains(r[0].Message, checkoutHash2) {
+			t.Errorf("releases %+v", r)
+		}
+		reqs, _ := h.verifier.calls()
+		for _, q := range reqs {
+			if q.PayerAddress != checkoutPayer {
+				t.Errorf("verified without the declared wallet: %+v", q)
+			}
+		}
+	})
+	t.Run("the replacement's final verdict still decides", func(t *testing.T) {
+		// Mined before the session (seen only at the final verdict): not
+		// its payment either; given back, the session waits and expires.
+		old := checkoutFailedStep(chain.ReasonInvalidTransfer, checkoutUnits, "mined before the session")
+		old.res.Foreign = true
+		h := newCheckoutHarness(t, answers(checkoutPending(true), old))
+		h.in.PayerWallet = checkoutPayer
+		h.submit(time.Minute, checkoutHash)
+		h.offer(2*time.Minute+2*time.Second, checkoutHash2)
+		if res := h.result(); res != (CheckoutResult{Status: models.StatusExpired}) {
+			t.Fatalf("result %+v", res)
+		}
+		if r := h.store.released; len(r) != 2 || r[0].TxHash != checkoutHash || r[1].TxHash != checkoutHash2 {
+			t.Errorf("releases %+v", r)
+		}
+		// The three seconds the replacement held the session are given back.
+		o := h.checkOutcome(models.StatusExpired, "server", "", "", 30*time.Minute+3*time.Second)
+		if !strings.Contains(o.Message, checkoutHash) || !strings.Contains(o.Message, checkoutHash2) {
+			t.Errorf("expiry message %q", o.Message)
+		}
+	})
+	for _, tc := range []struct {
+		name     string
+		offered  checkoutStep
+		errType  string
+		rejected bool // by the validator, before any chain check
+		setup    func(h *checkoutHarness)
+	}{
+		{name: "from another wallet", errType: ErrTypeSessionNotOpen, offered: func() checkoutStep {
+			s := checkoutPending(true)
+			s.res.Payer = stranger
+			return s
+		}()},
+		{name: "short", errType: ErrTypeSessionNotOpen, offered: func() checkoutStep {
+			s := checkoutPending(true)
+			s.res.ReceivedUnits = fmt.Sprint(checkoutUnits - 1)
+			return s
+		}()},
+		{name: "not on chain either", errType: ErrTypeSessionNotOpen, offered: checkoutPending(false)},
+		{name: "failed", errType: ErrTypeSessionNotOpen, offered: checkoutFailedStep(chain.ReasonTxReverted, 0, "reverted")},
+		{name: "sent by a client, not found by the watcher", errType: ErrTypeSessionNotOpen, rejected: true, offered: checkoutComplete(checkoutUnits),
+			setup: func(h *checkoutHarness) { h.offerAsClient = true }},
+		{name: "no declared wallet", errType: ErrTypeSessionNotOpen, rejected: true, offered: checkoutComplete(checkoutUnits),
+			setup: func(h *checkoutHarness) { h.in.PayerWallet = "" }},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			h := newCheckoutHarness(t, answers(tc.offered))
+			h.in.PayerWallet, h.in.PollInterval = checkoutPayer, time.Minute
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			h.submit(time.Minute, checkoutHash)
+			var offered *checkoutUpdate
+			if h.offerAsClient {
+				offered = h.submit(3*time.Minute+2*time.Second, checkoutHash2)
+			} else {
+				offered = h.offer(3*time.Minute+2*time.Second, checkoutHash2)
+			}
+			res := h.result()
+			if res != (CheckoutResult{Status: models.StatusFailed, Reason: chain.ReasonTxNotFound, TxHash: checkoutHash}) {
+				t.Fatalf("result %+v", res)
+			}
+			if offered.errType() != tc.errType || (offered.rejected != nil) != tc.rejected {
+				t.Errorf("offer: %s", offered)
+			}
+			if len(h.store.released) != 0 {
+				t.Errorf("released %+v", h.store.released)
+			}
+			reqs, _ := h.verifier.calls()
+			checked := 0
+			for _, q := range reqs {
+				if q.TxHash == checkoutHash2 {
+					checked++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.rejected]; checked != want {
+				t.Errorf("the offered hash checked %d times, want %d", checked, want)
+			}
+		})
+	}
+	t.Run("refused once the chain has shown the held hash", func(t *testing.T) {
+		h := newCheckoutHarness(t, func(n int, req chain.VerifyRequest) (chain.VerifyResult, error) {
+			if req.TxHash == checkoutHash && n > 2 {
+				return checkoutComplete(checkoutUnits).res, nil
+			}
+			return checkoutPending(true).res, nil
+		})
+		h.in.PayerWallet = checkoutPayer
+		h.submit(time.Minute, checkoutHash)
+		offered := h.offer(time.Minute+2*time.Second, checkoutHash2)
+		if res := h.result(); res != (CheckoutResult{Status: models.StatusComplete, TxHash: checkoutHash}) {
+			t.Fatalf("result %+v", res)
+		}
+		if offered.rejected == nil || offered.errType() != ErrTypeSessionNotOpen {
+			t.Errorf("offer: %s", offered)
 		}
 	})
 }

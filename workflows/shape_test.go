@@ -30,6 +30,7 @@ func TestCheckoutRemoteShape(t *testing.T) {
 		{"Completes", TestCheckoutCompletes},
 		{"FailedVerdicts", TestCheckoutFailedVerdicts},
 		{"ForeignVerdictReleases", TestCheckoutForeignVerdictReleases},
+		{"UnseenHashReplaced", TestCheckoutUnseenHashReplaced},
 		{"TxNotFound", TestCheckoutTxNotFound},
 		{"Expires", TestCheckoutExpires},
 		{"CancelledBeforeBroadcast", TestCheckoutCancelledBeforeBroadcast},
