@@ -105,6 +105,34 @@ type CheckoutStore interface {
 	// released transaction moved to the merchant as a payment exception,
 	// with the ids of that exception's deliveries to dispatch.
 	ReleaseSessionTxHash(ctx context.Context, r SessionRelease) (ReleasedSession, error)
+	// ReplaceSessionTxHash sets aside the session's hash, which the chain
+	// has not shown, for a transfer found on chain, in one write
+	// (idempotent: a session holding the new hash answers Replaced).
+	ReplaceSessionTxHash(ctx context.Context, r SessionReplacement) (ReplacedSession, error)
+}
+
+// SessionReplacement swaps an unseen hash (Held) for a transfer found on
+// chain (TxHash), with the two history entries it writes.
+type SessionReplacement struct {
+	SessionID        string
+	Held             string
+	TxHash           string
+	Chain            string
+	ReleaseEntryID   string
+	BroadcastEntryID string
+	// ExpiresAt is the expiry asked for (the time Held held the session
+	// given back; the store caps it).
+	ExpiresAt time.Time
+	At        time.Time
+}
+
+// ReplacedSession is what a replacement left: Replaced when the session
+// holds the new hash; Status is the status its release entry returned to;
+// ExpiresAt its expiry as stored.
+type ReplacedSession struct {
+	Replaced  bool
+	Status    string
+	ExpiresAt time.Time
 }
 
 // SessionRelease gives back the hash of a session whose transaction the
@@ -243,6 +271,16 @@ func (a *CheckoutActivities) FinishSession(ctx context.Context, o SessionOutcome
 		}
 	}
 	return out, nil
+}
+
+// ReplaceTxHash sets aside a session's hash that the chain has not shown
+// for a transfer found on chain paying the session (the workflow checked
+// both). Idempotent.
+func (a *CheckoutActivities) ReplaceTxHash(ctx context.Context, r SessionReplacement) (ReplacedSession, error) {
+	if r.SessionID == "" || r.Held == "" || r.TxHash == "" || r.ReleaseEntryID == "" || r.BroadcastEntryID == "" {
+		return ReplacedSession{}, temporal.NewNonRetryableApplicationError("replacement needs session, both hashes and both entries", ErrTypeInvalidInput, nil)
+	}
+	return a.Store.ReplaceSessionTxHash(ctx, r)
 }
 
 // ReleaseTxHash gives back the hash of a session whose transaction is not

@@ -57,6 +57,13 @@ func (s *checkoutStubStore) ReleaseSessionTxHash(_ context.Context, r SessionRel
 	return ReleasedSession{Released: true, Status: "wallet_ready", Deliveries: s.ids}, nil
 }
 
+func (s *checkoutStubStore) ReplaceSessionTxHash(_ context.Context, r SessionReplacement) (ReplacedSession, error) {
+	if err := s.note("replace " + r.Held + " " + r.TxHash); err != nil {
+		return ReplacedSession{}, err
+	}
+	return ReplacedSession{Replaced: true, Status: "wallet_ready", ExpiresAt: r.ExpiresAt}, nil
+}
+
 func (s *checkoutStubStore) FinishSession(_ context.Context, o SessionOutcome) (FinishedSession, error) {
 	if err := s.note("finish " + o.EntryID + " " + o.Status); err != nil {
 		return FinishedSession{}, err

@@ -94,6 +94,8 @@ func TestPaysInFull(t *testing.T) {
 		{"followed to another transaction", func(r *VerifyResult) { r.PaidBy = "0x1" }, payer, false},
 		{"no amount read", func(r *VerifyResult) { r.ReceivedUnits = "" }, payer, false},
 		{"no declared wallet", nil, "", false},
+		{"carrying another session's reference", func(r *VerifyResult) { r.Refs = []string{"0x5e"} }, payer, false},
+		{"bound, carrying another's reference too", func(r *VerifyResult) { r.Refs, r.Bound = []string{"0x5e"}, true }, payer, true},
 	} {
 		r := seen
 		if tc.change != nil {

@@ -144,7 +144,8 @@ type VerifyResult struct {
 // can be told before its final verdict, the payment of a session that
 // declares payer and is due expectedUnits: not failed, not followed to
 // another transaction, at least the amount due reached the merchant, and
-// it came from payer or is bound to the session by its reference. The
+// it came from payer or is bound to the session by its reference, and it
+// carries no other session's reference unless bound to this one. The
 // final verdict still decides (confirmations, the block's time, a revert
 // seen only then); this is what lets it take the place of a hash the
 // chain has not shown.
@@ -156,7 +157,7 @@ func (r VerifyResult) PaysInFull(payer string, expectedUnits int64) bool {
 	if !ok || got.Cmp(big.NewInt(expectedUnits)) < 0 {
 		return false
 	}
-	return r.Bound || SameAddress(r.Payer, payer)
+	return r.Bound || (len(r.Refs) == 0 && SameAddress(r.Payer, payer))
 }
 
 // Verifier checks a submitted transaction against the chain.

@@ -719,9 +719,13 @@ func (s *Service) replace(ctx context.Context, cs *models.CheckoutSession, h str
 	if !res.PaysInFull(cs.WalletAddress, cs.ExpectedAmount.Units()) {
 		return workflows.SubmitResult{}, taken
 	}
+	// One update per minute: a retry within it joins the first, and a
+	// refusal the workflow gave (its own check of the chain, a node
+	// lagging, failed) is not the answer for good: Temporal answers a
+	// finished update's id with its first outcome for the rest of the run.
 	var out workflows.SubmitResult
-	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, "replace:"+h+":"+*cs.TxHash,
-		workflows.SubmitRequest{TxHash: h, Source: "chain"}, &out)
+	updateID := fmt.Sprintf("replace:%s:%s:%d", h, *cs.TxHash, s.now().Unix()/60)
+	err = s.update(ctx, cs, workflows.CheckoutSubmitUpdate, updateID, workflows.SubmitRequest{TxHash: h, Source: "chain"}, &out)
 	return out, err
 }
 

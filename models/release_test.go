@@ -184,5 +184,85 @@ func TestOpenSessionsPaidBy(t *testing.T) {
 		if got := find(due, payer); len(got) != 1 || got[0] != held.ID {
 			t.Fatalf("held by an unseen hash: %v", got)
 		}
+		// A session waiting for its payment comes first: the held one does
+		// not make the match ambiguous.
+		next := open("0x"+strings.Repeat("6", 64), models.StatusCreated, "", false)
+		if got := find(due, payer); len(got) != 1 || got[0] != next.ID {
+			t.Fatalf("a waiting session and a held one: %v", got)
+		}
+	})
+}
+
+// ReplaceSessionTxHash swaps a broadcast session's unseen hash for another
+// in one write, once: two history entries (back to the status before the
+// broadcast, then the broadcast of the new hash, both from the chain), the
+// hold's time given back; a repeat with other entry ids (a retried
+// workflow task) answers Replaced and writes nothing. A session holding
+// another hash, confirming or finished is left alone. A release repeated
+// with another entry id answers Released.
+func TestReplaceSessionTxHash(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newLinkFixture(t, st, "replace@example.com")
+		held, plain := "0x"+strings.Repeat("a", 64), "0x"+strings.Repeat("b", 64)
+		move := func(cs *models.CheckoutSession, status, hash string) {
+			t.Helper()
+			if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: status,
+				Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs := f.session("0x" + strings.Repeat("1", 64))
+		move(cs, models.StatusWalletReady, "")
+		move(cs, models.StatusBroadcast, held)
+		before, err := st.CheckoutSession(ctx, cs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := before.ExpiresAt.Add(2 * time.Minute).Truncate(time.Second)
+		r := models.Replacement{SessionID: cs.ID, Held: held, TxHash: plain, Chain: "base_sepolia", ReleaseEntryID: models.NewID(),
+			BroadcastEntryID: models.NewID(), ExpiresAt: later, At: time.Now()}
+		got, err := st.ReplaceSessionTxHash(ctx, r)
+		if err != nil || !got.Replaced || got.Status != models.StatusWalletReady || !got.ExpiresAt.Equal(later) {
+			t.Fatalf("replace: %+v %v", got, err)
+		}
+		again := r
+		again.ReleaseEntryID, again.BroadcastEntryID = models.NewID(), models.NewID()
+		if got, err := st.ReplaceSessionTxHash(ctx, again); err != nil || !got.Replaced || got.Status != models.StatusWalletReady {
+			t.Fatalf("replace retried: %+v %v", got, err)
+		}
+		after, err := st.CheckoutSession(ctx, cs.ID)
+		if err != nil || after.Status != models.StatusBroadcast || after.TxHash == nil || *after.TxHash != plain || after.FailureMessage != "" ||
+			!after.ExpiresAt.Equal(later) {
+			t.Fatalf("replaced session: %+v %v", after, err)
+		}
+		if n := storetest.Exec(t, st, "UPDATE checkout_session_events SET chain = chain WHERE session_id = ? AND source = ?", cs.ID, "chain"); n != 2 {
+			t.Errorf("%d entries from the chain, want 2 (the release, the broadcast)", n)
+		}
+		// Holding another hash, or the new one seen (confirming): nothing.
+		other := r
+		other.Held, other.TxHash, other.ReleaseEntryID, other.BroadcastEntryID = held, "0x"+strings.Repeat("c", 64), models.NewID(), models.NewID()
+		if got, err := st.ReplaceSessionTxHash(ctx, other); err != nil || got.Replaced {
+			t.Fatalf("replacing a hash the session no longer holds: %+v %v", got, err)
+		}
+		move(cs, models.StatusConfirming, "")
+		other.Held = plain
+		if got, err := st.ReplaceSessionTxHash(ctx, other); err != nil || got.Replaced || got.Status != models.StatusConfirming {
+			t.Fatalf("replacing a seen hash: %+v %v", got, err)
+		}
+		// A release that committed, asked again by a retried workflow task
+		// with another entry id, answers released.
+		rel := f.session("0x" + strings.Repeat("2", 64))
+		move(rel, models.StatusBroadcast, "0x"+strings.Repeat("d", 64))
+		first := models.Release{SessionID: rel.ID, EntryID: models.NewID(), TxHash: "0x" + strings.Repeat("d", 64), Chain: "base_sepolia",
+			Reason: models.ReasonInvalidTransfer, Message: "paid nothing", At: time.Now()}
+		if got, err := st.ReleaseSessionTxHash(ctx, first); err != nil || !got.Released {
+			t.Fatalf("release: %+v %v", got, err)
+		}
+		retried := first
+		retried.EntryID = models.NewID()
+		if got, err := st.ReleaseSessionTxHash(ctx, retried); err != nil || !got.Released || got.Status != models.StatusCreated {
+			t.Fatalf("release retried with another entry id: %+v %v", got, err)
+		}
 	})
 }

@@ -981,14 +981,21 @@ func (s *Store) SessionByReference(ctx context.Context, ref string) (*CheckoutSe
 
 // OpenSessionsPaidBy lists a merchant's open sessions on a network that a
 // plain transfer (txHash) of units from wallet would pay: declaring that
-// wallet and due exactly that amount (the QR code's), and either without a
-// hash and not expired, or holding another hash the chain has not shown
-// (txn_broadcast: the transfer may take its place, workflows' replace).
+// wallet and due exactly that amount (the QR code's), without a hash and
+// not expired; or, only when no such session is open, holding another hash
+// the chain has not shown (txn_broadcast: the transfer may take its place,
+// workflows' replace). A session waiting for its payment comes first: a
+// hash held elsewhere (made up by a stranger, or the customer's own
+// dropped one of an earlier session) must not make the match ambiguous.
 func (s *Store) OpenSessionsPaidBy(ctx context.Context, merchantID, network, wallet, txHash string, units int64) ([]CheckoutSession, error) {
 	var rows []CheckoutSession
-	err := s.ctx(ctx).Where("merchant_id = ? AND network = ? AND LOWER(wallet_address) = LOWER(?) AND expected_amount = ?", merchantID, network, wallet, units).
-		Where("(status IN ? AND tx_hash IS NULL AND expires_at > ?) OR (status = ? AND tx_hash <> ?)",
-			PreBroadcastStatuses, s.Now(), StatusBroadcast, txHash).Limit(2).Find(&rows).Error
+	q := func() *gorm.DB {
+		return s.ctx(ctx).Where("merchant_id = ? AND network = ? AND LOWER(wallet_address) = LOWER(?) AND expected_amount = ?", merchantID, network, wallet, units)
+	}
+	if err := q().Where("status IN ? AND tx_hash IS NULL AND expires_at > ?", PreBroadcastStatuses, s.Now()).Limit(2).Find(&rows).Error; err != nil || len(rows) > 0 {
+		return rows, err
+	}
+	err := q().Where("status = ? AND tx_hash <> ?", StatusBroadcast, txHash).Limit(2).Find(&rows).Error
 	return rows, err
 }
 

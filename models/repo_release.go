@@ -87,7 +87,15 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 			out.Released, out.Status = true, done[0].Status
 			return nil
 		}
-		if TerminalStatus(cs.Status) || cs.TxHash == nil || *cs.TxHash != r.TxHash {
+		if !TerminalStatus(cs.Status) && cs.TxHash == nil {
+			// Released already: a workflow task retried after a crash
+			// asks again with another entry id (ids derive from the
+			// task's clock), and only a release leaves a session the
+			// workflow confirms without a hash.
+			out.Released = true
+			return nil
+		}
+		if TerminalStatus(cs.Status) || *cs.TxHash != r.TxHash {
 			return nil
 		}
 		at := r.At.UTC()
@@ -210,4 +218,92 @@ func (s *Store) SessionReleases(ctx context.Context, sessionID string) (int64, e
 	err := s.ctx(ctx).Model(&CheckoutSessionEvent{}).
 		Where("session_id = ? AND source = ? AND status IN ?", sessionID, "chain", PreBroadcastStatuses).Count(&n).Error
 	return n, err
+}
+
+// Replacement sets aside the hash holding a session, which the chain has
+// not shown, for a transfer found on chain that pays the session (the
+// checkout workflow's replace).
+type Replacement struct {
+	SessionID string
+	// Held is the hash set aside; TxHash the one that takes its place.
+	Held   string
+	TxHash string
+	Chain  string
+	// ReleaseEntryID and BroadcastEntryID are the two history entries:
+	// back to the status before the broadcast (source chain, as a release
+	// writes), then the broadcast of TxHash (source chain).
+	ReleaseEntryID   string
+	BroadcastEntryID string
+	// ExpiresAt, when later, becomes the session's expiry (the time Held
+	// held it, capped as a release caps it).
+	ExpiresAt time.Time
+	At        time.Time
+}
+
+// ReplacementResult is what a replacement left.
+type ReplacementResult struct {
+	// Replaced is true when the session holds TxHash (also on a repeated
+	// call); false when it finished or holds neither hash, or Held was
+	// seen (the session is confirming it).
+	Replaced bool
+	// Status is the status the release entry returned to.
+	Status    string
+	ExpiresAt time.Time
+}
+
+// ReplaceSessionTxHash swaps the session's hash in one transaction, so no
+// one ever reads the session without a hash between the two: the release
+// entry and the broadcast entry are written, the hash becomes TxHash and
+// the note of an earlier release is cleared. Held moved no USDC (it is not
+// on chain), so nothing is kept as an exception. A session already
+// holding TxHash answers Replaced: a workflow task retried after a crash
+// writes again with other entry ids (they derive from its clock).
+func (s *Store) ReplaceSessionTxHash(ctx context.Context, r Replacement) (ReplacementResult, error) {
+	var out ReplacementResult
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var cs CheckoutSession
+		if err := s.forUpdate(tx).Where("id = ?", r.SessionID).Take(&cs).Error; err != nil {
+			return notFound(err)
+		}
+		out.Status, out.ExpiresAt = cs.Status, cs.ExpiresAt.UTC()
+		if TerminalStatus(cs.Status) || cs.TxHash == nil {
+			return nil
+		}
+		if *cs.TxHash == r.TxHash {
+			status, err := statusBeforeBroadcast(tx, cs.ID)
+			out.Replaced, out.Status = true, status
+			return err
+		}
+		if *cs.TxHash != r.Held || cs.Status != StatusBroadcast {
+			return nil
+		}
+		status, err := statusBeforeBroadcast(tx, cs.ID)
+		if err != nil {
+			return err
+		}
+		at := r.At.UTC()
+		for _, e := range []CheckoutSessionEvent{
+			{ID: r.ReleaseEntryID, SessionID: cs.ID, Status: status, Source: "chain", Chain: r.Chain, CreatedAt: at},
+			{ID: r.BroadcastEntryID, SessionID: cs.ID, Status: StatusBroadcast, Source: "chain", Chain: r.Chain, CreatedAt: at},
+		} {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+				return err
+			}
+		}
+		fields := map[string]any{"tx_hash": r.TxHash, "failure_reason": "", "failure_message": "", "updated_at": s.Now()}
+		if until, err := s.releasedExpiry(tx, &cs, r.ExpiresAt); err != nil {
+			return err
+		} else if until.After(cs.ExpiresAt) {
+			fields["expires_at"], out.ExpiresAt = until.UTC(), until.UTC()
+		}
+		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
+			return err
+		}
+		out.Replaced, out.Status = true, status
+		return nil
+	})
+	if err == nil && out.Replaced {
+		s.sessionsChanged(r.SessionID)
+	}
+	return out, err
 }

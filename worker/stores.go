@@ -32,6 +32,11 @@ func (c checkoutStore) ReleaseSessionTxHash(ctx context.Context, r activities.Se
 	return activities.ReleasedSession(got), err
 }
 
+func (c checkoutStore) ReplaceSessionTxHash(ctx context.Context, r activities.SessionReplacement) (activities.ReplacedSession, error) {
+	got, err := c.s.ReplaceSessionTxHash(ctx, models.Replacement(r))
+	return activities.ReplacedSession(got), err
+}
+
 // refundStore adapts the store to activities.RefundStore.
 type refundStore struct{ s *models.Store }
 

@@ -671,13 +671,10 @@ func (c *checkout) verifyRequest(hash string) chain.VerifyRequest {
 // session holds another hash, or finished): the verdict then stands.
 func (c *checkout) release(ctx workflow.Context, res chain.VerifyResult) (bool, error) {
 	e := HistoryEntry{ID: c.nextEntryID(ctx), Source: "chain", Chain: c.in.Network, At: workflow.Now(ctx)}
-	// The time the hash held the session is given back with it: the
-	// customer has what was left when it was submitted (their payment may
-	// have been refused meanwhile, or mined and waiting to be attached).
-	expires := c.in.ExpiresAt
-	if left := c.in.ExpiresAt.Sub(c.broadcast); !c.broadcast.IsZero() && left > 0 && e.At.Add(left).After(expires) {
-		expires = e.At.Add(left)
-	}
+	// The time the hash held the session is given back with it (their
+	// payment may have been refused meanwhile, or mined and waiting to be
+	// attached).
+	expires := c.heldExpiry(e.At)
 	r := activities.SessionRelease{SessionID: c.in.SessionID, EntryID: e.ID, TxHash: c.state.TxHash, Chain: c.in.Network,
 		Reason: res.Reason, Message: res.Message, ReceivedUnits: res.ReceivedUnits, Payer: res.Payer, Bound: res.Bound, Refs: res.Refs,
 		ExpiresAt: expires, At: e.At}
@@ -734,6 +731,16 @@ func (c *checkout) replace(ctx workflow.Context, req SubmitRequest) (SubmitResul
 	if c.ending || c.state.Status != models.StatusBroadcast {
 		return SubmitResult{}, taken
 	}
+	held := c.state.TxHash
+	// The held hash is looked at again: mined since the last check, it is
+	// the session's to judge (the loop does), not to set aside unrecorded.
+	var now chain.VerifyResult
+	if err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, c.verifyRequest(held)).Get(ctx, &now); err != nil {
+		return SubmitResult{}, err
+	}
+	if now.Seen || now.Verdict != chain.VerdictPending || now.PaidBy != "" {
+		return SubmitResult{}, taken
+	}
 	var res chain.VerifyResult
 	if err := c.exec(ctx, true, checkoutActivities.VerifyTransfer, c.verifyRequest(req.TxHash)).Get(ctx, &res); err != nil {
 		return SubmitResult{}, err
@@ -746,25 +753,40 @@ func (c *checkout) replace(ctx workflow.Context, req SubmitRequest) (SubmitResul
 	if err := c.exec(ctx, false, checkoutActivities.ClaimTxHash, claim).Get(ctx, nil); err != nil {
 		return SubmitResult{}, err
 	}
-	held := c.state.TxHash
-	e := HistoryEntry{ID: c.nextEntryID(ctx), Source: "chain", Chain: c.in.Network, At: workflow.Now(ctx)}
-	r := activities.SessionRelease{SessionID: c.in.SessionID, EntryID: e.ID, TxHash: held, Chain: c.in.Network,
-		Reason: chain.ReasonTxNotFound, Message: fmt.Sprintf("not found on %s, while %s paid the session from its wallet", c.in.Network, req.TxHash),
-		ExpiresAt: c.in.ExpiresAt, At: e.At}
-	got, err := c.setAside(ctx, e, r)
-	if err != nil {
+	at := workflow.Now(ctx)
+	back := HistoryEntry{ID: c.nextEntryID(ctx), Source: "chain", Chain: c.in.Network, At: at}
+	broadcast := HistoryEntry{ID: c.nextEntryID(ctx), Status: models.StatusBroadcast, Source: "chain", Chain: c.in.Network, At: at}
+	r := activities.SessionReplacement{SessionID: c.in.SessionID, Held: held, TxHash: req.TxHash, Chain: c.in.Network,
+		ReleaseEntryID: back.ID, BroadcastEntryID: broadcast.ID, ExpiresAt: c.heldExpiry(at), At: at}
+	var got activities.ReplacedSession
+	if err := c.exec(ctx, false, checkoutActivities.ReplaceTxHash, r).Get(ctx, &got); err != nil {
 		return SubmitResult{}, err
 	}
-	if !got.Released {
+	if !got.Replaced {
 		return SubmitResult{}, taken
 	}
 	workflow.GetLogger(ctx).Info("unseen hash replaced by a payment found on chain", "txHash", held, "replacement", req.TxHash)
-	c.state.TxHash, c.state.LastCheck, c.state.Message = req.TxHash, &res, ""
-	c.broadcast, c.lastSeen = workflow.Now(ctx), time.Time{}
-	if err := c.transition(ctx, models.StatusBroadcast, "chain", c.in.Network); err != nil {
-		return SubmitResult{}, err
+	c.released = append(c.released, held)
+	if !got.ExpiresAt.IsZero() {
+		c.in.ExpiresAt, c.state.ExpiresAt = got.ExpiresAt, got.ExpiresAt
 	}
+	c.state.TxHash, c.state.LastCheck, c.state.Message = req.TxHash, &res, ""
+	c.broadcast, c.lastSeen = at, time.Time{}
+	back.Status = got.Status
+	c.record(ctx, back)
+	c.record(ctx, broadcast)
 	return SubmitResult{Status: models.StatusBroadcast, TxHash: req.TxHash, SessionID: c.in.SessionID, NextAction: "poll_status"}, nil
+}
+
+// heldExpiry is the session's expiry with the time its hash held it since
+// the broadcast given back, as of at: the customer has what was left when
+// the hash was submitted.
+func (c *checkout) heldExpiry(at time.Time) time.Time {
+	expires := c.in.ExpiresAt
+	if left := c.in.ExpiresAt.Sub(c.broadcast); !c.broadcast.IsZero() && left > 0 && at.Add(left).After(expires) {
+		expires = at.Add(left)
+	}
+	return expires
 }
 
 // logVerifyFault logs a chain check that gave no verdict; subject names
