@@ -235,20 +235,21 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	for _, name := range append(s.Networks.Names(chain.ModeTest), s.Networks.Names(chain.ModeLive)...) {
 		n += s.scanUnmatched(ctx, name, dispatch)
 		found, next, ok, err := s.findWatched(ctx, name, since)
-		if !ok {
-			continue
+		if ok {
+			if err != nil {
+				s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
+			}
+			if err == nil || len(found) > 0 {
+				// What was found is attached; the rest is looked for again.
+				s.advance(ctx, name, cursorReferences, s.cursors, next)
+			}
 		}
-		if err != nil {
-			s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
-		}
-		if err == nil || len(found) > 0 {
-			// What was found is attached; the rest is looked for again.
-			s.advance(ctx, name, cursorReferences, s.cursors, next)
-		}
-		// What a pass could not settle (a node or the workers failing) is
-		// tried again, even when this pass failed: the EVM cursor, or a
-		// Solana wallet's read, has moved past it (one wallet failing every
-		// pass must not hold another's payment).
+		// What a pass could not settle (a node or the workers failing, a
+		// session still holding another hash) is tried again, even when
+		// this pass failed or had nothing to search (the session it waits
+		// for completed: no reference is watched any more): the EVM
+		// cursor, or a Solana wallet's read, has moved past it (one wallet
+		// failing every pass must not hold another's payment).
 		found = uniqueFound(append(s.retryFound[name], found...))
 		s.retryFound[name] = nil
 		for _, f := range found {
@@ -326,10 +327,10 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 		s.log().Warn("watch: references not listed", "network", name, "err", err)
 		return nil, from, false, nil
 	}
-	if len(refs) == 0 {
-		return nil, from, false, nil
+	next = from
+	if len(refs) > 0 {
+		found, next, err = s.Finder.FindByReference(ctx, name, refs, from)
 	}
-	found, next, err = s.Finder.FindByReference(ctx, name, refs, from)
 	// The merchants' wallets are read too, every pass (Solana). A
 	// reference's listing is its newest 1,000 signatures: a stranger who
 	// saw a customer's payment could push it out of that with 1,000 cheap
@@ -338,12 +339,14 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 	// merchant's USDC account, whose reads skip nothing (resumed over the
 	// passes, flood or not). It also finds the sessions past the newest
 	// watchedListLimit, which are not listed by reference.
+	// It reads the wallets of completed sessions too, whose references are
+	// not listed (a payment made again is an exception naming them).
 	more, serr := s.scanSolanaWallets(ctx, name, since)
 	found = append(found, more...)
 	if serr != nil {
 		err = errors.Join(err, serr)
 	}
-	return found, next, true, err
+	return found, next, len(refs) > 0 || len(more) > 0 || serr != nil, err
 }
 
 // scanSolanaWallets reads the new transactions that reached the USDC
@@ -472,7 +475,7 @@ func (s *Service) attachFound(ctx context.Context, network string, f chain.Found
 		if strings.EqualFold(*cs.TxHash, f.TxHash) {
 			return false, false // submitted meanwhile, or the transaction it failed on
 		}
-		if cs.Status != models.StatusFailed {
+		if cs.Status != models.StatusFailed && cs.Status != models.StatusComplete {
 			// Another transaction holds the session: the customer's own,
 			// or a stranger's the chain may yet show not to be its
 			// payment and give back. Looked at again until the session
@@ -480,8 +483,9 @@ func (s *Service) attachFound(ctx context.Context, network string, f chain.Found
 			return false, !models.TerminalStatus(cs.Status)
 		}
 		// The session failed on another transaction (a stranger's hash,
-		// an earlier short payment): this one, bound to it, came after.
-		return s.lateException(ctx, network, cs, f, dispatch), false
+		// an earlier short payment), or another paid it: this one, bound
+		// to it, came after.
+		return s.lateException(ctx, network, cs, f, dispatch)
 	}
 	if !models.TerminalStatus(cs.Status) && s.now().Before(cs.ExpiresAt) {
 		switch d, err := s.wouldPay(ctx, cs, f); {
@@ -514,7 +518,7 @@ func (s *Service) attachFound(ctx context.Context, network string, f chain.Found
 		// end (its expiry is due): looked at again until it has.
 		return false, cur.TxHash == nil
 	}
-	return s.lateException(ctx, network, cur, f, dispatch), false
+	return s.lateException(ctx, network, cur, f, dispatch)
 }
 
 // payDecision is what a found transfer is to its open session.
@@ -579,40 +583,51 @@ func (s *Service) pruneDeclined() {
 }
 
 // lateException verifies a payment bound to an ended session and, when
-// the merchant received it, keeps it as an exception.
-func (s *Service) lateException(ctx context.Context, network string, cs *models.CheckoutSession, f chain.Found, dispatch Dispatcher) bool {
+// the merchant received it, keeps it as an exception naming the session:
+// late, or duplicate when the session was paid already by another
+// transaction and this one came from its declared wallet too (the customer
+// paid twice, a Solana Pay code scanned again). retry is true while the
+// transfer is not final or the node or store failed: the scan has moved
+// past it, so it is looked at again on the next pass.
+func (s *Service) lateException(ctx context.Context, network string, cs *models.CheckoutSession, f chain.Found, dispatch Dispatcher) (kept, retry bool) {
 	if s.Verifier == nil {
-		return false
+		return false, false
 	}
 	res, err := s.Verifier.Verify(ctx, chain.VerifyRequest{Network: network, TxHash: f.TxHash, MerchantAddress: cs.MerchantWalletAddress,
 		ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), Reference: *cs.PaymentReference})
-	if err != nil || res.Verdict == chain.VerdictPending || !res.Bound {
-		return false // looked at again on the next pass until final
+	if err != nil || res.Verdict == chain.VerdictPending {
+		return false, true
 	}
 	units, _ := strconv.ParseInt(res.ReceivedUnits, 10, 64)
-	if units <= 0 {
-		return false
+	if !res.Bound || units <= 0 {
+		return false, false
 	}
 	hash, _ := chain.ParseTxHash(chainFamily(network), f.TxHash)
-	msg := "paid after the checkout session was " + cs.Status
-	if cs.Status == models.StatusFailed && cs.TxHash != nil {
+	kind, msg := models.ExceptionLate, "paid after the checkout session was "+cs.Status
+	switch {
+	case cs.Status == models.StatusFailed && cs.TxHash != nil:
 		msg = "paid after the checkout session failed on transaction " + *cs.TxHash
+	case cs.Status == models.StatusComplete && cs.TxHash != nil:
+		msg = "paid again after transaction " + *cs.TxHash + " completed the checkout session"
+		if cs.WalletAddress != "" && chain.SameAddress(cs.WalletAddress, res.Payer) {
+			kind = models.ExceptionDuplicate
+		}
 	}
 	ids, err := s.Store.OpenException(ctx, &models.PaymentException{MerchantID: cs.MerchantID, Mode: cs.Mode, Network: network,
-		TxHash: hash, Kind: models.ExceptionLate, Amount: money.Amount(units), ExpectedAmount: cs.ExpectedAmount, PayerAddress: res.Payer,
+		TxHash: hash, Kind: kind, Amount: money.Amount(units), ExpectedAmount: cs.ExpectedAmount, PayerAddress: res.Payer,
 		MerchantWalletAddress: cs.MerchantWalletAddress, SessionIDs: models.StringList{cs.ID},
 		Message: msg})
 	if err != nil {
 		s.log().Warn("watch: late payment not recorded; retrying", "sessionId", cs.ID, "err", err)
-		return false
+		return false, true
 	}
 	if len(ids) > 0 && dispatch != nil {
 		if err := dispatch.Dispatch(ctx, ids); err != nil {
 			s.log().Warn("watch: exception deliveries not started", "err", err)
 		}
 	}
-	s.log().Info("watch: late payment kept as an exception", "sessionId", cs.ID, "txHash", hash)
-	return true
+	s.log().Info("watch: payment after the session's end kept as an exception", "sessionId", cs.ID, "txHash", hash, "kind", kind)
+	return true, false
 }
 
 // VerifyRecordsOnce checks pending recorded transactions on chain: the

@@ -940,28 +940,38 @@ func (s *Store) WatchedReferences(ctx context.Context, network string, endedAfte
 // reference is watched (WatchedReferences).
 var watchedWithHash = []string{StatusBroadcast, StatusConfirming, StatusFailed}
 
+// foundWithHash are the statuses of sessions holding a hash whose
+// reference a scan that found it on chain looks up (WatchedAmong) and
+// whose wallets it reads (WatchedWallets): the watched ones, and completed
+// ones, whose payment made again (a Solana Pay code scanned twice, the
+// customer's second wallet signing the reference) is a duplicate or late
+// exception naming them. Completed sessions' references are not listed
+// one by one (WatchedReferences: a Solana call each, every pass).
+var foundWithHash = []string{StatusBroadcast, StatusConfirming, StatusFailed, StatusComplete}
+
 // WatchedWallets lists the receiving wallets of a network's watched
-// sessions (WatchedReferences' sessions), each once.
+// sessions (WatchedReferences' sessions, and completed ones: foundWithHash),
+// each once.
 func (s *Store) WatchedWallets(ctx context.Context, network string, endedAfter time.Time) ([]string, error) {
 	var wallets []string
 	err := s.ctx(ctx).Model(&CheckoutSession{}).Distinct("merchant_wallet_address").
-		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?", network, watchedWithHash, endedAfter).
+		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?", network, foundWithHash, endedAfter).
 		Order("merchant_wallet_address").Pluck("merchant_wallet_address", &wallets).Error
 	return wallets, err
 }
 
 // WatchedAmong answers which of refs are watched references of a network
 // (WatchedReferences' sessions: no transaction hash, one being confirmed
-// or failed, expiring
-// after endedAfter), for a scan that found them on chain without listing
-// them first.
+// or failed; and completed ones, foundWithHash; expiring after
+// endedAfter), for a scan that found them on chain without listing them
+// first.
 func (s *Store) WatchedAmong(ctx context.Context, network string, refs []string, endedAfter time.Time) (map[string]bool, error) {
 	out := map[string]bool{}
 	for start := 0; start < len(refs); start += 500 {
 		var got []string
 		if err := s.ctx(ctx).Model(&CheckoutSession{}).
 			Where("network = ? AND payment_reference IN ? AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?",
-				network, refs[start:min(start+500, len(refs))], watchedWithHash, endedAfter).
+				network, refs[start:min(start+500, len(refs))], foundWithHash, endedAfter).
 			Pluck("payment_reference", &got).Error; err != nil {
 			return nil, err
 		}
