@@ -124,10 +124,8 @@ func (s *Store) ReleaseSessionTxHash(ctx context.Context, r Release) (ReleaseRes
 		msg := fmt.Sprintf("transaction %s does not pay this session (%s); the session waits for its payment", r.TxHash, r.Message)
 		fields := map[string]any{"status": status, "tx_hash": nil, "failure_reason": "", "failure_message": truncate(msg, 500),
 			"received_amount": money.Amount(0), "updated_at": s.Now()}
-		if until, err := s.releasedExpiry(tx, &cs, r.ExpiresAt); err != nil {
+		if out.ExpiresAt, err = s.giveBackTime(tx, &cs, r.ExpiresAt, fields); err != nil {
 			return err
-		} else if until.After(cs.ExpiresAt) {
-			fields["expires_at"], out.ExpiresAt = until.UTC(), until.UTC()
 		}
 		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
 			return err
@@ -175,6 +173,21 @@ func (s *Store) releasedExpiry(tx *gorm.DB, cs *CheckoutSession, want time.Time)
 		return cs.ExpiresAt, nil
 	}
 	return want, nil
+}
+
+// giveBackTime sets in fields the expiry a release may give the session
+// (releasedExpiry) when it is later than the session's own, and answers
+// the session's expiry from then on.
+func (s *Store) giveBackTime(tx *gorm.DB, cs *CheckoutSession, want time.Time, fields map[string]any) (time.Time, error) {
+	until, err := s.releasedExpiry(tx, cs, want)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !until.After(cs.ExpiresAt) {
+		return cs.ExpiresAt.UTC(), nil
+	}
+	fields["expires_at"] = until.UTC()
+	return until.UTC(), nil
 }
 
 // releasedTransferException keeps a released transfer's USDC for the
@@ -291,10 +304,8 @@ func (s *Store) ReplaceSessionTxHash(ctx context.Context, r Replacement) (Replac
 			}
 		}
 		fields := map[string]any{"tx_hash": r.TxHash, "failure_reason": "", "failure_message": "", "updated_at": s.Now()}
-		if until, err := s.releasedExpiry(tx, &cs, r.ExpiresAt); err != nil {
+		if out.ExpiresAt, err = s.giveBackTime(tx, &cs, r.ExpiresAt, fields); err != nil {
 			return err
-		} else if until.After(cs.ExpiresAt) {
-			fields["expires_at"], out.ExpiresAt = until.UTC(), until.UTC()
 		}
 		if err := tx.Model(&CheckoutSession{}).Where("id = ?", cs.ID).Updates(fields).Error; err != nil {
 			return err
