@@ -67,7 +67,7 @@ func (v *SolanaVerifier) Network() Network { return v.net }
 
 // Verify implements [Verifier].
 func (v *SolanaVerifier) Verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
-	return v.verify(ctx, req, true)
+	return v.verify(ctx, req, !req.Alone)
 }
 
 // verify checks req's transaction; follow lets an unseen one be followed to

@@ -67,6 +67,11 @@ type VerifyRequest struct {
 	// session by the payer's own signature, and the PayerAddress and
 	// NotBefore checks do not apply to it.
 	Reference string
+	// Alone judges the transaction by itself: an unseen one, or one that
+	// paid nothing, is not followed to another transaction carrying the
+	// Reference (PaidBy stays empty). A watcher keeping a transfer it found
+	// asks about that transfer, not about the session's payment.
+	Alone bool `json:",omitempty"`
 }
 
 // VerifyResult is what the chain says about a transaction.

@@ -287,12 +287,12 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 			// A network without a watched session is not scanned (most
 			// configured networks, most of the time; a node unreachable
 			// is not asked every pass).
-			some, err := s.Store.WatchedReferences(ctx, name, since, 1)
+			some, err := s.Store.AnyFoundWatched(ctx, name, since)
 			if err != nil {
 				s.log().Warn("watch: references not listed", "network", name, "err", err)
 				return nil, from, false, nil
 			}
-			if len(some) == 0 {
+			if !some {
 				// Nothing can be paid in the blocks of a time without
 				// sessions: the next scan starts at the recent blocks, not
 				// at a backlog of every authorization since.
@@ -593,13 +593,19 @@ func (s *Service) lateException(ctx context.Context, network string, cs *models.
 	if s.Verifier == nil {
 		return false, false
 	}
+	// Alone: this transfer, not the session's payment (a transfer that
+	// paid nothing would be followed to the payment that completed the
+	// session, and its amount kept under the wrong hash).
 	res, err := s.Verifier.Verify(ctx, chain.VerifyRequest{Network: network, TxHash: f.TxHash, MerchantAddress: cs.MerchantWalletAddress,
-		ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), Reference: *cs.PaymentReference})
-	if err != nil || res.Verdict == chain.VerdictPending {
-		return false, true
+		ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), Reference: *cs.PaymentReference, Alone: true})
+	if err != nil {
+		return false, !chain.IsPermanent(err)
+	}
+	if res.Verdict == chain.VerdictPending {
+		return false, true // not final yet
 	}
 	units, _ := strconv.ParseInt(res.ReceivedUnits, 10, 64)
-	if !res.Bound || units <= 0 {
+	if !res.Bound || units <= 0 || res.PaidBy != "" {
 		return false, false
 	}
 	hash, _ := chain.ParseTxHash(chainFamily(network), f.TxHash)

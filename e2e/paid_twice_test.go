@@ -2,9 +2,18 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/paygate/paygate/chain/devchain"
 
 	"github.com/paygate/paygate/chain/soldev"
 	"github.com/paygate/paygate/models"
@@ -88,5 +97,102 @@ func TestSolanaPaidTwiceIsKept(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Kind != models.ExceptionDuplicate || len(got[0].SessionIDs) != 1 || got[0].SessionIDs[0] != id {
 		t.Fatalf("the third payment's exceptions: %+v", got)
+	}
+	// A stranger's transfer of nothing carrying the session's reference:
+	// nothing received, nothing kept (the verifier, asked about the
+	// session, followed it to the customer's payment, and its amount was
+	// kept as a duplicate under the stranger's signature).
+	wallet := solana.MustPublicKeyFromBase58(cs.MerchantWalletAddress)
+	junk, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.StrangerKey(), soldev.USDCMint, wallet, 0, solana.MustPublicKeyFromBase58(*cs.PaymentReference))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 15 {
+		s.checkout.WatchOnce(ctx, nil)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if all, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{}, models.Page{Limit: 5}); err != nil || len(all) != 2 {
+		t.Fatalf("exceptions after the stranger's %s: %+v %v", junk.Signature, all, err)
+	}
+}
+
+// TestPaidAgainAfterCompletion is the same on the EVM dev chain, with no
+// other session open on the network (the authorization scan used to run
+// only while one was): a stranger's zero-value authorization carrying the
+// completed session's reference is kept as nothing, and a full payment
+// another wallet signed with it (the customer's second wallet, say) is a
+// late exception naming the session.
+func TestPaidAgainAfterCompletion(t *testing.T) {
+	ctx := context.Background()
+	s, dc := devChainStack(t, 200*time.Millisecond, stackOptions{}) // the watcher is run by the test
+	eth, err := ethclient.DialContext(ctx, dc.RPCURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+	key, _ := s.merchant()
+	s.wallet = dc.Customer().Hex()
+	id, _ := s.openSession(key, "", "12.50")
+	if _, err := devchain.Pay(ctx, devchain.PayOptions{APIBase: s.http.URL, RPCURL: dc.RPCURL(), SessionID: id, NoSubmit: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.watchUntil(id, "complete", 60*time.Second)
+	cs, err := s.store.CheckoutSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	domain, err := devchain.ReadTokenDomain(ctx, eth, dc.USDC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := devchain.StrangerKey()
+	// authorize has signer sign units to to with the session's reference as
+	// its nonce, and the stranger broadcast it.
+	authorize := func(signer *ecdsa.PrivateKey, to common.Address, units int64) string {
+		t.Helper()
+		a := devchain.Authorization{From: crypto.PubkeyToAddress(signer.PublicKey), To: to, Value: big.NewInt(units),
+			ValidAfter: big.NewInt(0), ValidBefore: big.NewInt(time.Now().Add(time.Hour).Unix()), Nonce: common.HexToHash(*cs.PaymentReference)}
+		sig, err := devchain.SignAuthorization(signer, domain, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := devchain.BroadcastAuthorization(ctx, eth, stranger, dc.USDC(), a, sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx.Hash().Hex()
+	}
+	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
+	exceptions := func(hash string, within time.Duration) []models.PaymentException {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			s.checkout.WatchOnce(ctx, nil)
+			got, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) > 0 || time.Now().After(deadline) {
+				return got
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// A wallet of nothing signs nothing to itself: nothing received,
+	// nothing kept.
+	nobody, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := authorize(nobody, crypto.PubkeyToAddress(nobody.PublicKey), 0)
+	if got := exceptions(junk, 4*time.Second); len(got) != 0 {
+		t.Fatalf("exceptions of the zero-value authorization: %+v", got)
+	}
+	// Another wallet pays the amount due with the session's reference.
+	again := authorize(stranger, common.HexToAddress(cs.MerchantWalletAddress), cs.ExpectedAmount.Units())
+	got := exceptions(again, 15*time.Second)
+	if len(got) != 1 || got[0].Kind != models.ExceptionLate || got[0].Amount != cs.ExpectedAmount || len(got[0].SessionIDs) != 1 ||
+		got[0].SessionIDs[0] != id || !strings.Contains(got[0].Message, *cs.TxHash) {
+		t.Fatalf("the second payment's exceptions: %+v", got)
 	}
 }

@@ -960,6 +960,17 @@ func (s *Store) WatchedWallets(ctx context.Context, network string, endedAfter t
 	return wallets, err
 }
 
+// AnyFoundWatched reports whether a network has a session whose reference
+// a scan that finds references on chain looks up (WatchedAmong's
+// sessions): the EVM authorization scan runs only then.
+func (s *Store) AnyFoundWatched(ctx context.Context, network string, endedAfter time.Time) (bool, error) {
+	var ids []string
+	err := s.ctx(ctx).Model(&CheckoutSession{}).
+		Where("network = ? AND payment_reference IS NOT NULL AND (tx_hash IS NULL OR status IN ?) AND expires_at > ?", network, foundWithHash, endedAfter).
+		Limit(1).Pluck("id", &ids).Error
+	return len(ids) > 0, err
+}
+
 // WatchedAmong answers which of refs are watched references of a network
 // (WatchedReferences' sessions: no transaction hash, one being confirmed
 // or failed; and completed ones, foundWithHash; expiring after

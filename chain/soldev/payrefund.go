@@ -176,13 +176,14 @@ type Sent struct {
 
 // SendToken sends units of mint from the owner's associated token account
 // to the wallet to's (created idempotently when missing) on the dev chain's
-// RPC at rpcURL, as a plain wallet transfer: no reference. An owner holding
-// less than 0.01 SOL has its fee (and the rent of a created account) paid
-// by the dev chain's mint authority.
-func SendToken(ctx context.Context, rpcURL string, owner solana.PrivateKey, mint, to solana.PublicKey, units uint64) (Sent, error) {
+// RPC at rpcURL, as a plain wallet transfer, carrying refs as Solana Pay
+// references when given (a test's stranger naming a session). An owner
+// holding less than 0.01 SOL has its fee (and the rent of a created
+// account) paid by the dev chain's mint authority.
+func SendToken(ctx context.Context, rpcURL string, owner solana.PrivateKey, mint, to solana.PublicKey, units uint64, refs ...solana.PublicKey) (Sent, error) {
 	client := rpc.New(rpcURL)
 	from := owner.PublicKey()
-	t, err := newTransfer(ctx, client, from, mint, to, units, nil)
+	t, err := newTransfer(ctx, client, from, mint, to, units, refs)
 	if err != nil {
 		return Sent{}, err
 	}
