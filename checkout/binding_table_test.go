@@ -1262,3 +1262,45 @@ func TestFindAuthorizationsAfterAReorg(t *testing.T) {
 	}
 	t.Fatalf("the payment the reorg put at a height read before is not found: %+v", found)
 }
+
+// TestDustIsNotOfferedAgain: a stranger's dust transfer to a merchant's
+// wallet that no open session could take (none declares its sender and
+// is due its amount) is not offered again every 15 s for its grace (four
+// queries each time, per transfer, before); it still becomes an unmatched
+// exception when the grace ends. A session opened after the transfer was
+// mined could not take it anyway (mined before it).
+func TestDustIsNotOfferedAgain(t *testing.T) {
+	e := newBindEnv(t)
+	clock := time.Now()
+	svc := &checkout.Service{Store: e.st, Networks: e.reg, Finder: e.verifier, Verifier: e.verifier, Lifetime: 30 * time.Minute,
+		UnmatchedGrace: 10 * time.Minute, Now: func() time.Time { return clock }}
+	dust := e.payPlainUnits(e.stranger, e.merchantA, 1)
+	svc.WatchOnce(e.ctx, nil)
+	// The stranger now opens a session declaring their wallet, due one
+	// unit: offered again, the dust would be submitted to it (and with no
+	// Temporal client here, the submit panics).
+	cs := e.sessionDue(e.linkA, e.addr(e.stranger), 1)
+	if err := e.st.MarkWorkflowStarted(e.ctx, cs.ID); err != nil { // the submit goes to the (absent) workflow
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("the dust was offered to a session again: %v", r)
+			}
+		}()
+		clock = clock.Add(20 * time.Second)
+		svc.WatchOnce(e.ctx, nil)
+	}()
+	if got, err := e.st.CheckoutSession(e.ctx, cs.ID); err != nil || got.TxHash != nil {
+		t.Fatalf("session %+v %v", got, err)
+	}
+	if got := e.exception(e.mA, dust); got != "no exception" {
+		t.Fatalf("before the grace ended: %s", got)
+	}
+	clock = clock.Add(10 * time.Minute)
+	svc.WatchOnce(e.ctx, nil)
+	if got := e.exception(e.mA, dust); got != "exception unmatched 0.000001" {
+		t.Fatalf("after the grace: %s", got)
+	}
+}

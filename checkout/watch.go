@@ -34,6 +34,11 @@ type unmatchedCandidate struct {
 	firstSeen time.Time
 	// tried is when attachPlain last tried it.
 	tried time.Time
+	// retry: an open session declares the sender and is due the amount
+	// (held by another hash when the transfer was first seen): it is
+	// offered again. A stranger's dust matches none and is not (four
+	// queries every 15 s for ten minutes, per transfer, before).
+	retry bool
 }
 
 // candidateRetry is how often a candidate is offered to the session it
@@ -105,7 +110,8 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	s.advance(ctx, name, cursorTransfers, s.transferCursors, next)
 	now := s.now()
 	for _, in := range found {
-		if units, err := strconv.ParseInt(in.Units, 10, 64); err != nil || units <= 0 {
+		units, err := strconv.ParseInt(in.Units, 10, 64)
+		if err != nil || units <= 0 {
 			// Zero-value transfers are address-poisoning spam (anyone can
 			// emit one in any sender's name); nothing was received.
 			continue
@@ -118,7 +124,8 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 			}
 			key := name + "/" + w.MerchantID + "/" + hash
 			if _, ok := s.candidates[key]; !ok {
-				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now}
+				declared, err := s.Store.AnySessionDeclaring(ctx, w.MerchantID, name, in.From, units)
+				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now, retry: declared || err != nil}
 			}
 		}
 	}
@@ -127,7 +134,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 		if !strings.HasPrefix(key, name+"/") {
 			continue
 		}
-		if now.Sub(c.tried) >= candidateRetry {
+		if c.retry && now.Sub(c.tried) >= candidateRetry {
 			if s.attachPlain(ctx, name, c.wallet, c.in) {
 				delete(s.candidates, key)
 				continue

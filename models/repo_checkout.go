@@ -1020,6 +1020,18 @@ func (s *Store) OpenSessionsPaidBy(ctx context.Context, merchantID, network, wal
 	return rows, err
 }
 
+// AnySessionDeclaring reports whether a merchant has an open session on a
+// network declaring wallet and due exactly units: one a plain transfer of
+// units from wallet may pay once it is free (held by another hash now).
+func (s *Store) AnySessionDeclaring(ctx context.Context, merchantID, network, wallet string, units int64) (bool, error) {
+	var ids []string
+	err := s.ctx(ctx).Model(&CheckoutSession{}).
+		Where("merchant_id = ? AND network = ? AND LOWER(wallet_address) = LOWER(?) AND expected_amount = ? AND status NOT IN ?",
+			merchantID, network, wallet, units, []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}).
+		Limit(1).Pluck("id", &ids).Error
+	return len(ids) > 0, err
+}
+
 // ChainCursorOf is the stored scan cursor of a network and kind (0: none).
 func (s *Store) ChainCursorOf(ctx context.Context, network, kind string) (uint64, error) {
 	var c ChainCursor
