@@ -376,6 +376,13 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 	if err != nil {
 		return nil, err
 	}
+	if len(addrs) == 0 {
+		// Nothing to read: the node is not asked (a network nobody
+		// sells on may have none reachable), and the wallets read before
+		// lose their places.
+		delete(s.walletSigs, name)
+		return nil, nil
+	}
 	if s.walletSigs == nil {
 		s.walletSigs = map[string]map[string]string{}
 	}
