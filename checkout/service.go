@@ -73,6 +73,10 @@ type Service struct {
 	// (session id/hash), not verified again.
 	retryFound map[string][]chain.Found
 	declined   map[string]time.Time
+	// lateWaits: when a payment found for an ended session was first
+	// found not final (network/hash): it is looked at again for
+	// lateWaitFor at most (one reorged away for good is never final).
+	lateWaits map[string]time.Time
 	// cursorSaved: when each stored scan cursor (kind/network) was last
 	// written.
 	cursorSaved map[string]time.Time

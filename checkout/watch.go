@@ -594,6 +594,35 @@ func (s *Service) pruneDeclined() {
 			delete(s.declined, k)
 		}
 	}
+	for k, at := range s.lateWaits {
+		// Kept past lateWaitFor: the pass that finds the wait over drops
+		// the payment from its retries first.
+		if s.now().Sub(at) > 2*lateWaitFor {
+			delete(s.lateWaits, k)
+		}
+	}
+}
+
+// lateWaitFor is how long a payment found for an ended session is looked
+// at again while it is not final: far past any finality (an Ethereum
+// epoch pair, Solana's seconds), short of keeping one that a reorg
+// removed for good in the retry list for ever.
+const lateWaitFor = time.Hour
+
+// lateWait reports whether a payment found for an ended session, not final
+// yet, is to be looked at again: for lateWaitFor after it was first found
+// so.
+func (s *Service) lateWait(network, hash string) bool {
+	if s.lateWaits == nil {
+		s.lateWaits = map[string]time.Time{}
+	}
+	key := network + "/" + strings.ToLower(hash)
+	first, ok := s.lateWaits[key]
+	if !ok {
+		s.lateWaits[key] = s.now()
+		return true
+	}
+	return s.now().Sub(first) < lateWaitFor
 }
 
 // lateException verifies a payment bound to an ended session and, when
@@ -616,7 +645,7 @@ func (s *Service) lateException(ctx context.Context, network string, cs *models.
 		return false, !chain.IsPermanent(err)
 	}
 	if res.Verdict == chain.VerdictPending {
-		return false, true // not final yet
+		return false, s.lateWait(network, f.TxHash) // not final yet
 	}
 	units, _ := strconv.ParseInt(res.ReceivedUnits, 10, 64)
 	if !res.Bound || units <= 0 || res.PaidBy != "" {

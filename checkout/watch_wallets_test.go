@@ -183,3 +183,33 @@ func watchedSolanaSession(t *testing.T, st *models.Store) (paid, ref string) {
 	}
 	return paid, ref
 }
+
+// TestLatePaymentNotFinalIsLookedAtForAnHour: a payment found for an ended
+// session that is not final yet is looked at again on later passes, for an
+// hour: one a reorg removed for good stays not final, and must not stay in
+// the retries for ever.
+func TestLatePaymentNotFinalIsLookedAtForAnHour(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite")
+	_, ref := watchedSolanaSession(t, st)
+	cs, err := st.SessionByReference(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Status = models.StatusExpired
+	clock := time.Now()
+	v := &countingVerifier{} // pending, always
+	s := &Service{Store: st, Verifier: v, Now: func() time.Time { return clock }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	f := chain.Found{Reference: ref, TxHash: "5late"}
+	for _, step := range []struct {
+		after time.Duration
+		retry bool
+	}{{0, true}, {59 * time.Minute, true}, {61 * time.Minute, false}} {
+		clock = clock.Add(step.after)
+		s.pruneDeclined()
+		if kept, retry := s.lateException(ctx, chain.NetworkSolanaDevnet, cs, f, nil); kept || retry != step.retry {
+			t.Fatalf("+%v: kept %v, retry %v; want retry %v", step.after, kept, retry, step.retry)
+		}
+		clock = clock.Add(-step.after)
+	}
+}
