@@ -252,6 +252,55 @@ func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []str
 		})
 }
 
+// SolanaTransferScanner is a SolanaPaymentScanner that also reports, from
+// the same reads, the USDC each transaction brought a wallet: a plain
+// transfer (a wallet's "send", or any payment that carries no reference)
+// is seen as on EVM, where the token's Transfer logs show every one.
+type SolanaTransferScanner interface {
+	// FindPaymentsTo is FindReferencesPaidTo, and the transactions read
+	// that raised a wallet's USDC balance, as Incoming (From: the owner
+	// whose USDC fell the most).
+	FindPaymentsTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]Found, []Incoming, map[string]string, error)
+}
+
+// FindPaymentsTo implements [SolanaTransferScanner].
+func (m *MultiVerifier) FindPaymentsTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]Found, []Incoming, map[string]string, error) {
+	v, err := m.verifier(ctx, network)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sv, ok := v.(*SolanaVerifier)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("%w: %s is not a Solana network", ErrUnknownNetwork, network)
+	}
+	type read struct {
+		found []Found
+		in    *Incoming
+	}
+	reads, newest, err := eachWalletTransaction(ctx, sv, wallets, after, since,
+		func(owner solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []read {
+			decoded, _ := tx.Transaction.GetTransaction()
+			_, keys := references(decoded, tx.Meta, solana.PublicKey{})
+			var r read
+			for _, k := range keys {
+				r.found = append(r.found, Found{Reference: k, TxHash: sig.Signature.String(), Block: sig.Slot})
+			}
+			if received, payer, _, derr := sv.delta(tx, owner); derr == nil && received.Sign() > 0 {
+				r.in = &Incoming{TxHash: sig.Signature.String(), From: payer, To: owner.String(), Units: received.String(), Block: sig.Slot}
+			}
+			return []read{r}
+		})
+	var found []Found
+	var in []Incoming
+	for _, r := range reads {
+		found = append(found, r.found...)
+		if r.in != nil {
+			in = append(in, *r.in)
+		}
+	}
+	return found, in, newest, err
+}
+
 // eachWalletTransaction reads, oldest first, each successful transaction
 // that touched a wallet's associated USDC account after its place
 // after[wallet] (every one since it), or, for a wallet without a place, the

@@ -69,14 +69,12 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	if err != nil || len(wallets) == 0 {
 		return 0
 	}
-	byAddr := map[string][]models.ReceivingWallet{}
+	byAddr := walletsByAddress(wallets)
 	var addrs []string
 	for _, w := range wallets {
-		k := strings.ToLower(w.Address)
-		if len(byAddr[k]) == 0 {
+		if ws := byAddr[strings.ToLower(w.Address)]; ws[0] == w {
 			addrs = append(addrs, w.Address)
 		}
-		byAddr[k] = append(byAddr[k], w)
 	}
 	from := s.cursor(ctx, name, cursorTransfers, s.transferCursors)
 	found, next, err := tf.FindTransfersTo(ctx, name, addrs, from)
@@ -108,6 +106,26 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 		s.knownWallets[name][strings.ToLower(a)] = true
 	}
 	s.advance(ctx, name, cursorTransfers, s.transferCursors, next)
+	s.offerPlain(ctx, name, byAddr, found)
+	return s.sweepCandidates(ctx, name, dispatch)
+}
+
+// walletsByAddress groups receiving wallets by address (lower case).
+func walletsByAddress(wallets []models.ReceivingWallet) map[string][]models.ReceivingWallet {
+	byAddr := map[string][]models.ReceivingWallet{}
+	for _, w := range wallets {
+		k := strings.ToLower(w.Address)
+		byAddr[k] = append(byAddr[k], w)
+	}
+	return byAddr
+}
+
+// offerPlain attaches each transfer found reaching a merchant's wallet
+// (byAddr) to the one open session it pays (attachPlain), or keeps it as a
+// candidate that the merchant holds as an unmatched exception if nothing
+// accounts for it when its grace ends (sweepCandidates).
+func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string][]models.ReceivingWallet, found []chain.Incoming) {
+	fam, _ := chain.FamilyOf(name)
 	now := s.now()
 	for _, in := range found {
 		units, err := strconv.ParseInt(in.Units, 10, 64)
@@ -116,7 +134,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 			// emit one in any sender's name); nothing was received.
 			continue
 		}
-		hash, _ := chain.ParseTxHash(chain.FamilyEVM, in.TxHash)
+		hash, _ := chain.ParseTxHash(fam, in.TxHash)
 		in.TxHash = hash
 		for _, w := range byAddr[strings.ToLower(in.To)] {
 			if s.attachPlain(ctx, name, w, in) {
@@ -129,6 +147,14 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 			}
 		}
 	}
+}
+
+// sweepCandidates offers a network's candidates to their session again
+// (those an open session could take) and keeps, once their grace ended,
+// those nothing accounts for as unmatched exceptions. It returns how many
+// it kept.
+func (s *Service) sweepCandidates(ctx context.Context, name string, dispatch Dispatcher) int {
+	now := s.now()
 	n := 0
 	for key, c := range s.candidates {
 		if !strings.HasPrefix(key, name+"/") {
@@ -241,7 +267,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	n := 0
 	for _, name := range append(s.Networks.Names(chain.ModeTest), s.Networks.Names(chain.ModeLive)...) {
 		n += s.scanUnmatched(ctx, name, dispatch)
-		found, next, ok, err := s.findWatched(ctx, name, since)
+		found, plain, next, ok, err := s.findWatched(ctx, name, since)
 		if ok {
 			if err != nil {
 				s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
@@ -268,6 +294,17 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 				s.retryFound[name] = append(s.retryFound[name], f)
 			}
 		}
+		if fam, _ := chain.FamilyOf(name); fam == chain.FamilySolana {
+			// The plain transfers the wallet read saw (no watched
+			// reference), offered as the EVM transfer scan's are, then
+			// the candidates' grace (EVM: scanUnmatched).
+			if len(plain) > 0 {
+				if wallets, err := s.receivingWallets(ctx, name); err == nil {
+					s.offerPlain(ctx, name, walletsByAddress(wallets), plain)
+				}
+			}
+			n += s.sweepCandidates(ctx, name, dispatch)
+		}
 	}
 	s.pruneDeclined()
 	return n
@@ -287,7 +324,7 @@ const watchedListLimit = 5000
 // USDC accounts are read, the store saying which carry a watched
 // reference. ok is false when there was nothing to do or the scan could
 // not start (logged).
-func (s *Service) findWatched(ctx context.Context, name string, since time.Time) (found []chain.Found, next uint64, ok bool, err error) {
+func (s *Service) findWatched(ctx context.Context, name string, since time.Time) (found []chain.Found, plain []chain.Incoming, next uint64, ok bool, err error) {
 	from := s.cursor(ctx, name, cursorReferences, s.cursors)
 	if af, isAF := s.Finder.(chain.AuthorizationFinder); isAF {
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilyEVM {
@@ -297,19 +334,19 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 			some, err := s.Store.AnyFoundWatched(ctx, name, since)
 			if err != nil {
 				s.log().Warn("watch: references not listed", "network", name, "err", err)
-				return nil, from, false, nil
+				return nil, nil, from, false, nil
 			}
 			if !some {
 				// Nothing can be paid in the blocks of a time without
 				// sessions: the next scan starts at the recent blocks, not
 				// at a backlog of every authorization since.
 				s.cursors[name] = 0
-				return nil, from, false, nil
+				return nil, nil, from, false, nil
 			}
 			all, next, err := af.FindAuthorizations(ctx, name, from)
 			if err != nil && len(all) == 0 {
 				s.log().Warn("watch: chain not searched for authorizations", "network", name, "err", err)
-				return nil, from, false, nil
+				return nil, nil, from, false, nil
 			}
 			refs := make([]string, 0, len(all))
 			for _, f := range all {
@@ -319,20 +356,20 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 			if werr != nil {
 				// The cursor stays: the next pass reads these blocks again.
 				s.log().Warn("watch: found authorizations not looked up", "network", name, "err", werr)
-				return nil, from, false, nil
+				return nil, nil, from, false, nil
 			}
 			for _, f := range all {
 				if watched[f.Reference] {
 					found = append(found, f)
 				}
 			}
-			return found, next, true, err
+			return found, nil, next, true, err
 		}
 	}
 	refs, err := s.Store.WatchedReferences(ctx, name, since, watchedListLimit)
 	if err != nil {
 		s.log().Warn("watch: references not listed", "network", name, "err", err)
-		return nil, from, false, nil
+		return nil, nil, from, false, nil
 	}
 	next = from
 	if len(refs) > 0 {
@@ -348,12 +385,12 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 	// watchedListLimit, which are not listed by reference.
 	// It reads the wallets of completed sessions too, whose references are
 	// not listed (a payment made again is an exception naming them).
-	more, serr := s.scanSolanaWallets(ctx, name, since)
+	more, plain, serr := s.scanSolanaWallets(ctx, name, since)
 	found = append(found, more...)
 	if serr != nil {
 		err = errors.Join(err, serr)
 	}
-	return found, next, len(refs) > 0 || len(more) > 0 || serr != nil, err
+	return found, plain, next, len(refs) > 0 || len(more) > 0 || serr != nil, err
 }
 
 // scanSolanaWallets reads the new transactions that reached the USDC
@@ -364,24 +401,24 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 // reference. A wallet that no watched session pays loses its place: when
 // one does again, it is read back to since, not from where it stood days
 // before.
-func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time.Time) ([]chain.Found, error) {
+func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time.Time) ([]chain.Found, []chain.Incoming, error) {
 	sc, ok := s.Finder.(chain.SolanaPaymentScanner)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if fam, _ := chain.FamilyOf(name); fam != chain.FamilySolana {
-		return nil, nil
+		return nil, nil, nil
 	}
 	addrs, err := s.Store.WatchedWallets(ctx, name, since)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(addrs) == 0 {
 		// Nothing to read: the node is not asked (a network nobody
 		// sells on may have none reachable), and the wallets read before
 		// lose their places.
 		delete(s.walletSigs, name)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if s.walletSigs == nil {
 		s.walletSigs = map[string]map[string]string{}
@@ -398,7 +435,14 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 			delete(s.walletSigs[name], w)
 		}
 	}
-	all, newest, err := sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name], since)
+	var all []chain.Found
+	var incoming []chain.Incoming
+	var newest map[string]string
+	if ts, ok := s.Finder.(chain.SolanaTransferScanner); ok {
+		all, incoming, newest, err = ts.FindPaymentsTo(ctx, name, addrs, s.walletSigs[name], since)
+	} else {
+		all, newest, err = sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name], since)
+	}
 	keys := make([]string, 0, len(all))
 	for _, f := range all {
 		keys = append(keys, f.Reference)
@@ -406,18 +450,28 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 	watched, werr := s.Store.WatchedAmong(ctx, name, keys, since)
 	if werr != nil {
 		// The wallets' places stay: the next pass reads them again.
-		return nil, errors.Join(err, werr)
+		return nil, nil, errors.Join(err, werr)
 	}
 	for w, sig := range newest {
 		s.walletSigs[name][w] = sig
 	}
 	var found []chain.Found
+	carried := map[string]bool{}
 	for _, f := range all {
 		if watched[f.Reference] {
 			found = append(found, f)
+			carried[f.TxHash] = true
 		}
 	}
-	return found, err
+	// A transfer carrying a watched session's reference is that session's
+	// (attachFound); the rest are plain transfers, offered as on EVM.
+	var plain []chain.Incoming
+	for _, in := range incoming {
+		if !carried[in.TxHash] {
+			plain = append(plain, in)
+		}
+	}
+	return found, plain, err
 }
 
 func uniqueFound(found []chain.Found) []chain.Found {

@@ -71,7 +71,7 @@ func testSolanaWalletScan(t *testing.T, st *models.Store) {
 	s := &Service{Store: st, Finder: sc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	since := time.Now().Add(-time.Hour)
 
-	found, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since)
+	found, _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func testSolanaWalletScan(t *testing.T, st *models.Store) {
 		t.Fatalf("found %v, want the session's payment only", found)
 	}
 	// The next pass resumes at the wallet's place.
-	if _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
+	if _, _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
 		t.Fatal(err)
 	}
 	if got := sc.places[1][paid]; got != "sig-of-"+paid {
@@ -91,14 +91,14 @@ func testSolanaWalletScan(t *testing.T, st *models.Store) {
 	// Watched no more (ended before since): the node is not asked, the
 	// wallet's place dropped.
 	later := time.Now().Add(time.Hour)
-	if _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, later); err != nil {
+	if _, _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, later); err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.asked) != 2 {
 		t.Fatalf("the node asked with no watched session: %v", sc.asked[2:])
 	}
 	// Watched again: read back to since, not from its old place.
-	if _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
+	if _, _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
 		t.Fatal(err)
 	}
 	if got := sc.places[2]; len(got) != 0 {

@@ -196,3 +196,60 @@ func TestPaidAgainAfterCompletion(t *testing.T) {
 		t.Fatalf("the second payment's exceptions: %+v", got)
 	}
 }
+
+// TestSolanaPlainTransfers: on Solana, a transfer that carries no
+// reference (a wallet's plain "send" of the amount shown on the page) was
+// found only when its signature was submitted; never submitted, the
+// session expired and the USDC reached the merchant with no record, where
+// EVM's transfer scan attaches it or keeps it as an unmatched exception.
+// The wallet read now reports such transfers too: one from the declared
+// wallet for the amount due completes its session, and one that no session
+// takes becomes an unmatched exception once its grace ends.
+func TestSolanaPlainTransfers(t *testing.T) {
+	ctx := context.Background()
+	s, sc := solanaDevStack(t, stackOptions{}) // the watcher is run by the test
+	key, session := s.merchant()
+	id := s.openSolanaSession(s.solanaLink(key, session))["id"].(string)
+	p, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{NoReference: true, NoSubmit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Reference != "" {
+		t.Fatalf("the payment carries the reference %s: the test would prove nothing", p.Reference)
+	}
+	d := s.watchUntil(id, "complete", 60*time.Second)
+	if d["session"].(map[string]any)["txHash"] != p.Signature {
+		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
+	}
+	cs, err := s.store.CheckoutSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An amount no session is due: kept for the merchant once the grace
+	// ends (the completed session keeps the wallet read).
+	s.checkout.UnmatchedGrace = time.Millisecond
+	sent, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, solana.MustPublicKeyFromBase58(cs.MerchantWalletAddress), 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
+	deadline := time.Now().Add(30 * time.Second)
+	var got []models.PaymentException
+	for {
+		s.checkout.WatchOnce(ctx, nil)
+		if got, _, err = s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: sent.Signature}, models.Page{Limit: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 || got[0].PayerAddress != soldev.CustomerAddress {
+		t.Fatalf("the unmatched transfer's exceptions: %+v", got)
+	}
+	// The session's own payment, read again with the wallet, is no exception.
+	if all, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{}, models.Page{Limit: 5}); err != nil || len(all) != 1 {
+		t.Fatalf("exceptions: %+v %v", all, err)
+	}
+}
