@@ -41,6 +41,10 @@ type unmatchedCandidate struct {
 	retry bool
 }
 
+// maxUnmatchedWait bounds how long a candidate waits past its grace for
+// the sessions open when it arrived, due its amount, to end.
+const maxUnmatchedWait = 2 * time.Hour
+
 // candidateRetry is how often a candidate is offered to the session it
 // may pay again before its grace ends: that session may have held another
 // hash when it was first seen (a stranger's, given back since).
@@ -106,7 +110,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 		s.knownWallets[name][strings.ToLower(a)] = true
 	}
 	s.advance(ctx, name, cursorTransfers, s.transferCursors, next)
-	s.offerPlain(ctx, name, byAddr, found)
+	s.offerPlain(ctx, name, byAddr, found, true)
 	return s.sweepCandidates(ctx, name, dispatch)
 }
 
@@ -121,10 +125,11 @@ func walletsByAddress(wallets []models.ReceivingWallet) map[string][]models.Rece
 }
 
 // offerPlain attaches each transfer found reaching a merchant's wallet
-// (byAddr) to the one open session it pays (attachPlain), or keeps it as a
-// candidate that the merchant holds as an unmatched exception if nothing
-// accounts for it when its grace ends (sweepCandidates).
-func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string][]models.ReceivingWallet, found []chain.Incoming) {
+// (byAddr) to the one open session it pays (attachPlain; only when attach),
+// or keeps it as a candidate that the merchant holds as an unmatched
+// exception if nothing accounts for it when its grace ends
+// (sweepCandidates).
+func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string][]models.ReceivingWallet, found []chain.Incoming, attach bool) {
 	fam, _ := chain.FamilyOf(name)
 	now := s.now()
 	for _, in := range found {
@@ -137,13 +142,17 @@ func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string
 		hash, _ := chain.ParseTxHash(fam, in.TxHash)
 		in.TxHash = hash
 		for _, w := range byAddr[strings.ToLower(in.To)] {
-			if s.attachPlain(ctx, name, w, in) {
+			if attach && s.attachPlain(ctx, name, w, in) {
 				continue
 			}
 			key := name + "/" + w.MerchantID + "/" + hash
 			if _, ok := s.candidates[key]; !ok {
-				declared, err := s.Store.AnySessionDeclaring(ctx, w.MerchantID, name, in.From, units)
-				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now, retry: declared || err != nil}
+				retry := false
+				if attach {
+					declared, err := s.Store.AnySessionDeclaring(ctx, w.MerchantID, name, in.From, units)
+					retry = declared || err != nil
+				}
+				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now, retry: retry}
 			}
 		}
 	}
@@ -175,8 +184,16 @@ func (s *Service) sweepCandidates(ctx context.Context, name string, dispatch Dis
 		if err != nil {
 			continue
 		}
+		units, _ := strconv.ParseInt(c.in.Units, 10, 64)
+		if !done && now.Sub(c.firstSeen) < maxUnmatchedWait {
+			// A session open when it arrived, due its amount at this
+			// wallet, may still take it (its customer submits the hash
+			// late): made an exception now, the submit would be contested.
+			if due, err := s.Store.AnySessionDue(ctx, c.wallet.MerchantID, name, c.wallet.Address, units, c.firstSeen); err != nil || due {
+				continue
+			}
+		}
 		if !done {
-			units, _ := strconv.ParseInt(c.in.Units, 10, 64)
 			ids, err := s.Store.OpenException(ctx, &models.PaymentException{MerchantID: c.wallet.MerchantID, Mode: c.wallet.Mode,
 				Network: name, TxHash: c.in.TxHash, Kind: models.ExceptionUnmatched, Amount: money.Amount(units),
 				PayerAddress: c.in.From, MerchantWalletAddress: c.wallet.Address,
@@ -267,7 +284,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	n := 0
 	for _, name := range append(s.Networks.Names(chain.ModeTest), s.Networks.Names(chain.ModeLive)...) {
 		n += s.scanUnmatched(ctx, name, dispatch)
-		found, plain, next, ok, err := s.findWatched(ctx, name, since)
+		found, received, next, ok, err := s.findWatched(ctx, name, since)
 		if ok {
 			if err != nil {
 				s.log().Warn("watch: chain not searched for every reference", "network", name, "err", err)
@@ -295,12 +312,17 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			}
 		}
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilySolana {
-			// The plain transfers the wallet read saw (no watched
-			// reference), offered as the EVM transfer scan's are, then
-			// the candidates' grace (EVM: scanUnmatched).
-			if len(plain) > 0 {
+			// Every transfer the wallet read saw reach a merchant's
+			// wallet is a candidate: kept as an unmatched exception when
+			// nothing accounts for it once its grace ends (EVM:
+			// scanUnmatched). None is attached to a session as plain: a
+			// transaction carrying a session's reference (one no longer
+			// watched, or paying two wallets) would fail the session it
+			// was offered to, and the reference finds what is a
+			// session's.
+			if len(received) > 0 {
 				if wallets, err := s.receivingWallets(ctx, name); err == nil {
-					s.offerPlain(ctx, name, walletsByAddress(wallets), plain)
+					s.offerPlain(ctx, name, walletsByAddress(wallets), received, false)
 				}
 			}
 			n += s.sweepCandidates(ctx, name, dispatch)
@@ -324,7 +346,7 @@ const watchedListLimit = 5000
 // USDC accounts are read, the store saying which carry a watched
 // reference. ok is false when there was nothing to do or the scan could
 // not start (logged).
-func (s *Service) findWatched(ctx context.Context, name string, since time.Time) (found []chain.Found, plain []chain.Incoming, next uint64, ok bool, err error) {
+func (s *Service) findWatched(ctx context.Context, name string, since time.Time) (found []chain.Found, received []chain.Incoming, next uint64, ok bool, err error) {
 	from := s.cursor(ctx, name, cursorReferences, s.cursors)
 	if af, isAF := s.Finder.(chain.AuthorizationFinder); isAF {
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilyEVM {
@@ -385,12 +407,12 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 	// watchedListLimit, which are not listed by reference.
 	// It reads the wallets of completed sessions too, whose references are
 	// not listed (a payment made again is an exception naming them).
-	more, plain, serr := s.scanSolanaWallets(ctx, name, since)
+	more, received, serr := s.scanSolanaWallets(ctx, name, since)
 	found = append(found, more...)
 	if serr != nil {
 		err = errors.Join(err, serr)
 	}
-	return found, plain, next, len(refs) > 0 || len(more) > 0 || serr != nil, err
+	return found, received, next, len(refs) > 0 || len(more) > 0 || serr != nil, err
 }
 
 // scanSolanaWallets reads the new transactions that reached the USDC
@@ -439,6 +461,11 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 	var incoming []chain.Incoming
 	var newest map[string]string
 	if ts, ok := s.Finder.(chain.SolanaTransferScanner); ok {
+		// The merchants' wallets are read first (cached for the pass's
+		// candidates): failing after the read, its transfers would be lost.
+		if _, err := s.receivingWallets(ctx, name); err != nil {
+			return nil, nil, err
+		}
 		all, incoming, newest, err = ts.FindPaymentsTo(ctx, name, addrs, s.walletSigs[name], since)
 	} else {
 		all, newest, err = sc.FindReferencesPaidTo(ctx, name, addrs, s.walletSigs[name], since)
@@ -456,22 +483,12 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 		s.walletSigs[name][w] = sig
 	}
 	var found []chain.Found
-	carried := map[string]bool{}
 	for _, f := range all {
 		if watched[f.Reference] {
 			found = append(found, f)
-			carried[f.TxHash] = true
 		}
 	}
-	// A transfer carrying a watched session's reference is that session's
-	// (attachFound); the rest are plain transfers, offered as on EVM.
-	var plain []chain.Incoming
-	for _, in := range incoming {
-		if !carried[in.TxHash] {
-			plain = append(plain, in)
-		}
-	}
-	return found, plain, err
+	return found, incoming, err
 }
 
 func uniqueFound(found []chain.Found) []chain.Found {

@@ -57,18 +57,7 @@ func TestSolanaPaidTwiceIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
-	deadline := time.Now().Add(30 * time.Second)
-	var got []models.PaymentException
-	for {
-		s.checkout.WatchOnce(ctx, nil)
-		if got, _, err = s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: other}, models.Page{Limit: 5}); err != nil {
-			t.Fatal(err)
-		}
-		if len(got) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	got := s.watchForExceptions(scope, other, 30*time.Second)
 	if len(got) != 1 || got[0].Kind != models.ExceptionDuplicate || got[0].Amount != cs.ExpectedAmount ||
 		len(got[0].SessionIDs) != 1 || got[0].SessionIDs[0] != id || !strings.Contains(got[0].Message, paid) {
 		t.Fatalf("the second payment's exceptions: %+v", got)
@@ -84,17 +73,7 @@ func TestSolanaPaidTwiceIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		s.checkout.WatchOnce(ctx, nil)
-		if got, _, err = s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: third.Signature}, models.Page{Limit: 5}); err != nil {
-			t.Fatal(err)
-		}
-		if len(got) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	got = s.watchForExceptions(scope, third.Signature, 30*time.Second)
 	if len(got) != 1 || got[0].Kind != models.ExceptionDuplicate || len(got[0].SessionIDs) != 1 || got[0].SessionIDs[0] != id {
 		t.Fatalf("the third payment's exceptions: %+v", got)
 	}
@@ -164,19 +143,7 @@ func TestPaidAgainAfterCompletion(t *testing.T) {
 	}
 	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
 	exceptions := func(hash string, within time.Duration) []models.PaymentException {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			s.checkout.WatchOnce(ctx, nil)
-			got, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) > 0 || time.Now().After(deadline) {
-				return got
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		return s.watchForExceptions(scope, strings.ToLower(hash), within)
 	}
 	// A wallet of nothing signs nothing to itself: nothing received,
 	// nothing kept.
@@ -198,16 +165,19 @@ func TestPaidAgainAfterCompletion(t *testing.T) {
 }
 
 // TestSolanaPlainTransfers: on Solana, a transfer that carries no
-// reference (a wallet's plain "send" of the amount shown on the page) was
-// found only when its signature was submitted; never submitted, the
-// session expired and the USDC reached the merchant with no record, where
-// EVM's transfer scan attaches it or keeps it as an unmatched exception.
-// The wallet read now reports such transfers too: one from the declared
-// wallet for the amount due completes its session, and one that no session
-// takes becomes an unmatched exception once its grace ends.
+// reference (a wallet's plain "send" of the amount the page shows) was seen
+// only when its signature was submitted; never submitted, the USDC reached
+// the merchant with no record, where EVM's transfer scan keeps such a
+// transfer as an unmatched exception. The wallet read now reports every
+// transfer reaching a watched merchant wallet: one that nothing accounts
+// for becomes an unmatched exception once its grace ends, but not while a
+// session open when it arrived is still due its amount there (its
+// customer may submit the signature late: made an exception, the submit
+// would be contested).
 func TestSolanaPlainTransfers(t *testing.T) {
 	ctx := context.Background()
 	s, sc := solanaDevStack(t, stackOptions{}) // the watcher is run by the test
+	s.checkout.UnmatchedGrace = time.Millisecond
 	key, session := s.merchant()
 	id := s.openSolanaSession(s.solanaLink(key, session))["id"].(string)
 	p, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{NoReference: true, NoSubmit: true})
@@ -217,39 +187,54 @@ func TestSolanaPlainTransfers(t *testing.T) {
 	if p.Reference != "" {
 		t.Fatalf("the payment carries the reference %s: the test would prove nothing", p.Reference)
 	}
-	d := s.watchUntil(id, "complete", 60*time.Second)
-	if d["session"].(map[string]any)["txHash"] != p.Signature {
-		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
-	}
 	cs, err := s.store.CheckoutSession(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
+	// Past its grace, the session it may pay still open: no exception.
+	if got := s.watchForExceptions(scope, p.Signature, 3*time.Second); len(got) != 0 {
+		t.Fatalf("exceptions while the session is open: %+v", got)
+	}
+	// The customer submits the signature late: the session completes.
+	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": p.Signature}, 200)
+	d := s.waitStatus(id, "complete", 60*time.Second)
+	if d["session"].(map[string]any)["txHash"] != p.Signature {
+		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
+	}
 	// An amount no session is due: kept for the merchant once the grace
 	// ends (the completed session keeps the wallet read).
-	s.checkout.UnmatchedGrace = time.Millisecond
 	sent, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, solana.MustPublicKeyFromBase58(cs.MerchantWalletAddress), 1234)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
-	deadline := time.Now().Add(30 * time.Second)
-	var got []models.PaymentException
-	for {
-		s.checkout.WatchOnce(ctx, nil)
-		if got, _, err = s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: sent.Signature}, models.Page{Limit: 5}); err != nil {
-			t.Fatal(err)
-		}
-		if len(got) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	got := s.watchForExceptions(scope, sent.Signature, 30*time.Second)
 	if len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 || got[0].PayerAddress != soldev.CustomerAddress {
 		t.Fatalf("the unmatched transfer's exceptions: %+v", got)
 	}
 	// The session's own payment, read again with the wallet, is no exception.
 	if all, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{}, models.Page{Limit: 5}); err != nil || len(all) != 1 {
 		t.Fatalf("exceptions: %+v %v", all, err)
+	}
+}
+
+// watchForExceptions runs the stack's watcher a pass at a time until the
+// scope has an exception of hash (as stored: EVM hashes in lower case) or
+// within has passed, and returns what it has then.
+func (s *stack) watchForExceptions(scope models.Scope, hash string, within time.Duration) []models.PaymentException {
+	s.t.Helper()
+	s.watchWithVerifier()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	for {
+		s.checkout.WatchOnce(ctx, nil)
+		got, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: hash}, models.Page{Limit: 5})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if len(got) > 0 || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

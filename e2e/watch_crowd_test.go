@@ -114,11 +114,7 @@ func TestSolanaWatcherFindsAPaymentInACrowd(t *testing.T) {
 // a time, until the session has the status or within has passed.
 func (s *stack) watchUntil(sessionID, status string, within time.Duration) map[string]any {
 	s.t.Helper()
-	mv, ok := s.verifier.(*chain.MultiVerifier)
-	if !ok {
-		s.t.Fatal("watchUntil needs a chain.MultiVerifier")
-	}
-	s.checkout.Finder, s.checkout.Verifier = mv, mv
+	s.watchWithVerifier()
 	deadline := time.Now().Add(within)
 	for {
 		s.checkout.WatchOnce(context.Background(), nil)
@@ -131,6 +127,17 @@ func (s *stack) watchUntil(sessionID, status string, within time.Duration) map[s
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// watchWithVerifier has the stack's watcher find payments with the stack's
+// verifier (a chain.MultiVerifier).
+func (s *stack) watchWithVerifier() {
+	s.t.Helper()
+	mv, ok := s.verifier.(*chain.MultiVerifier)
+	if !ok {
+		s.t.Fatal("the watcher needs a chain.MultiVerifier")
+	}
+	s.checkout.Finder, s.checkout.Verifier = mv, mv
 }
 
 // TestSolanaWatcherFindsAPaymentPastAFlood: a customer pays a session's

@@ -1032,6 +1032,19 @@ func (s *Store) AnySessionDeclaring(ctx context.Context, merchantID, network, wa
 	return len(ids) > 0, err
 }
 
+// AnySessionDue reports whether a merchant has a session on a network,
+// created before at and not ended, that is due exactly units at the
+// receiving wallet: it may still take a transfer of units that reached the
+// wallet at at (its customer submitting the hash late).
+func (s *Store) AnySessionDue(ctx context.Context, merchantID, network, wallet string, units int64, at time.Time) (bool, error) {
+	var ids []string
+	err := s.ctx(ctx).Model(&CheckoutSession{}).
+		Where("merchant_id = ? AND network = ? AND LOWER(merchant_wallet_address) = LOWER(?) AND expected_amount = ? AND created_at <= ? AND status NOT IN ?",
+			merchantID, network, wallet, units, at, []string{StatusComplete, StatusFailed, StatusCancelled, StatusExpired}).
+		Limit(1).Pluck("id", &ids).Error
+	return len(ids) > 0, err
+}
+
 // ChainCursorOf is the stored scan cursor of a network and kind (0: none).
 func (s *Store) ChainCursorOf(ctx context.Context, network, kind string) (uint64, error) {
 	var c ChainCursor
