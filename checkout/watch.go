@@ -404,9 +404,9 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 	// expire with the money unrecorded. The payment also reached a
 	// merchant's USDC account, whose reads skip nothing (resumed over the
 	// passes, flood or not). It also finds the sessions past the newest
-	// watchedListLimit, which are not listed by reference.
-	// It reads the wallets of completed sessions too, whose references are
-	// not listed (a payment made again is an exception naming them).
+	// watchedListLimit, which are not listed by reference, and the
+	// wallets of completed sessions, whose references are not listed (a
+	// payment made again is an exception naming them).
 	more, received, serr := s.scanSolanaWallets(ctx, name, since)
 	found = append(found, more...)
 	if serr != nil {
@@ -420,7 +420,9 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 // every merchant's: one read per wallet and pass, and a stranger's dust
 // into an idle merchant's wallet would cost reads for nothing), and
 // returns the payments among them that carry a watched session's
-// reference. A wallet that no watched session pays loses its place: when
+// reference, and (chain.SolanaTransferScanner) the USDC every transaction
+// read brought a wallet, for the unmatched candidates. A wallet that no
+// watched session pays loses its place: when
 // one does again, it is read back to since, not from where it stood days
 // before.
 func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time.Time) ([]chain.Found, []chain.Incoming, error) {
