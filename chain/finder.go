@@ -226,30 +226,11 @@ type SolanaPaymentScanner interface {
 	FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]Found, map[string]string, error)
 }
 
-// FindReferencesPaidTo implements [SolanaPaymentScanner].
+// FindReferencesPaidTo implements [SolanaPaymentScanner]: FindPaymentsTo's
+// reads, without the transfers.
 func (m *MultiVerifier) FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]Found, map[string]string, error) {
-	v, err := m.verifier(ctx, network)
-	if err != nil {
-		return nil, nil, err
-	}
-	sv, ok := v.(*SolanaVerifier)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: %s is not a Solana network", ErrUnknownNetwork, network)
-	}
-	return sv.findReferencesPaidTo(ctx, wallets, after, since)
-}
-
-func (v *SolanaVerifier) findReferencesPaidTo(ctx context.Context, wallets []string, after map[string]string, since time.Time) ([]Found, map[string]string, error) {
-	return eachWalletTransaction(ctx, v, wallets, after, since,
-		func(_ solana.PublicKey, sig *rpc.TransactionSignature, tx *rpc.GetTransactionResult) []Found {
-			decoded, _ := tx.Transaction.GetTransaction()
-			_, keys := references(decoded, tx.Meta, solana.PublicKey{})
-			found := make([]Found, 0, len(keys))
-			for _, k := range keys {
-				found = append(found, Found{Reference: k, TxHash: sig.Signature.String(), Block: sig.Slot})
-			}
-			return found
-		})
+	found, _, newest, err := m.FindPaymentsTo(ctx, network, wallets, after, since)
+	return found, newest, err
 }
 
 // SolanaTransferScanner is a SolanaPaymentScanner that also reports, from

@@ -73,13 +73,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	if err != nil || len(wallets) == 0 {
 		return 0
 	}
-	byAddr := walletsByAddress(wallets)
-	var addrs []string
-	for _, w := range wallets {
-		if ws := byAddr[strings.ToLower(w.Address)]; ws[0] == w {
-			addrs = append(addrs, w.Address)
-		}
-	}
+	byAddr, addrs := walletsByAddress(wallets)
 	from := s.cursor(ctx, name, cursorTransfers, s.transferCursors)
 	found, next, err := tf.FindTransfersTo(ctx, name, addrs, from)
 	if err != nil {
@@ -114,14 +108,19 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	return s.sweepCandidates(ctx, name, dispatch)
 }
 
-// walletsByAddress groups receiving wallets by address (lower case).
-func walletsByAddress(wallets []models.ReceivingWallet) map[string][]models.ReceivingWallet {
+// walletsByAddress groups receiving wallets by address (lower case), and
+// lists each address once, in the order given.
+func walletsByAddress(wallets []models.ReceivingWallet) (map[string][]models.ReceivingWallet, []string) {
 	byAddr := map[string][]models.ReceivingWallet{}
+	var addrs []string
 	for _, w := range wallets {
 		k := strings.ToLower(w.Address)
+		if len(byAddr[k]) == 0 {
+			addrs = append(addrs, w.Address)
+		}
 		byAddr[k] = append(byAddr[k], w)
 	}
-	return byAddr
+	return byAddr, addrs
 }
 
 // offerPlain attaches each transfer found reaching a merchant's wallet
@@ -322,7 +321,8 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			// session's.
 			if len(received) > 0 {
 				if wallets, err := s.receivingWallets(ctx, name); err == nil {
-					s.offerPlain(ctx, name, walletsByAddress(wallets), received, false)
+					byAddr, _ := walletsByAddress(wallets)
+					s.offerPlain(ctx, name, byAddr, received, false)
 				}
 			}
 			n += s.sweepCandidates(ctx, name, dispatch)
