@@ -267,7 +267,7 @@ func (m *MultiVerifier) FindPaymentsTo(ctx context.Context, network string, wall
 				r.found = append(r.found, Found{Reference: k, TxHash: sig.Signature.String(), Block: sig.Slot})
 			}
 			if received, payer, _, derr := sv.delta(tx, owner); derr == nil && received.Sign() > 0 {
-				r.in = &Incoming{TxHash: sig.Signature.String(), From: payer, To: owner.String(), Units: received.String(), Block: sig.Slot}
+				r.in = &Incoming{TxHash: sig.Signature.String(), From: payer, To: owner.String(), Units: received.String(), Block: sig.Slot, Refs: keys}
 			}
 			return []read{r}
 		})
@@ -520,6 +520,10 @@ type Incoming struct {
 	// Units is the amount in integer token units (decimal string).
 	Units string
 	Block uint64
+	// Refs (Solana) are the transaction's read-only non-signer account
+	// keys, as VerifyResult.Refs: a Solana Pay reference is among them.
+	// Empty on EVM, whose Transfer logs do not say.
+	Refs []string `json:",omitempty"`
 }
 
 // TransferFinder lists token transfers to wallets, so money that reaches

@@ -104,7 +104,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 		s.knownWallets[name][strings.ToLower(a)] = true
 	}
 	s.advance(ctx, name, cursorTransfers, s.transferCursors, next)
-	s.offerPlain(ctx, name, byAddr, found, true)
+	s.offerPlain(ctx, name, byAddr, found)
 	return s.sweepCandidates(ctx, name, dispatch)
 }
 
@@ -124,11 +124,11 @@ func walletsByAddress(wallets []models.ReceivingWallet) (map[string][]models.Rec
 }
 
 // offerPlain attaches each transfer found reaching a merchant's wallet
-// (byAddr) to the one open session it pays (attachPlain; only when attach),
+// (byAddr) to the one open session it pays (attachPlain),
 // or keeps it as a candidate that the merchant holds as an unmatched
 // exception if nothing accounts for it when its grace ends
 // (sweepCandidates).
-func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string][]models.ReceivingWallet, found []chain.Incoming, attach bool) {
+func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string][]models.ReceivingWallet, found []chain.Incoming) {
 	fam, _ := chain.FamilyOf(name)
 	now := s.now()
 	for _, in := range found {
@@ -141,13 +141,14 @@ func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string
 		hash, _ := chain.ParseTxHash(fam, in.TxHash)
 		in.TxHash = hash
 		for _, w := range byAddr[strings.ToLower(in.To)] {
-			if attach && s.attachPlain(ctx, name, w, in) {
+			attached, refused := s.attachPlain(ctx, name, w, in)
+			if attached {
 				continue
 			}
 			key := name + "/" + w.MerchantID + "/" + hash
 			if _, ok := s.candidates[key]; !ok {
 				retry := false
-				if attach {
+				if !refused {
 					declared, err := s.Store.AnySessionDeclaring(ctx, w.MerchantID, name, in.From, units)
 					retry = declared || err != nil
 				}
@@ -169,11 +170,12 @@ func (s *Service) sweepCandidates(ctx context.Context, name string, dispatch Dis
 			continue
 		}
 		if c.retry && now.Sub(c.tried) >= candidateRetry {
-			if s.attachPlain(ctx, name, c.wallet, c.in) {
+			attached, refused := s.attachPlain(ctx, name, c.wallet, c.in)
+			if attached {
 				delete(s.candidates, key)
 				continue
 			}
-			c.tried = now
+			c.tried, c.retry = now, !refused
 			s.candidates[key] = c
 		}
 		if now.Sub(c.firstSeen) < s.unmatchedGrace() {
@@ -211,29 +213,74 @@ func (s *Service) sweepCandidates(ctx context.Context, name string, dispatch Dis
 }
 
 // attachPlain attaches a plain transfer (a wallet paying the QR code's
-// EIP-681 request) to the one open session it would pay: same wallet as the
-// session declares, exactly the amount due. It is what the customer's own
-// submit would do, so the claim is as provisional as theirs; another
-// session's claim on the hash (a stranger's, declaring the sender) does not
-// keep it from claiming too, so that the two are contested rather than the
-// stranger's completing while the customer's session waits to expire.
-func (s *Service) attachPlain(ctx context.Context, network string, w models.ReceivingWallet, in chain.Incoming) bool {
+// EIP-681 request, or a Solana wallet's "send") to the one open session it
+// would pay: same wallet as the session declares, exactly the amount due.
+// It is what the customer's own submit would do, so the claim is as
+// provisional as theirs; another session's claim on the hash (a
+// stranger's, declaring the sender) does not keep it from claiming too, so
+// that the two are contested rather than the stranger's completing while
+// the customer's session waits to expire. refused is set when the
+// transfer must never be offered to a session as plain: it carries another
+// session's reference (or failed on chain).
+func (s *Service) attachPlain(ctx context.Context, network string, w models.ReceivingWallet, in chain.Incoming) (attached, refused bool) {
 	units, err := strconv.ParseInt(in.Units, 10, 64)
 	if err != nil {
-		return false
+		return false, true
 	}
 	if done, err := s.Store.TransferSettled(ctx, w.MerchantID, network, in.TxHash); err != nil || done {
-		return done
+		return done, false
 	}
 	rows, err := s.Store.OpenSessionsPaidBy(ctx, w.MerchantID, network, in.From, in.TxHash, units)
 	if err != nil || len(rows) != 1 || !strings.EqualFold(rows[0].MerchantWalletAddress, in.To) {
-		return false // none, or ambiguous: the customer submits, or it becomes an exception
+		return false, false // none, or ambiguous: the customer submits, or it becomes an exception
+	}
+	if ok, refused := s.plainFor(ctx, &rows[0], in); !ok {
+		return false, refused
 	}
 	if _, err := s.submit(ctx, rows[0].ID, in.TxHash, "chain"); err != nil {
-		return false
+		return false, false
 	}
 	s.log().Info("watch: plain transfer attached to the session it pays", "sessionId", rows[0].ID, "txHash", in.TxHash)
-	return true
+	return true, false
+}
+
+// plainFor reports whether the chain shows in as a transfer that may be
+// offered to cs as plain: seen, not failed, and carrying no other
+// session's reference. A transfer bound to another session (a customer
+// with two open sessions of one amount, paying one by its reference, the
+// other waiting) is that session's payment, found by its reference: offered
+// to cs, the store would fail cs with nothing received, and a transfer
+// carrying an old session's reference that no watch finds any more would be
+// recorded nowhere. Such a transfer stays a candidate for an unmatched
+// exception. refused: never offer it (not: the chain could not tell now).
+func (s *Service) plainFor(ctx context.Context, cs *models.CheckoutSession, in chain.Incoming) (ok, refused bool) {
+	refs := in.Refs
+	if s.Verifier != nil {
+		// EVM's Transfer logs do not tell what authorization moved it:
+		// the receipt's AuthorizationUsed logs do.
+		req := chain.VerifyRequest{Network: cs.Network, TxHash: in.TxHash, MerchantAddress: cs.MerchantWalletAddress,
+			ExpectedUnits: strconv.FormatInt(cs.ExpectedAmount.Units(), 10), PayerAddress: cs.WalletAddress, Alone: true}
+		if cs.PaymentReference != nil {
+			req.Reference = *cs.PaymentReference
+		}
+		res, err := s.Verifier.Verify(ctx, req)
+		switch {
+		case err != nil || !res.Seen:
+			return false, false
+		case res.Verdict == chain.VerdictFailed:
+			return false, true
+		}
+		refs = append(append([]string(nil), refs...), res.Refs...)
+	}
+	carried, err := s.Store.CarriesAnotherReference(ctx, cs.ID, refs)
+	if err != nil {
+		return false, false
+	}
+	if carried {
+		s.log().Info("watch: a transfer carrying another session's reference is not offered as plain", "sessionId", cs.ID, "txHash", in.TxHash)
+		return false, true
+	}
+	return true, false
 }
 
 // receivingWallets are the merchants' wallets on a network, read at most
@@ -312,17 +359,15 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		}
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilySolana {
 			// Every transfer the wallet read saw reach a merchant's
-			// wallet is a candidate: kept as an unmatched exception when
-			// nothing accounts for it once its grace ends (EVM:
-			// scanUnmatched). None is attached to a session as plain: a
-			// transaction carrying a session's reference (one no longer
-			// watched, or paying two wallets) would fail the session it
-			// was offered to, and the reference finds what is a
-			// session's.
+			// wallet is offered, as on EVM (scanUnmatched), to the one open
+			// session that declares its sender and is due its amount,
+			// unless it carries another session's reference (plainFor),
+			// and is otherwise a candidate: kept as an unmatched exception
+			// when nothing accounts for it once its grace ends.
 			if len(received) > 0 {
 				if wallets, err := s.receivingWallets(ctx, name); err == nil {
 					byAddr, _ := walletsByAddress(wallets)
-					s.offerPlain(ctx, name, byAddr, received, false)
+					s.offerPlain(ctx, name, byAddr, received)
 				}
 			}
 			n += s.sweepCandidates(ctx, name, dispatch)

@@ -166,55 +166,111 @@ func TestPaidAgainAfterCompletion(t *testing.T) {
 
 // TestSolanaPlainTransfers: on Solana, a transfer that carries no
 // reference (a wallet's plain "send" of the amount the page shows) was seen
-// only when its signature was submitted; never submitted, the USDC reached
-// the merchant with no record, where EVM's transfer scan keeps such a
-// transfer as an unmatched exception. The wallet read now reports every
-// transfer reaching a watched merchant wallet: one that nothing accounts
-// for becomes an unmatched exception once its grace ends, but not while a
-// session open when it arrived is still due its amount there (its
-// customer may submit the signature late: made an exception, the submit
-// would be contested).
+// only when its signature was submitted. The wallet read now reports every
+// transfer reaching a watched merchant wallet. One from the wallet the one
+// open session due its amount declares completes that session, as EVM's
+// plain transfers do; one that carries another session's reference is not
+// offered to it (the store would fail the session with nothing received).
+// One that nothing accounts for becomes an unmatched exception once its
+// grace ends, but not while a session open when it arrived is still due
+// its amount there (its customer may submit the signature late: made an
+// exception, the submit would be contested).
 func TestSolanaPlainTransfers(t *testing.T) {
 	ctx := context.Background()
 	s, sc := solanaDevStack(t, stackOptions{}) // the watcher is run by the test
 	s.checkout.UnmatchedGrace = time.Millisecond
 	key, session := s.merchant()
-	id := s.openSolanaSession(s.solanaLink(key, session))["id"].(string)
-	p, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), id, nil, soldev.PayOptions{NoReference: true, NoSubmit: true})
+	link := s.solanaLink(key, session)
+
+	// 1. A plain send from the declared wallet, never submitted: attached.
+	declared := s.openSolanaSession(link)["id"].(string)
+	p, err := soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), declared, nil, soldev.PayOptions{NoReference: true, NoSubmit: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Reference != "" {
 		t.Fatalf("the payment carries the reference %s: the test would prove nothing", p.Reference)
 	}
-	cs, err := s.store.CheckoutSession(ctx, id)
+	d := s.watchUntil(declared, "complete", 60*time.Second)
+	if d["session"].(map[string]any)["txHash"] != p.Signature {
+		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
+	}
+	if e := d["events"].([]any)[1].(map[string]any); e["status"] != "txn_broadcast" || e["source"] != "chain" {
+		t.Fatalf("the plain transfer's broadcast entry: %v", e)
+	}
+	cs, err := s.store.CheckoutSession(ctx, declared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	scope := models.Scope{MerchantID: cs.MerchantID, Mode: cs.Mode}
-	// Past its grace, the session it may pay still open: no exception.
-	if got := s.watchForExceptions(scope, p.Signature, 3*time.Second); len(got) != 0 {
-		t.Fatalf("exceptions while the session is open: %+v", got)
-	}
-	// The customer submits the signature late: the session completes.
-	s.call("POST", "/api/checkout/submit", "", map[string]any{"sessionId": id, "txHash": p.Signature}, 200)
-	d := s.waitStatus(id, "complete", 60*time.Second)
-	if d["session"].(map[string]any)["txHash"] != p.Signature {
-		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
-	}
-	// An amount no session is due: kept for the merchant once the grace
-	// ends (the completed session keeps the wallet read).
-	sent, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, solana.MustPublicKeyFromBase58(cs.MerchantWalletAddress), 1234)
+	wallet := solana.MustPublicKeyFromBase58(cs.MerchantWalletAddress)
+
+	// 2. A session due the amount that declares another wallet (a customer
+	// who named the wrong one), paid by a plain send: not attached, and no
+	// exception past the grace while the session is open (its customer may
+	// still submit the signature); once it is cancelled, an unmatched
+	// exception.
+	other := s.openSolanaSessionOf(link, soldev.StrangerKey().PublicKey().String())["id"].(string)
+	p, err = soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), other, nil, soldev.PayOptions{NoReference: true, NoSubmit: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := s.watchForExceptions(scope, sent.Signature, 30*time.Second)
+	if got := s.watchForExceptions(scope, p.Signature, 3*time.Second); len(got) != 0 {
+		t.Fatalf("exceptions while the session is open: %+v", got)
+	}
+	if st := s.call("GET", "/api/checkout/session/"+other, "", nil, 200)["session"].(map[string]any); st["txHash"] != nil {
+		t.Fatalf("another wallet's plain transfer attached: %v", st)
+	}
+	s.call("POST", "/api/checkout/session/"+other+"/cancel", "", nil, 200)
+	got := s.watchForExceptions(scope, p.Signature, 30*time.Second)
+	if len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != cs.ExpectedAmount || got[0].PayerAddress != soldev.CustomerAddress {
+		t.Fatalf("the plain transfer's exceptions once its session ended: %+v", got)
+	}
+
+	// 3. An amount no session is due: kept for the merchant once the grace
+	// ends (the completed sessions keep the wallet read).
+	sent, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, wallet, 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = s.watchForExceptions(scope, sent.Signature, 30*time.Second)
 	if len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 || got[0].PayerAddress != soldev.CustomerAddress {
 		t.Fatalf("the unmatched transfer's exceptions: %+v", got)
 	}
-	// The session's own payment, read again with the wallet, is no exception.
-	if all, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{}, models.Page{Limit: 5}); err != nil || len(all) != 1 {
+	// The sessions' own payments, read again with the wallet, are no exception.
+	if all, _, err := s.store.PaymentExceptions(ctx, scope, models.ExceptionFilter{}, models.Page{Limit: 5}); err != nil || len(all) != 2 {
 		t.Fatalf("exceptions: %+v %v", all, err)
+	}
+
+	// 4. The customer's wallet pays the first (completed) session's request
+	// again while another session declaring it is due the same amount: the
+	// completed session's duplicate, not the open session's payment (on the
+	// code before, offered to it as plain, it failed that session).
+	next := s.openSolanaSession(link)["id"].(string)
+	again, err := soldev.SendToken(ctx, sc.RPCURL(), soldev.CustomerKey(), soldev.USDCMint, wallet, uint64(cs.ExpectedAmount.Units()),
+		solana.MustPublicKeyFromBase58(*cs.PaymentReference))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = s.watchForExceptions(scope, again.Signature, 30*time.Second)
+	if len(got) != 1 || got[0].Kind != models.ExceptionDuplicate || len(got[0].SessionIDs) != 1 || got[0].SessionIDs[0] != declared {
+		t.Fatalf("the repeated payment's exceptions: %+v", got)
+	}
+	for range 5 {
+		s.checkout.WatchOnce(ctx, nil)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := s.call("GET", "/api/checkout/session/"+next, "", nil, 200)["session"].(map[string]any); st["status"] != "payment_session_created" || st["txHash"] != nil {
+		t.Fatalf("the open session after another session's payment: %v", st)
+	}
+	// Its own plain payment still completes it.
+	p, err = soldev.PaySession(ctx, s.http.URL, sc.RPCURL(), soldev.CustomerKey(), next, nil, soldev.PayOptions{NoReference: true, NoSubmit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = s.watchUntil(next, "complete", 60*time.Second)
+	if d["session"].(map[string]any)["txHash"] != p.Signature {
+		t.Fatalf("completed with %v, paid %s", d["session"].(map[string]any)["txHash"], p.Signature)
 	}
 }
 

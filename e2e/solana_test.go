@@ -314,13 +314,23 @@ func (s *stack) solanaLinkTo(key, session string, wallet solana.PublicKey) strin
 // returns the created session.
 func (s *stack) openSolanaSession(link string) map[string]any {
 	s.t.Helper()
+	return s.openSolanaSessionOf(link, soldev.CustomerAddress)
+}
+
+// openSolanaSessionOf is openSolanaSession declaring wallet, or none ("").
+func (s *stack) openSolanaSessionOf(link, wallet string) map[string]any {
+	s.t.Helper()
 	q := s.call("POST", "/api/checkout/quote", "", map[string]any{"linkId": link, "network": "solana_devnet",
 		"customer": map[string]any{"country": "DE", "address": "Berlin"}}, 200)
-	return s.call("POST", "/api/checkout/session", "", map[string]any{
-		"linkId": link, "quoteToken": q["quoteToken"], "walletAddress": soldev.CustomerAddress, "walletType": "solana",
+	body := map[string]any{
+		"linkId": link, "quoteToken": q["quoteToken"], "walletType": "solana",
 		"network": "solana_devnet", "customer": map[string]any{"name": "Ann", "email": "ann@example.com", "address": "Berlin", "country": "DE"},
 		"totalsSnapshot": map[string]any{"subtotalCents": q["subtotalCents"], "taxCents": q["taxCents"],
-			"totalCents": q["totalCents"], "calculationId": q["calculationId"]}}, 201)
+			"totalCents": q["totalCents"], "calculationId": q["calculationId"]}}
+	if wallet != "" {
+		body["walletAddress"] = wallet
+	}
+	return s.call("POST", "/api/checkout/session", "", body, 201)
 }
 
 // solanaDevStack starts the local Solana runtime (skipped where Node or the

@@ -636,20 +636,35 @@ func (s *Store) checkUnboundClaim(tx *gorm.DB, cs *CheckoutSession, o *Outcome, 
 // bound to completes with it), and o becomes a failure of this one with
 // nothing received, so that no exception keeps it as this session's.
 func anotherSessions(tx *gorm.DB, cs *CheckoutSession, o *Outcome, received *money.Amount) (bool, error) {
-	if o.Bound || len(o.Refs) == 0 {
+	if o.Bound {
 		return false, nil
 	}
-	var n int64
-	if err := tx.Model(&CheckoutSession{}).Where("payment_reference IN ? AND id <> ?", o.Refs, cs.ID).Count(&n).Error; err != nil {
+	if carried, err := carriesAnotherReference(tx, cs.ID, o.Refs); err != nil || !carried {
 		return false, err
-	}
-	if n == 0 {
-		return false, nil
 	}
 	o.Status, o.Reason = StatusFailed, ReasonInvalidTransfer
 	o.Message = "this transfer carries the payment reference of another checkout session"
 	o.ReceivedUnits, *received = "0", 0
 	return true, nil
+}
+
+// CarriesAnotherReference reports whether refs (the references a
+// transaction carries, chain.VerifyResult.Refs) hold the payment reference
+// of a session other than sessionID: a transfer bound to that session,
+// which the store would never let pay this one (anotherSessions).
+func (s *Store) CarriesAnotherReference(ctx context.Context, sessionID string, refs []string) (bool, error) {
+	return carriesAnotherReference(s.ctx(ctx), sessionID, refs)
+}
+
+func carriesAnotherReference(tx *gorm.DB, sessionID string, refs []string) (bool, error) {
+	if len(refs) == 0 {
+		return false, nil
+	}
+	var n int64
+	if err := tx.Model(&CheckoutSession{}).Where("payment_reference IN ? AND id <> ?", refs, sessionID).Count(&n).Error; err != nil {
+		return false, err
+	}
+	return n > 0, nil
 }
 
 // checkHostedOnce keeps a hosted checkout single-use: a session whose
@@ -1067,3 +1082,4 @@ func (s *Store) SaveChainCursor(ctx context.Context, network, kind string, block
 		}),
 	}).Create(&c).Error
 }
+
