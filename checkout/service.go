@@ -81,8 +81,13 @@ type Service struct {
 	// written.
 	cursorSaved map[string]time.Time
 	// walletSigs: per Solana network, the newest signature of each
-	// merchant wallet's USDC account the wallet scan has read.
+	// merchant wallet's USDC account the wallet scan has read (its place;
+	// stored, see storePlaces).
 	walletSigs map[string]map[string]string
+	// placesDirty: per Solana network, the places moved since they were
+	// last stored, and placesSaved when that was.
+	placesDirty map[string]map[string]string
+	placesSaved map[string]time.Time
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

@@ -468,8 +468,10 @@ func (s *Service) findWatched(ctx context.Context, name string, since time.Time)
 // reference, and (chain.SolanaTransferScanner) the USDC every transaction
 // read brought a wallet, for the unmatched candidates. A wallet that no
 // watched session pays loses its place: when
-// one does again, it is read back to since, not from where it stood days
-// before.
+// one does again, it is read on from its stored place if that was stored
+// since, else back to since, not from where it stood days before. The
+// places are stored (models.WalletPlace) so that a restarted worker reads
+// on too, instead of a day of every wallet's transactions again.
 func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time.Time) ([]chain.Found, []chain.Incoming, error) {
 	sc, ok := s.Finder.(chain.SolanaPaymentScanner)
 	if !ok {
@@ -493,7 +495,11 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 		s.walletSigs = map[string]map[string]string{}
 	}
 	if s.walletSigs[name] == nil {
-		s.walletSigs[name] = map[string]string{}
+		places, err := s.Store.WalletPlacesOf(ctx, name, since)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.walletSigs[name] = places
 	}
 	watchedNow := make(map[string]bool, len(addrs))
 	for _, a := range addrs {
@@ -527,8 +533,12 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 		return nil, nil, errors.Join(err, werr)
 	}
 	for w, sig := range newest {
-		s.walletSigs[name][w] = sig
+		if s.walletSigs[name][w] != sig {
+			s.walletSigs[name][w] = sig
+			s.placeMoved(name, w, sig)
+		}
 	}
+	s.storePlaces(ctx, name)
 	var found []chain.Found
 	for _, f := range all {
 		if watched[f.Reference] {
@@ -536,6 +546,37 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 		}
 	}
 	return found, incoming, err
+}
+
+func (s *Service) placeMoved(network, wallet, place string) {
+	if s.placesDirty == nil {
+		s.placesDirty = map[string]map[string]string{}
+	}
+	if s.placesDirty[network] == nil {
+		s.placesDirty[network] = map[string]string{}
+	}
+	s.placesDirty[network][wallet] = place
+}
+
+// storePlaces stores the wallet places of a network that moved, at most
+// every 5 seconds (one statement): a restart loses at most those seconds'
+// progress, and reads those transactions again.
+func (s *Service) storePlaces(ctx context.Context, network string) {
+	if len(s.placesDirty[network]) == 0 {
+		return
+	}
+	if s.placesSaved == nil {
+		s.placesSaved = map[string]time.Time{}
+	}
+	if at, ok := s.placesSaved[network]; ok && s.now().Sub(at) < 5*time.Second {
+		return
+	}
+	if err := s.Store.SaveWalletPlaces(ctx, network, s.placesDirty[network]); err != nil {
+		s.log().Warn("watch: wallet places not stored", "network", network, "err", err)
+		return
+	}
+	delete(s.placesDirty, network)
+	s.placesSaved[network] = s.now()
 }
 
 func uniqueFound(found []chain.Found) []chain.Found {

@@ -97,16 +97,34 @@ func testSolanaWalletScan(t *testing.T, st *models.Store) {
 	if len(sc.asked) != 2 {
 		t.Fatalf("the node asked with no watched session: %v", sc.asked[2:])
 	}
-	// Watched again: read back to since, not from its old place.
+	// Watched again: read on from the place stored since.
 	if _, _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
 		t.Fatal(err)
 	}
-	if got := sc.places[2]; len(got) != 0 {
-		t.Fatalf("a wallet watched again kept its old place: %v", got)
+	if got := sc.places[2]; len(got) != 1 || got[paid] != "sig-of-"+paid {
+		t.Fatalf("a wallet watched again read from %v, want its stored place", got)
 	}
 	sort.Strings(sc.asked[2])
 	if len(sc.asked[2]) != 1 || sc.asked[2][0] != paid {
 		t.Fatalf("watched again: read %v", sc.asked[2])
+	}
+	// A restarted worker reads on from the stored place too (it read back
+	// a day, every wallet's transactions again), but not from one stored
+	// before the window it watches: read back to its start.
+	sc.places = nil
+	restarted := &Service{Store: st, Finder: sc, Log: s.Log}
+	if _, _, err := restarted.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.places[0]; len(got) != 1 || got[paid] != "sig-of-"+paid {
+		t.Fatalf("after a restart the wallet was read from %v, want its stored place", got)
+	}
+	again := &Service{Store: st, Finder: sc, Log: s.Log}
+	if _, _, err := again.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.places[1]; len(got) != 0 {
+		t.Fatalf("a place stored before the window was read from: %v", got)
 	}
 }
 

@@ -20,7 +20,7 @@ func allModels() []any {
 		&CheckoutSessionEvent{}, &Settlement{}, &WebhookEndpoint{}, &Event{},
 		&WebhookDelivery{}, &DeliveryAttempt{}, &KYBApplication{}, &Notification{},
 		&Refund{}, &ChainCursor{}, &RelayedTransaction{}, &WalletProof{},
-		&PasswordReset{},
+		&PasswordReset{}, &WalletPlace{},
 	}
 }
 
@@ -552,6 +552,14 @@ func migrations() []*gormigrate.Migration {
 				}
 				return tx.Exec("CREATE UNIQUE INDEX idx_wallet_proof_merchant_address ON wallet_proofs (merchant_id, address)").Error
 			},
+		},
+		{
+			// Where the payment watcher's read of each Solana wallet stands,
+			// so that a restarted worker reads on from there instead of a
+			// day back.
+			ID:       "20261207_0030_wallet_places",
+			Migrate:  func(tx *gorm.DB) error { return tx.AutoMigrate(&WalletPlace{}) },
+			Rollback: func(tx *gorm.DB) error { return tx.Migrator().DropTable(&WalletPlace{}) },
 		},
 	}
 }

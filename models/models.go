@@ -668,6 +668,20 @@ type ChainCursor struct {
 	UpdatedAt time.Time
 }
 
+// WalletPlace is where the payment watcher's read of a Solana wallet's
+// USDC account stands (chain.SolanaPaymentScanner's place: the newest
+// signature read, and where a listing longer than a pass stands): a
+// restarted worker reads on from there instead of back to the late-payment
+// window. Places are the same for every worker (they read one chain); two
+// workers storing theirs at once leave either, and a place stored behind
+// another costs a few transactions read twice, never one skipped.
+type WalletPlace struct {
+	Network   string `gorm:"primaryKey;size:32"`
+	Wallet    string `gorm:"primaryKey;size:64"`
+	Place     string `gorm:"type:text;not null"`
+	UpdatedAt time.Time
+}
+
 // WalletProof records that a merchant proved it controls a wallet: the
 // wallet's key signed chain.WalletProof.Message naming the wallet and the
 // merchant. A wallet a merchant proved is that merchant's: no other

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1083,3 +1084,37 @@ func (s *Store) SaveChainCursor(ctx context.Context, network, kind string, block
 	}).Create(&c).Error
 }
 
+// WalletPlacesOf are the stored places of a network's wallet reads that
+// were stored at or after since (an older one would have the read start
+// further back than the window it covers).
+func (s *Store) WalletPlacesOf(ctx context.Context, network string, since time.Time) (map[string]string, error) {
+	var rows []WalletPlace
+	if err := s.ctx(ctx).Where("network = ? AND updated_at >= ?", network, since).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		out[r.Wallet] = r.Place
+	}
+	return out, nil
+}
+
+// SaveWalletPlaces stores the places of a network's wallet reads (one
+// statement).
+func (s *Store) SaveWalletPlaces(ctx context.Context, network string, places map[string]string) error {
+	if len(places) == 0 {
+		return nil
+	}
+	now := s.Now()
+	rows := make([]WalletPlace, 0, len(places))
+	for w, p := range places {
+		rows = append(rows, WalletPlace{Network: network, Wallet: w, Place: p, UpdatedAt: now})
+	}
+	// One order for every statement: two workers storing at once on
+	// PostgreSQL lock the rows in the same order.
+	slices.SortFunc(rows, func(a, b WalletPlace) int { return cmp.Compare(a.Wallet, b.Wallet) })
+	return s.ctx(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "network"}, {Name: "wallet"}},
+		DoUpdates: clause.AssignmentColumns([]string{"place", "updated_at"}),
+	}).Create(&rows).Error
+}
