@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/paygate/paygate/checkout"
+	"github.com/paygate/paygate/models"
 )
 
 // updateRecorder is a Temporal client that records the workflow updates
@@ -73,5 +75,39 @@ func TestPlainOfferSkipsAnotherSessionsPayment(t *testing.T) {
 	got := rec.asked()
 	if len(got) != 1 || !strings.Contains(got[0], second.ID) || !strings.Contains(got[0], strings.ToLower(plain)) {
 		t.Fatalf("updates asked after the customer's plain transfer: %v (want the second session's submit of %s)", got, plain)
+	}
+}
+
+// TestRestartRescansWhatWasHeld: a stranger's transfer to a merchant's EVM
+// wallet that nothing accounts for waits in the watcher's memory for its
+// grace. The transfer scan's cursor, stored as it moved, let a worker
+// restarted within that grace start after the transfer's block (its look
+// back over the last 300 blocks too short once the chain moved on), and
+// the USDC was recorded nowhere. The stored cursor now stays before what
+// memory holds: the restarted worker finds the transfer again and keeps
+// it as an unmatched exception.
+func TestRestartRescansWhatWasHeld(t *testing.T) {
+	e := newBindEnv(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clock := time.Now()
+	now := func() time.Time { return clock }
+	first := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Hour, Now: now}
+	first.WatchOnce(e.ctx, nil)        // nothing held: the cursor is stored
+	clock = clock.Add(6 * time.Second) // positions are stored at most every 5 s
+	hash := e.payPlainUnits(e.stranger, e.merchantA, 1234)
+	first.WatchOnce(e.ctx, nil)
+	for range 310 {
+		e.sim.Commit()
+	}
+	clock = clock.Add(6 * time.Second)
+	first.WatchOnce(e.ctx, nil)
+
+	restarted := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Nanosecond}
+	restarted.WatchOnce(e.ctx, nil)
+	restarted.WatchOnce(e.ctx, nil)
+	got, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: e.mA.ID, Mode: models.ModeTest},
+		models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
+	if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 {
+		t.Fatalf("the transfer held when the worker stopped: exceptions %+v %v", got, err)
 	}
 }

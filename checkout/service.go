@@ -77,17 +77,21 @@ type Service struct {
 	// found not final (network/hash): it is looked at again for
 	// lateWaitFor at most (one reorged away for good is never final).
 	lateWaits map[string]time.Time
-	// cursorSaved: when each stored scan cursor (kind/network) was last
-	// written.
+	// cursorSaved: when each network's positions (persistPositions) were
+	// last stored.
 	cursorSaved map[string]time.Time
 	// walletSigs: per Solana network, the newest signature of each
 	// merchant wallet's USDC account the wallet scan has read (its place;
-	// stored, see storePlaces).
+	// stored, see persistPositions).
 	walletSigs map[string]map[string]string
-	// placesDirty: per Solana network, the places moved since they were
-	// last stored, and placesSaved when that was.
-	placesDirty map[string]map[string]string
-	placesSaved map[string]time.Time
+	// pass counts the watcher's passes. positions keeps, per stored
+	// position (a cursor, a wallet's place), the values it took and the
+	// pass of each; parkedPass, per network, the pass each parked payment
+	// (retryFound) was first parked in; persisted what was stored last.
+	pass       uint64
+	positions  map[string][]position
+	parkedPass map[string]map[string]uint64
+	persisted  map[string]string
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

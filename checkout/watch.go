@@ -32,6 +32,8 @@ type unmatchedCandidate struct {
 	in        chain.Incoming
 	wallet    models.ReceivingWallet
 	firstSeen time.Time
+	// pass is the watcher's pass that read it (persistPositions).
+	pass uint64
 	// tried is when attachPlain last tried it.
 	tried time.Time
 	// retry: an open session declares the sender and is due the amount
@@ -152,7 +154,7 @@ func (s *Service) offerPlain(ctx context.Context, name string, byAddr map[string
 					declared, err := s.Store.AnySessionDeclaring(ctx, w.MerchantID, name, in.From, units)
 					retry = declared || err != nil
 				}
-				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now, retry: retry}
+				s.candidates[key] = unmatchedCandidate{in: in, wallet: w, firstSeen: now, tried: now, retry: retry, pass: s.pass}
 			}
 		}
 	}
@@ -293,6 +295,12 @@ func (s *Service) receivingWallets(ctx context.Context, network string) ([]model
 	mode, _ := chain.ModeOf(network)
 	w, err := s.Store.ReceivingWallets(ctx, network, models.Mode(mode))
 	if err != nil {
+		if c, ok := s.walletCache[network]; ok {
+			// The list read before (this pass's, when a long chain read
+			// outlasted the cache): transfers already read are not
+			// dropped for a store error.
+			return c.wallets, nil
+		}
 		return nil, err
 	}
 	if s.walletCache == nil {
@@ -324,6 +332,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		s.knownWallets = map[string]map[string]bool{}
 		s.retryFound, s.declined, s.cursorSaved = map[string][]chain.Found{}, map[string]time.Time{}, map[string]time.Time{}
 	}
+	s.pass++
 	// Sessions open now, or ended (expired) within the late grace: by
 	// expiry, as an invoice session stays open for days.
 	since := s.now().Add(-s.lateGrace())
@@ -348,6 +357,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		// failing every pass must not hold another's payment).
 		found = uniqueFound(append(s.retryFound[name], found...))
 		s.retryFound[name] = nil
+		parked := map[string]uint64{}
 		for _, f := range found {
 			attached, retry := s.attachFound(ctx, name, f, dispatch)
 			if attached {
@@ -355,8 +365,18 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			}
 			if retry && len(s.retryFound[name]) < maxRetryFound {
 				s.retryFound[name] = append(s.retryFound[name], f)
+				k := f.Reference + "/" + strings.ToLower(f.TxHash)
+				if p, ok := s.parkedPass[name][k]; ok {
+					parked[k] = p
+				} else {
+					parked[k] = s.pass
+				}
 			}
 		}
+		if s.parkedPass == nil {
+			s.parkedPass = map[string]map[string]uint64{}
+		}
+		s.parkedPass[name] = parked
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilySolana {
 			// Every transfer the wallet read saw reach a merchant's
 			// wallet is offered, as on EVM (scanUnmatched), to the one open
@@ -372,6 +392,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			}
 			n += s.sweepCandidates(ctx, name, dispatch)
 		}
+		s.persistPositions(ctx, name)
 	}
 	s.pruneDeclined()
 	return n
@@ -535,10 +556,9 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 	for w, sig := range newest {
 		if s.walletSigs[name][w] != sig {
 			s.walletSigs[name][w] = sig
-			s.placeMoved(name, w, sig)
+			s.remember(placeKey(name, w), sig)
 		}
 	}
-	s.storePlaces(ctx, name)
 	var found []chain.Found
 	for _, f := range all {
 		if watched[f.Reference] {
@@ -546,37 +566,6 @@ func (s *Service) scanSolanaWallets(ctx context.Context, name string, since time
 		}
 	}
 	return found, incoming, err
-}
-
-func (s *Service) placeMoved(network, wallet, place string) {
-	if s.placesDirty == nil {
-		s.placesDirty = map[string]map[string]string{}
-	}
-	if s.placesDirty[network] == nil {
-		s.placesDirty[network] = map[string]string{}
-	}
-	s.placesDirty[network][wallet] = place
-}
-
-// storePlaces stores the wallet places of a network that moved, at most
-// every 5 seconds (one statement): a restart loses at most those seconds'
-// progress, and reads those transactions again.
-func (s *Service) storePlaces(ctx context.Context, network string) {
-	if len(s.placesDirty[network]) == 0 {
-		return
-	}
-	if s.placesSaved == nil {
-		s.placesSaved = map[string]time.Time{}
-	}
-	if at, ok := s.placesSaved[network]; ok && s.now().Sub(at) < 5*time.Second {
-		return
-	}
-	if err := s.Store.SaveWalletPlaces(ctx, network, s.placesDirty[network]); err != nil {
-		s.log().Warn("watch: wallet places not stored", "network", network, "err", err)
-		return
-	}
-	delete(s.placesDirty, network)
-	s.placesSaved[network] = s.now()
 }
 
 func uniqueFound(found []chain.Found) []chain.Found {
@@ -618,17 +607,123 @@ func (s *Service) cursor(ctx context.Context, network, kind string, m map[string
 
 // advance moves a scan cursor and stores it (at most every few seconds: a
 // restart scans those blocks again, which finds nothing twice).
-func (s *Service) advance(ctx context.Context, network, kind string, m map[string]uint64, next uint64) {
+func (s *Service) advance(_ context.Context, network, kind string, m map[string]uint64, next uint64) {
 	m[network] = next
-	key := kind + "/" + network
+	s.remember(kind+"/"+network, strconv.FormatUint(next, 10))
+}
+
+// position is a value a stored position took, in a pass.
+type position struct {
+	pass  uint64
+	value string
+}
+
+func placeKey(network, wallet string) string { return "place/" + network + "/" + wallet }
+
+// remember records a position's new value in this pass.
+func (s *Service) remember(key, value string) {
+	if s.positions == nil {
+		s.positions = map[string][]position{}
+	}
+	h := s.positions[key]
+	if n := len(h); n > 0 && h[n-1].pass == s.pass {
+		h[n-1].value = value
+	} else {
+		h = append(h, position{pass: s.pass, value: value})
+	}
+	s.positions[key] = h
+}
+
+// heldFrom is the earliest pass whose reads a network's watcher still
+// holds in memory only: a candidate waiting for its grace (or for the
+// session due its amount), a payment parked to try again.
+func (s *Service) heldFrom(network string) uint64 {
+	held := ^uint64(0)
+	for key, c := range s.candidates {
+		if strings.HasPrefix(key, network+"/") && c.pass < held {
+			held = c.pass
+		}
+	}
+	for _, p := range s.parkedPass[network] {
+		held = min(held, p)
+	}
+	return held
+}
+
+// safePosition is the newest value of a position taken in a pass before
+// held (older ones are dropped): a worker restarted from it reads again
+// everything read since, so what it held in memory is found again.
+func (s *Service) safePosition(key string, held uint64) (string, bool) {
+	h := s.positions[key]
+	i := len(h) - 1
+	for i >= 0 && h[i].pass >= held {
+		i--
+	}
+	if i < 0 {
+		return "", false
+	}
+	s.positions[key] = h[i:]
+	return h[i].value, true
+}
+
+// persistPositions stores a network's scan cursors and Solana wallet
+// places (models.WalletPlace), at most every 5 seconds, each as it stood
+// before the earliest pass whose reads the watcher still holds in memory
+// only (heldFrom). A candidate lives in memory for its grace (up to two
+// hours while a session is due its amount), a parked payment until it is
+// settled: stored past them, a restarted worker would read on after them,
+// and they would be recorded nowhere. Stored behind the reads, a restart
+// reads some transactions again, which keeps nothing twice.
+func (s *Service) persistPositions(ctx context.Context, network string) {
+	key := "positions/" + network
 	if at, ok := s.cursorSaved[key]; ok && s.now().Sub(at) < 5*time.Second {
 		return
 	}
-	if err := s.Store.SaveChainCursor(ctx, network, kind, next); err != nil {
-		s.log().Warn("watch: cursor not stored", "network", network, "kind", kind, "err", err)
-		return
+	if s.persisted == nil {
+		s.persisted = map[string]string{}
 	}
-	s.cursorSaved[key] = s.now()
+	if s.cursorSaved == nil {
+		s.cursorSaved = map[string]time.Time{}
+	}
+	held := s.heldFrom(network)
+	ok := true
+	for _, kind := range []string{cursorReferences, cursorTransfers} {
+		k := kind + "/" + network
+		v, found := s.safePosition(k, held)
+		if !found || s.persisted[k] == v {
+			continue
+		}
+		block, _ := strconv.ParseUint(v, 10, 64)
+		if err := s.Store.SaveChainCursor(ctx, network, kind, block); err != nil {
+			s.log().Warn("watch: cursor not stored", "network", network, "kind", kind, "err", err)
+			ok = false
+			continue
+		}
+		s.persisted[k] = v
+	}
+	places := map[string]string{}
+	prefix := placeKey(network, "")
+	for k := range s.positions {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if v, found := s.safePosition(k, held); found && s.persisted[k] != v {
+			places[strings.TrimPrefix(k, prefix)] = v
+		}
+	}
+	if len(places) > 0 {
+		if err := s.Store.SaveWalletPlaces(ctx, network, places); err != nil {
+			s.log().Warn("watch: wallet places not stored", "network", network, "err", err)
+			ok = false
+		} else {
+			for w, v := range places {
+				s.persisted[placeKey(network, w)] = v
+			}
+		}
+	}
+	if ok {
+		s.cursorSaved[key] = s.now()
+	}
 }
 
 // maxRetryFound bounds the found payments kept for the next pass per

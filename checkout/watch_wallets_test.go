@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gagliardetto/solana-go"
+
 	"github.com/paygate/paygate/chain"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/models/storetest"
@@ -81,6 +83,7 @@ func testSolanaWalletScan(t *testing.T, st *models.Store) {
 	if len(found) != 1 || found[0].Reference != ref {
 		t.Fatalf("found %v, want the session's payment only", found)
 	}
+	s.persistPositions(ctx, chain.NetworkSolanaDevnet) // as WatchOnce does after each network's pass
 	// The next pass resumes at the wallet's place.
 	if _, _, err := s.scanSolanaWallets(ctx, chain.NetworkSolanaDevnet, since); err != nil {
 		t.Fatal(err)
@@ -185,7 +188,8 @@ func watchedSolanaSession(t *testing.T, st *models.Store) (paid, ref string) {
 		t.Fatal(err)
 	}
 	l := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
-		Network: chain.NetworkSolanaDevnet, Networks: models.StringList{chain.NetworkSolanaDevnet}, Token: "USDC", MerchantWalletAddress: paid}
+		Network: chain.NetworkSolanaDevnet, Networks: models.StringList{chain.NetworkSolanaDevnet}, Token: "USDC", MerchantWalletAddress: paid,
+		WalletAddresses: models.StringMap{chain.NetworkSolanaDevnet: paid}}
 	if err := st.CreatePaymentLink(ctx, l); err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +234,116 @@ func TestLatePaymentNotFinalIsLookedAtForAnHour(t *testing.T) {
 		}
 		clock = clock.Add(-step.after)
 	}
+}
+
+// ledgerScanner is a Solana wallet read over a fixed list of transfers,
+// oldest first: a wallet's place is the hash of the last transfer read,
+// and a read goes on after it (from the start without one).
+type ledgerScanner struct {
+	txs    []chain.Incoming
+	places []map[string]string
+}
+
+func (l *ledgerScanner) FindByReference(_ context.Context, _ string, _ []string, from uint64) ([]chain.Found, uint64, error) {
+	return nil, from, nil
+}
+
+func (l *ledgerScanner) FindReferencesPaidTo(ctx context.Context, network string, wallets []string, after map[string]string, since time.Time) ([]chain.Found, map[string]string, error) {
+	f, _, newest, err := l.FindPaymentsTo(ctx, network, wallets, after, since)
+	return f, newest, err
+}
+
+func (l *ledgerScanner) FindPaymentsTo(_ context.Context, _ string, wallets []string, after map[string]string, _ time.Time) ([]chain.Found, []chain.Incoming, map[string]string, error) {
+	cp := map[string]string{}
+	for k, v := range after {
+		cp[k] = v
+	}
+	l.places = append(l.places, cp)
+	var in []chain.Incoming
+	newest := map[string]string{}
+	for _, w := range wallets {
+		read := after[w] == ""
+		for _, tx := range l.txs {
+			if read && tx.To == w {
+				in = append(in, tx)
+			}
+			if tx.TxHash == after[w] {
+				read = true
+			}
+		}
+		if n := len(l.txs); n > 0 {
+			newest[w] = l.txs[n-1].TxHash
+		}
+	}
+	return nil, in, newest, nil
+}
+
+// TestRestartFindsWhatWasHeldInMemory: a transfer nothing accounts for is
+// held in memory for its grace before it becomes an unmatched exception.
+// The wallet read's place, stored as it moved, let a worker restarted
+// within that grace read on after the transfer, and it was recorded
+// nowhere. A stored place now stays before what the watcher holds only in
+// memory, so the restarted worker reads the transfer again and keeps it;
+// once nothing is held, the place is stored where the read stands.
+func TestRestartFindsWhatWasHeldInMemory(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		paid, _ := watchedSolanaSession(t, st)
+		sig1, sig2, stranger := solana.Signature{1}.String(), solana.Signature{2}.String(), solana.NewWallet().PublicKey().String()
+		l := &ledgerScanner{txs: []chain.Incoming{{TxHash: sig1, From: stranger, To: paid, Units: "1234", Block: 1}}}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		first := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, UnmatchedGrace: time.Hour}
+		first.WatchOnce(ctx, nil)
+		l.txs = append(l.txs, chain.Incoming{TxHash: sig2, From: stranger, To: paid, Units: "0", Block: 2})
+		first.cursorSaved = nil // past the store's throttle
+		first.WatchOnce(ctx, nil)
+		if got := first.walletSigs[chain.NetworkSolanaDevnet][paid]; got != sig2 {
+			t.Fatalf("the first worker's place %q, want sig2", got)
+		}
+
+		// Restarted within the grace: sig1 is read again and kept.
+		restarted := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, UnmatchedGrace: time.Nanosecond}
+		restarted.WatchOnce(ctx, nil)
+		restarted.WatchOnce(ctx, nil)
+		scope := models.Scope{MerchantID: merchantOf(t, st, paid), Mode: models.ModeTest}
+		got, _, err := st.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: sig1}, models.Page{Limit: 5})
+		if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 {
+			t.Fatalf("the held transfer's exceptions after a restart: %+v %v (places read from: %v)", got, err, l.places)
+		}
+		if p := l.places[2][paid]; p != "" {
+			t.Fatalf("the restarted worker read on from %q, past the transfer the first one held", p)
+		}
+
+		// Nothing held any more: the place is stored where the read stands.
+		restarted.cursorSaved = nil
+		restarted.WatchOnce(ctx, nil)
+		again := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log}
+		again.WatchOnce(ctx, nil)
+		if p := l.places[len(l.places)-1][paid]; p != sig2 {
+			t.Fatalf("a worker restarted with nothing held read on from %q, want sig2", p)
+		}
+	})
+}
+
+func merchantOf(t *testing.T, st *models.Store, wallet string) string {
+	t.Helper()
+	var ids []string
+	for _, w := range mustWallets(t, st) {
+		if w.Address == wallet {
+			ids = append(ids, w.MerchantID)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("merchants of %s: %v", wallet, ids)
+	}
+	return ids[0]
+}
+
+func mustWallets(t *testing.T, st *models.Store) []models.ReceivingWallet {
+	t.Helper()
+	w, err := st.ReceivingWallets(context.Background(), chain.NetworkSolanaDevnet, models.ModeTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
