@@ -111,3 +111,43 @@ func TestRestartRescansWhatWasHeld(t *testing.T) {
 		t.Fatalf("the transfer held when the worker stopped: exceptions %+v %v", got, err)
 	}
 }
+
+// TestRestartRescansANewWalletsHeldTransfer: a wallet linked while the
+// watcher runs is read back over the recent blocks; a transfer found
+// there lies behind the cursor the scan had reached, and a stored cursor
+// that passed it (the one of the pass before) let a worker restarted
+// more than 300 blocks later miss it. The stored cursor goes no further
+// than the block of what memory holds.
+func TestRestartRescansANewWalletsHeldTransfer(t *testing.T) {
+	e := newBindEnv(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clock := time.Now()
+	now := func() time.Time { return clock }
+	first := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Hour, Now: now}
+	first.WatchOnce(e.ctx, nil)
+	late := e.addr(e.exchange)
+	hash := e.payPlainUnits(e.stranger, late, 4321) // before the wallet is linked
+	for range 5 {
+		e.sim.Commit()
+	}
+	clock = clock.Add(6 * time.Second)
+	first.WatchOnce(e.ctx, nil) // the cursor moves past the transfer's block
+	m, _ := e.merchant("late@shop.example", late)
+	clock = clock.Add(11 * time.Second) // the wallet list is read again
+	first.WatchOnce(e.ctx, nil)         // the new wallet read back: the transfer held
+	for range 310 {
+		e.sim.Commit()
+	}
+	clock = clock.Add(6 * time.Second)
+	first.WatchOnce(e.ctx, nil)
+
+	restarted := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Nanosecond, Now: now}
+	restarted.WatchOnce(e.ctx, nil)
+	clock = clock.Add(time.Second)
+	restarted.WatchOnce(e.ctx, nil)
+	got, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest},
+		models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
+	if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 4321 {
+		t.Fatalf("the new wallet's transfer held when the worker stopped: exceptions %+v %v", got, err)
+	}
+}

@@ -86,12 +86,12 @@ type Service struct {
 	walletSigs map[string]map[string]string
 	// pass counts the watcher's passes. positions keeps, per stored
 	// position (a cursor, a wallet's place), the values it took and the
-	// pass of each; parkedPass, per network, the pass each parked payment
-	// (retryFound) was first parked in; persisted what was stored last.
-	pass       uint64
-	positions  map[string][]position
-	parkedPass map[string]map[string]uint64
-	persisted  map[string]string
+	// pass of each; parked, per network, when each parked payment
+	// (retryFound) was first parked; persisted what was stored last.
+	pass      uint64
+	positions map[string][]position
+	parked    map[string]map[string]heldRead
+	persisted map[string]string
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

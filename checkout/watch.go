@@ -295,10 +295,11 @@ func (s *Service) receivingWallets(ctx context.Context, network string) ([]model
 	mode, _ := chain.ModeOf(network)
 	w, err := s.Store.ReceivingWallets(ctx, network, models.Mode(mode))
 	if err != nil {
-		if c, ok := s.walletCache[network]; ok {
-			// The list read before (this pass's, when a long chain read
-			// outlasted the cache): transfers already read are not
-			// dropped for a store error.
+		if c, ok := s.walletCache[network]; ok && c.pass == s.pass {
+			// This pass's list (a long chain read outlasted the cache):
+			// transfers already read are not dropped for a store error.
+			// An older list is not used: a scan of it would move a cursor
+			// past the blocks of the wallets linked since.
 			return c.wallets, nil
 		}
 		return nil, err
@@ -306,12 +307,13 @@ func (s *Service) receivingWallets(ctx context.Context, network string) ([]model
 	if s.walletCache == nil {
 		s.walletCache = map[string]walletCacheEntry{}
 	}
-	s.walletCache[network] = walletCacheEntry{at: s.now(), wallets: w}
+	s.walletCache[network] = walletCacheEntry{at: s.now(), pass: s.pass, wallets: w}
 	return w, nil
 }
 
 type walletCacheEntry struct {
 	at      time.Time
+	pass    uint64
 	wallets []models.ReceivingWallet
 }
 
@@ -357,7 +359,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 		// failing every pass must not hold another's payment).
 		found = uniqueFound(append(s.retryFound[name], found...))
 		s.retryFound[name] = nil
-		parked := map[string]uint64{}
+		parked := map[string]heldRead{}
 		for _, f := range found {
 			attached, retry := s.attachFound(ctx, name, f, dispatch)
 			if attached {
@@ -366,17 +368,17 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			if retry && len(s.retryFound[name]) < maxRetryFound {
 				s.retryFound[name] = append(s.retryFound[name], f)
 				k := f.Reference + "/" + strings.ToLower(f.TxHash)
-				if p, ok := s.parkedPass[name][k]; ok {
+				if p, ok := s.parked[name][k]; ok {
 					parked[k] = p
 				} else {
-					parked[k] = s.pass
+					parked[k] = heldRead{pass: s.pass, block: f.Block, since: s.now()}
 				}
 			}
 		}
-		if s.parkedPass == nil {
-			s.parkedPass = map[string]map[string]uint64{}
+		if s.parked == nil {
+			s.parked = map[string]map[string]heldRead{}
 		}
-		s.parkedPass[name] = parked
+		s.parked[name] = parked
 		if fam, _ := chain.FamilyOf(name); fam == chain.FamilySolana {
 			// Every transfer the wallet read saw reach a merchant's
 			// wallet is offered, as on EVM (scanUnmatched), to the one open
@@ -620,34 +622,59 @@ type position struct {
 
 func placeKey(network, wallet string) string { return "place/" + network + "/" + wallet }
 
-// remember records a position's new value in this pass.
+// remember records a position's new value in this pass (a value kept
+// from an earlier pass adds nothing).
 func (s *Service) remember(key, value string) {
 	if s.positions == nil {
 		s.positions = map[string][]position{}
 	}
 	h := s.positions[key]
-	if n := len(h); n > 0 && h[n-1].pass == s.pass {
+	switch n := len(h); {
+	case n > 0 && h[n-1].value == value:
+		return
+	case n > 0 && h[n-1].pass == s.pass:
 		h[n-1].value = value
-	} else {
+	default:
 		h = append(h, position{pass: s.pass, value: value})
 	}
 	s.positions[key] = h
 }
 
-// heldFrom is the earliest pass whose reads a network's watcher still
-// holds in memory only: a candidate waiting for its grace (or for the
-// session due its amount), a payment parked to try again.
-func (s *Service) heldFrom(network string) uint64 {
-	held := ^uint64(0)
-	for key, c := range s.candidates {
-		if strings.HasPrefix(key, network+"/") && c.pass < held {
-			held = c.pass
+// heldRead is a read the watcher holds in memory only: the pass that read
+// it, its block (EVM) or slot, and since when it is held.
+type heldRead struct {
+	pass, block uint64
+	since       time.Time
+}
+
+// maxPositionHold bounds how long a read held in memory holds a network's
+// stored positions back: a candidate is kept for maxUnmatchedWait at most,
+// and a payment parked longer (a node failing for hours, a session's
+// workflow that never answers) must not keep every restart reading hours
+// of the chain again. One held longer is lost by a restart.
+const maxPositionHold = maxUnmatchedWait + 10*time.Minute
+
+// held is the earliest pass and the lowest block (EVM) of the reads a
+// network's watcher holds in memory only, for maxPositionHold at most: a
+// candidate waiting for its grace (or for the session due its amount), a
+// payment parked to try again. ok is false when there is none.
+func (s *Service) held(network string) (pass, block uint64, ok bool) {
+	pass, block = ^uint64(0), ^uint64(0)
+	now := s.now()
+	take := func(r heldRead) {
+		if now.Sub(r.since) < maxPositionHold {
+			pass, block, ok = min(pass, r.pass), min(block, r.block), true
 		}
 	}
-	for _, p := range s.parkedPass[network] {
-		held = min(held, p)
+	for key, c := range s.candidates {
+		if strings.HasPrefix(key, network+"/") {
+			take(heldRead{pass: c.pass, block: c.in.Block, since: c.firstSeen})
+		}
 	}
-	return held
+	for _, p := range s.parked[network] {
+		take(p)
+	}
+	return pass, block, ok
 }
 
 // safePosition is the newest value of a position taken in a pass before
@@ -669,7 +696,7 @@ func (s *Service) safePosition(key string, held uint64) (string, bool) {
 // persistPositions stores a network's scan cursors and Solana wallet
 // places (models.WalletPlace), at most every 5 seconds, each as it stood
 // before the earliest pass whose reads the watcher still holds in memory
-// only (heldFrom). A candidate lives in memory for its grace (up to two
+// only, and an EVM cursor no further than the lowest block held (held). A candidate lives in memory for its grace (up to two
 // hours while a session is due its amount), a parked payment until it is
 // settled: stored past them, a restarted worker would read on after them,
 // and they would be recorded nowhere. Stored behind the reads, a restart
@@ -685,11 +712,21 @@ func (s *Service) persistPositions(ctx context.Context, network string) {
 	if s.cursorSaved == nil {
 		s.cursorSaved = map[string]time.Time{}
 	}
-	held := s.heldFrom(network)
+	held, heldBlock, holding := s.held(network)
+	fam, _ := chain.FamilyOf(network)
 	ok := true
 	for _, kind := range []string{cursorReferences, cursorTransfers} {
 		k := kind + "/" + network
 		v, found := s.safePosition(k, held)
+		if fam == chain.FamilyEVM && holding {
+			// A held read may lie behind the cursor of the pass before
+			// it (a new wallet's transfers read back over the recent
+			// blocks, a payment parked from an earlier scan): the
+			// cursor goes no further than its block.
+			if b, _ := strconv.ParseUint(v, 10, 64); !found || heldBlock < b {
+				v, found = strconv.FormatUint(heldBlock, 10), true
+			}
+		}
 		if !found || s.persisted[k] == v {
 			continue
 		}

@@ -282,47 +282,77 @@ func (l *ledgerScanner) FindPaymentsTo(_ context.Context, _ string, wallets []st
 // held in memory for its grace before it becomes an unmatched exception.
 // The wallet read's place, stored as it moved, let a worker restarted
 // within that grace read on after the transfer, and it was recorded
-// nowhere. A stored place now stays before what the watcher holds only in
-// memory, so the restarted worker reads the transfer again and keeps it;
-// once nothing is held, the place is stored where the read stands.
+// nowhere. A stored place now stays where it stood before the pass that
+// read what the watcher holds in memory only, so the restarted worker
+// reads the transfer again and keeps it; once nothing is held, the place
+// is stored where the read stands.
 func TestRestartFindsWhatWasHeldInMemory(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		paid, _ := watchedSolanaSession(t, st)
-		sig1, sig2, stranger := solana.Signature{1}.String(), solana.Signature{2}.String(), solana.NewWallet().PublicKey().String()
-		l := &ledgerScanner{txs: []chain.Incoming{{TxHash: sig1, From: stranger, To: paid, Units: "1234", Block: 1}}}
+		sig0, sig1, sig2 := solana.Signature{9}.String(), solana.Signature{1}.String(), solana.Signature{2}.String()
+		stranger := solana.NewWallet().PublicKey().String()
+		l := &ledgerScanner{txs: []chain.Incoming{{TxHash: sig0, From: stranger, To: paid, Units: "0", Block: 1}}}
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		first := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, UnmatchedGrace: time.Hour}
-		first.WatchOnce(ctx, nil)
-		l.txs = append(l.txs, chain.Incoming{TxHash: sig2, From: stranger, To: paid, Units: "0", Block: 2})
-		first.cursorSaved = nil // past the store's throttle
+		clock := time.Now()
+		now := func() time.Time { return clock }
+		first := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, UnmatchedGrace: time.Hour, Now: now}
+		first.WatchOnce(ctx, nil) // nothing held: the place (sig0) is stored
+		clock = clock.Add(6 * time.Second)
+		l.txs = append(l.txs, chain.Incoming{TxHash: sig1, From: stranger, To: paid, Units: "1234", Block: 2})
+		first.WatchOnce(ctx, nil) // sig1 held
+		clock = clock.Add(6 * time.Second)
+		l.txs = append(l.txs, chain.Incoming{TxHash: sig2, From: stranger, To: paid, Units: "0", Block: 3})
 		first.WatchOnce(ctx, nil)
 		if got := first.walletSigs[chain.NetworkSolanaDevnet][paid]; got != sig2 {
 			t.Fatalf("the first worker's place %q, want sig2", got)
 		}
 
-		// Restarted within the grace: sig1 is read again and kept.
-		restarted := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, UnmatchedGrace: time.Nanosecond}
+		// Restarted within the grace: read on from sig0, sig1 kept.
+		restarted := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, UnmatchedGrace: time.Nanosecond, Now: now}
 		restarted.WatchOnce(ctx, nil)
+		if p := l.places[3][paid]; p != sig0 {
+			t.Fatalf("the restarted worker read on from %q, want sig0 (before the transfer the first one held)", p)
+		}
+		clock = clock.Add(time.Second)
 		restarted.WatchOnce(ctx, nil)
 		scope := models.Scope{MerchantID: merchantOf(t, st, paid), Mode: models.ModeTest}
 		got, _, err := st.PaymentExceptions(ctx, scope, models.ExceptionFilter{TxHash: sig1}, models.Page{Limit: 5})
 		if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 {
 			t.Fatalf("the held transfer's exceptions after a restart: %+v %v (places read from: %v)", got, err, l.places)
 		}
-		if p := l.places[2][paid]; p != "" {
-			t.Fatalf("the restarted worker read on from %q, past the transfer the first one held", p)
-		}
 
 		// Nothing held any more: the place is stored where the read stands.
-		restarted.cursorSaved = nil
+		clock = clock.Add(6 * time.Second)
 		restarted.WatchOnce(ctx, nil)
-		again := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log}
+		again := &Service{Store: st, Finder: l, Networks: chain.DefaultRegistry(), Log: log, Now: now}
 		again.WatchOnce(ctx, nil)
 		if p := l.places[len(l.places)-1][paid]; p != sig2 {
 			t.Fatalf("a worker restarted with nothing held read on from %q, want sig2", p)
 		}
 	})
+}
+
+// TestParkedPaymentHoldsThePlace: a payment the wallet read found for a
+// session but could not settle yet (not final) is parked in memory for
+// the next pass; the wallet's place is not stored past it, so a restart
+// finds it again.
+func TestParkedPaymentHoldsThePlace(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite")
+	paid, ref := watchedSolanaSession(t, st)
+	sc := &walletScanner{found: map[string][]chain.Found{paid: {{Reference: ref, TxHash: "5sig"}}}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	first := &Service{Store: st, Finder: sc, Verifier: &countingVerifier{}, Networks: chain.DefaultRegistry(), Log: log}
+	first.WatchOnce(ctx, nil)
+	if len(first.retryFound[chain.NetworkSolanaDevnet]) != 1 {
+		t.Fatalf("parked: %v, want the payment not final yet", first.retryFound)
+	}
+	restarted := &Service{Store: st, Finder: sc, Verifier: &countingVerifier{}, Networks: chain.DefaultRegistry(), Log: log}
+	restarted.WatchOnce(ctx, nil)
+	if p := sc.places[len(sc.places)-1][paid]; p != "" {
+		t.Fatalf("a restart read on from %q, past the parked payment", p)
+	}
 }
 
 func merchantOf(t *testing.T, st *models.Store, wallet string) string {

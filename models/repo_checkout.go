@@ -1071,16 +1071,15 @@ func (s *Store) ChainCursorOf(ctx context.Context, network, kind string) (uint64
 	return c.Block, err
 }
 
-// SaveChainCursor stores a scan cursor; it only moves forward (two workers
-// scanning the same network both store theirs).
+// SaveChainCursor stores a scan cursor as given. It may move back: the
+// watcher stores it behind what it holds in memory only (a restart scans
+// those blocks again); two workers storing theirs leave either, and both
+// hold what they read.
 func (s *Store) SaveChainCursor(ctx context.Context, network, kind string, block uint64) error {
 	c := ChainCursor{Network: network, Kind: kind, Block: block, UpdatedAt: s.Now()}
 	return s.ctx(ctx).Clauses(clause.OnConflict{
-		Columns: []clause.Column{{Name: "network"}, {Name: "kind"}},
-		DoUpdates: clause.Assignments(map[string]any{
-			"block":      gorm.Expr("CASE WHEN excluded.block > chain_cursors.block THEN excluded.block ELSE chain_cursors.block END"),
-			"updated_at": c.UpdatedAt,
-		}),
+		Columns:   []clause.Column{{Name: "network"}, {Name: "kind"}},
+		DoUpdates: clause.AssignmentColumns([]string{"block", "updated_at"}),
 	}).Create(&c).Error
 }
 
