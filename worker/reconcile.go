@@ -129,7 +129,11 @@ func (r *DeliveryReconciler) reconcile(ctx context.Context, d *models.WebhookDel
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		if err := r.start(ctx, d, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE); err != nil {
+		// No run at all, or none that the server still keeps: a start
+		// rejects a run another starter (the dispatch, a manual retry,
+		// another worker's reconciler) made and finished since the
+		// describe, which allowing a duplicate would send again.
+		if err := r.start(ctx, d, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE); err != nil {
 			return false, false, err
 		}
 		r.log().Info("reconcile delivery: started the workflow of a pending delivery that had none",

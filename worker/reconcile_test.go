@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -371,5 +372,47 @@ func TestFailedDeliveryFoundInTheWebUI(t *testing.T) {
 			t.Fatalf("%s lists %v, want only the failed delivery's workflow", query, ids)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// raceDescribe is a Temporal client whose describe answers "not found"
+// after running before it what a dispatcher racing the reconciler does:
+// the delivery's workflow started, delivered and closed.
+type raceDescribe struct {
+	client.Client
+	before func()
+}
+
+func (r raceDescribe) DescribeWorkflowExecution(ctx context.Context, id, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	r.before()
+	return nil, serviceerror.NewNotFound("workflow not found (as described before the dispatch)")
+}
+
+// TestReconcilerDoesNotSendAgain: the reconciler describes a pending
+// delivery's workflow, finds none, and starts one; a dispatcher (a worker
+// back from a crash replaying its outcome, another worker's reconciler)
+// that started, delivered and closed the workflow in between made the
+// reconciler's start, which allowed a duplicate, send the delivered
+// webhook a second time.
+func TestReconcilerDoesNotSendAgain(t *testing.T) {
+	rig := newDeliveryRig(t, 0)
+	ctx := context.Background()
+	id := rig.emit()
+	rec := &DeliveryReconciler{Queue: rig.queue, Store: rig.st, Grace: time.Nanosecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rec.Client = raceDescribe{Client: rig.c, before: func() {
+		if err := (Dispatcher{Client: rig.c, Queue: rig.queue}).Dispatch(ctx, []string{id}); err != nil {
+			t.Error(err)
+		}
+		if err := rig.c.GetWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(id), "").Get(ctx, nil); err != nil {
+			t.Error(err)
+		}
+	}}
+	if _, err := rec.ReconcileOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // a second run, had one started, delivers at once
+	if ids := rig.rcv.seen(); len(ids) != 1 {
+		t.Fatalf("receiver saw %v, want the delivery once", ids)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/paygate/paygate/models"
@@ -17,9 +19,13 @@ import (
 // (delivered, failed or gone), a new run of webhook-delivery:<id> starts with
 // ManualRetry and makes exactly one attempt, numbered after d.Attempts; a
 // pending delivery without a running workflow gets a run that keeps the
-// retry schedule. The
+// retry schedule. d is a copy read before: when it says pending but its
+// run completed since (delivered, or failed for good), no run with the
+// schedule is started on a delivered delivery; reload reads the delivery
+// again and one attempt after what it holds is made. The
 // API's retry route and `paygate deliveries retry` both call it.
-func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models.WebhookDelivery) (client.WorkflowRun, error) {
+func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models.WebhookDelivery,
+	reload func(context.Context, string) (*models.WebhookDelivery, error)) (client.WorkflowRun, error) {
 	if c == nil || queue == "" {
 		return nil, errors.New("retry delivery: a Temporal client and the webhook task queue are required")
 	}
@@ -37,8 +43,26 @@ func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models
 		in = workflows.WebhookDeliveryInput{DeliveryID: d.ID, PreviousAttempts: d.Attempts,
 			ResumeSlot: min(d.ScheduledAttempts, workflows.WebhookDeliveryMaxAttempts-1), Shape: workflows.ShapeCurrent}
 	}
+	opts := client.StartWorkflowOptions{TaskQueue: queue}
+	if d.Status == models.DeliveryPending {
+		// A completed run wrote the verdict this copy predates: a new run
+		// keeping the schedule would send a delivered delivery again for
+		// a day. A run closed without an outcome (terminated, failed) is
+		// resumed.
+		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
+	}
 	run, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookDeliveryWorkflowID(d.ID), workflows.WebhookRetrySignal, nil,
-		client.StartWorkflowOptions{TaskQueue: queue}, workflows.WebhookDeliveryWorkflow, in)
+		opts, workflows.WebhookDeliveryWorkflow, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if d.Status == models.DeliveryPending && errors.As(err, &already) && reload != nil {
+		fresh, rerr := reload(ctx, d.ID)
+		if rerr != nil {
+			return nil, fmt.Errorf("retry delivery %s: read again: %w", d.ID, rerr)
+		}
+		if fresh.Status != models.DeliveryPending {
+			return RetryDelivery(ctx, c, queue, fresh, nil)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("signal-with-start %s: %w", workflows.WebhookDeliveryWorkflowID(d.ID), err)
 	}
@@ -52,10 +76,12 @@ type Retrier struct {
 	Client client.Client
 	// Queue is the webhook delivery task queue.
 	Queue string
+	// Reload reads a delivery again (RetryDelivery); nil: none.
+	Reload func(context.Context, string) (*models.WebhookDelivery, error)
 }
 
 // RetryDelivery makes one immediate attempt of d (see the function RetryDelivery).
 func (r Retrier) RetryDelivery(ctx context.Context, d *models.WebhookDelivery) error {
-	_, err := RetryDelivery(ctx, r.Client, r.Queue, d)
+	_, err := RetryDelivery(ctx, r.Client, r.Queue, d, r.Reload)
 	return err
 }

@@ -144,7 +144,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 	var dispatcher api.EventDispatcher
 	var subs *subscription.Service
 	if svc != nil && svc.Temporal != nil {
-		deliveries = pworker.Retrier{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
+		deliveries = pworker.Retrier{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks, Reload: a.store.WebhookDelivery}
 		dispatcher = pworker.Dispatcher{Client: svc.Temporal, Queue: a.cfg.Temporal.TaskQueueWebhooks}
 		subs = a.subscriptionService(svc.Temporal)
 		// A cancel of a subscription whose workflow stopped voids its open

@@ -41,7 +41,7 @@ func runDeliveries(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	run, err := pworker.RetryDelivery(ctx, c, a.cfg.Temporal.TaskQueueWebhooks, d)
+	run, err := pworker.RetryDelivery(ctx, c, a.cfg.Temporal.TaskQueueWebhooks, d, a.store.WebhookDelivery)
 	if err != nil {
 		return err
 	}
