@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/money"
 	"github.com/paygate/paygate/workflows"
@@ -313,8 +315,13 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 	if pid := v.uuidField("productId", req.ProductID, false); pid != "" && !v.Has("productId") {
 		prod, err := s.Store.ProductOf(ctx, p.Scope(), pid)
 		switch {
-		case err != nil:
+		case errors.Is(err, apperr.ErrNotFound):
 			v.Add("productId", "no such product")
+		case err != nil:
+			// A store failure is no answer about the product (a 400 would
+			// tell the caller to drop a valid order).
+			fail(c, err)
+			return
 		case !prod.Active:
 			v.Add("productId", "the product is not active")
 		default:

@@ -104,6 +104,13 @@ func (s *Server) idempotent(c *gin.Context) {
 	case models.IdemRunning:
 		fail(c, apperr.Conflict("a request with this Idempotency-Key is still being processed; retry shortly"))
 		return
+	case models.IdemUnreadable:
+		// It ran: running it again could do it twice.
+		s.Logger.ErrorContext(ctx, "an idempotent answer is sealed under a server secret no longer configured; run `paygate secrets rotate` before dropping PAYGATE_SECRET_KEY_PREVIOUS",
+			"key", key)
+		fail(c, apperr.Conflict("this request was already processed, and its answer can no longer be read; "+
+			"look the result up (e.g. list the resource) rather than retrying with this Idempotency-Key"))
+		return
 	}
 	// The request renews its claim while it runs: a retry finds it running
 	// (409), however long it takes, and only takes the key over once this

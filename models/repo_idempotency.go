@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -39,6 +40,11 @@ const (
 	IdemReplay   = "replay"   // the same request finished: answer the stored response
 	IdemRunning  = "running"  // the same request is running elsewhere (409)
 	IdemMismatch = "mismatch" // the key was used with another request (422)
+	// IdemUnreadable: the same request finished, but its answer is sealed
+	// under a server secret no longer configured (rotated, and
+	// PAYGATE_SECRET_KEY_PREVIOUS dropped before `paygate secrets rotate`
+	// sealed it again): it can neither be answered nor run again (409).
+	IdemUnreadable = "unreadable"
 )
 
 // idemTakeover is how long a running key may stay unrenewed before a retry
@@ -80,6 +86,9 @@ func (s *Store) BeginIdempotent(ctx context.Context, merchantID, scope, key, has
 		return IdemMismatch, &cur, nil
 	case cur.Done:
 		body, err := s.openIdempotent(&cur)
+		if errors.Is(err, keyring.ErrUnknownKey) {
+			return IdemUnreadable, &cur, nil
+		}
 		if err != nil {
 			return "", nil, err
 		}
@@ -144,6 +153,65 @@ func (s *Store) openIdempotent(k *IdempotencyKey) (string, error) {
 	}
 	body, _, err := s.secrets.Open(k.ResponseBody, idempotentAAD(k.ID))
 	return body, err
+}
+
+// IdemResealResult counts what ResealIdempotentAnswers did.
+type IdemResealResult struct {
+	Stored, Resealed, Current int
+}
+
+// ResealIdempotentAnswers seals every stored answer sealed under a
+// previous server secret under the current one (`paygate secrets
+// rotate`): kept for 24 hours, they would otherwise be unreadable once
+// PAYGATE_SECRET_KEY_PREVIOUS is dropped. It counts the answers looked at
+// and those sealed again; each write holds only if the row still keeps
+// what was read.
+func (s *Store) ResealIdempotentAnswers(ctx context.Context) (IdemResealResult, error) {
+	var out IdemResealResult
+	if s.secrets == nil {
+		return out, errNoKeyring
+	}
+	var errs []error
+	after := ""
+	for {
+		var rows []IdempotencyKey
+		if err := s.ctx(ctx).Select("id", "response_body").Where("done = ? AND id > ?", true, after).
+			Order("id").Limit(500).Find(&rows).Error; err != nil {
+			return out, errors.Join(append(errs, err)...)
+		}
+		for _, k := range rows {
+			out.Stored++
+			if !keyring.IsSealed(k.ResponseBody) {
+				continue
+			}
+			if id, err := keyring.KeyID(k.ResponseBody); err == nil && id == s.secrets.CurrentKeyID() {
+				out.Current++
+				continue
+			}
+			body, _, err := s.secrets.Open(k.ResponseBody, idempotentAAD(k.ID))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("idempotency key %s: %w", k.ID, err))
+				continue
+			}
+			sealed, err := s.secrets.Seal(body, idempotentAAD(k.ID))
+			if err != nil {
+				return out, err
+			}
+			res := s.ctx(ctx).Model(&IdempotencyKey{}).Where("id = ? AND response_body = ?", k.ID, k.ResponseBody).
+				Update("response_body", sealed)
+			if res.Error != nil {
+				errs = append(errs, fmt.Errorf("idempotency key %s: %w", k.ID, res.Error))
+				continue
+			}
+			if res.RowsAffected == 1 {
+				out.Resealed++
+			}
+		}
+		if len(rows) < 500 {
+			return out, errors.Join(errs...)
+		}
+		after = rows[len(rows)-1].ID
+	}
 }
 
 // idempotentAAD binds a sealed answer to its key's row (the webhook

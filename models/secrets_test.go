@@ -353,3 +353,43 @@ func TestRotationKeepsThePreviousSecret(t *testing.T) {
 		}
 	})
 }
+
+// TestIdempotentAnswerKeyRotation: a stored idempotent answer is sealed
+// under the server secret. After a rotation, `paygate secrets rotate`
+// (ResealIdempotentAnswers) seals it again under the new one, so a retry
+// with the key is still answered once the previous secret is dropped;
+// one never sealed again is a 409 state (IdemUnreadable), not a server
+// error on every retry for a day, and not run again.
+func TestIdempotentAnswerKeyRotation(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, old *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, old, "idem-rotate@example.com")
+		answer := func(key string) {
+			state, rec, err := old.BeginIdempotent(ctx, m.ID, "test", key, "hash-"+key)
+			if err != nil || state != models.IdemNew {
+				t.Fatalf("begin %s: %s %v", key, state, err)
+			}
+			if err := old.FinishIdempotent(ctx, rec, 201, `{"id":"`+key+`"}`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		answer("kept")
+		answer("lost")
+		newOnly := old.WithSecrets(ring(t, rotatedSecret))
+		if state, _, err := newOnly.BeginIdempotent(ctx, m.ID, "test", "lost", "hash-lost"); err != nil || state != models.IdemUnreadable {
+			t.Fatalf("an answer under a dropped secret: %s %v, want unreadable", state, err)
+		}
+		rotating := old.WithSecrets(ring(t, rotatedSecret, storetest.Secret))
+		res, err := rotating.ResealIdempotentAnswers(ctx)
+		if err != nil || res.Stored != 2 || res.Resealed != 2 || res.Current != 0 {
+			t.Fatalf("reseal: %+v %v", res, err)
+		}
+		if res, err := rotating.ResealIdempotentAnswers(ctx); err != nil || res.Resealed != 0 || res.Current != 2 {
+			t.Fatalf("second reseal: %+v %v", res, err)
+		}
+		state, rec, err := newOnly.BeginIdempotent(ctx, m.ID, "test", "kept", "hash-kept")
+		if err != nil || state != models.IdemReplay || rec.ResponseBody != `{"id":"kept"}` || rec.ResponseStatus != 201 {
+			t.Fatalf("after the rotation: %s %+v %v", state, rec, err)
+		}
+	})
+}
