@@ -71,15 +71,18 @@ func (s *Store) CreateRefund(ctx context.Context, r RefundRequest) (*Refund, err
 			// The sender of a payment from another wallet than its
 			// session's, or that no session matched, is unproven: an
 			// exchange's or a router's wallet as often as the customer's,
-			// and a refund sent there is lost to the customer.
-			var n int64
-			if err := tx.Model(&PaymentException{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND kind IN ?",
-				t.MerchantID, t.Network, t.TxHash, []string{ExceptionWrongPayer, ExceptionUnmatched}).Count(&n).Error; err != nil {
+			// and a refund sent there is lost to the customer. So is a
+			// short or late payment's, whatever its kind, unless it is
+			// the wallet a session it names declared (a router's short
+			// payment, sent by the customer's wallet, was underpaid with
+			// the router as its payer).
+			proven, err := exceptionPayerDeclared(tx, &t)
+			if err != nil {
 				return err
 			}
-			if n > 0 {
-				return apperr.Invalid("destinationWallet", "is required for a payment recorded from a transfer of another wallet "+
-					"or of no session: its sender may be an exchange or a router, not the customer; name the customer's wallet")
+			if !proven {
+				return apperr.Invalid("destinationWallet", "is required for a payment recorded from a transfer that no session "+
+					"declaring its sender matched: its sender may be an exchange or a router, not the customer; name the customer's wallet")
 			}
 		}
 		if dest == "" {
@@ -971,4 +974,31 @@ func (s *Store) SetRefundsEnabled(ctx context.Context, merchantID string, on boo
 		return nil, apperr.NotFound()
 	}
 	return s.Merchant(ctx, merchantID)
+}
+
+// exceptionPayerDeclared reports whether a transaction recorded from a
+// payment exception came from the wallet a session the exception names
+// declared (the customer's, as far as the store knows).
+func exceptionPayerDeclared(tx *gorm.DB, t *Transaction) (bool, error) {
+	var excs []PaymentException
+	if err := tx.Select("kind", "payer_address", "session_ids").Where("merchant_id = ? AND network = ? AND tx_hash = ?",
+		t.MerchantID, t.Network, t.TxHash).Find(&excs).Error; err != nil {
+		return false, err
+	}
+	for _, e := range excs {
+		if e.Kind == ExceptionWrongPayer || e.Kind == ExceptionUnmatched || e.PayerAddress == "" || len(e.SessionIDs) == 0 {
+			continue
+		}
+		var wallets []string
+		if err := tx.Model(&CheckoutSession{}).Where("id IN ? AND merchant_id = ?", []string(e.SessionIDs), t.MerchantID).
+			Pluck("wallet_address", &wallets).Error; err != nil {
+			return false, err
+		}
+		for _, w := range wallets {
+			if w != "" && sameWallet(w, e.PayerAddress) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
