@@ -251,8 +251,8 @@ func (s *Server) requestPasswordReset(c *gin.Context) {
 		respondMessage(c, http.StatusAccepted, resetAccepted)
 		return
 	}
-	msg := notify.Message{To: m.Email, Subject: "Choose a new paygate password", Body: resetMailBody(m.BusinessName,
-		strings.TrimRight(s.ResetBaseURL, "/")+"/dashboard/reset?token="+token)}
+	msg := notify.Message{To: m.Email, Subject: "Choose a new paygate password", Body: resetMailBody(
+		strings.TrimRight(s.ResetBaseURL, "/") + "/dashboard/reset?token=" + token)}
 	select {
 	case s.resetMails <- struct{}{}:
 	default:
@@ -274,8 +274,12 @@ func (s *Server) requestPasswordReset(c *gin.Context) {
 	respondMessage(c, http.StatusAccepted, resetAccepted)
 }
 
-func resetMailBody(business, link string) string {
-	return fmt.Sprintf(`Hello %s,
+// resetMailBody is the reset e-mail. It names no business: an account's
+// name is whatever its signer-up typed (anyone may sign up with any
+// address), and a reset sent to the address's owner must not carry a
+// stranger's text ("your account is frozen, call …").
+func resetMailBody(link string) string {
+	return fmt.Sprintf(`Hello,
 
 someone (we hope you) asked to choose a new password for your paygate account. Open this link within an hour to choose it:
 
@@ -283,7 +287,7 @@ someone (we hope you) asked to choose a new password for your paygate account. O
 
 The link works once. Choosing a new password signs out every session of the account.
 If you did not ask, ignore this e-mail: your password stays as it is.
-`, business, link)
+`, link)
 }
 
 type confirmResetRequest struct {

@@ -27,6 +27,8 @@ var tierCases = []tierCase{
 	{TierKeyManagement, http.MethodPost, "/api/developer/keys", 5, time.Minute},
 	{TierWebhookManagement, http.MethodDelete, "/api/webhooks/w1", 10, time.Minute},
 	{TierRead, http.MethodGet, "/api/things", 30, 10 * time.Second},
+	{TierSignUp, http.MethodPost, "/api/auth/signup", 10, time.Hour},
+	{TierUpload, http.MethodPost, "/api/upload", 30, time.Hour},
 }
 
 // TestTierBoundaryConcurrent: for every tier, a burst of 3N concurrent

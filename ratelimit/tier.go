@@ -18,6 +18,8 @@ const (
 	TierRead              = "read"
 	TierHostedPageRead    = "hosted_page_read"
 	TierAuthFailures      = "auth_failures"
+	TierSignUp            = "sign_up"
+	TierUpload            = "upload"
 )
 
 // Tier is one rate limit: at most Limit requests per sliding Window per client
@@ -76,6 +78,8 @@ func (t Tier) Rule() Rule { return Rule{Name: t.Name, Limit: t.Limit, Window: t.
 //	read                 30 / 10 s  every GET under /api
 //	hosted_page_read    120 / 1 min GET of the hosted pages (/pay/{link},
 //	                                /checkout/{session} and its QR code)
+//	sign_up              10 / 1 h   POST /api/auth/signup
+//	upload               30 / 1 h   POST /api/upload
 //	auth_failures        10 / 5 min failed authentications (RecordAuthFailure)
 //
 // HEAD counts as GET. OPTIONS (CORS preflight, answered without touching the
@@ -104,6 +108,16 @@ func DefaultTiers() []Tier {
 		// Not SPEC.md's (its tiers are the API's): each hosted page read
 		// costs store reads, and a person opens a few a minute.
 		{Name: TierHostedPageRead, Limit: 120, Window: time.Minute, Match: isHostedPageRead},
+		// Not SPEC.md's either: a sign-up is an account with a session at
+		// once, and each account may upload 20 MiB; without an address
+		// tier, signing up again and again filled the disk at the global
+		// tier's pace (about 15 MiB/s from one address).
+		{Name: TierSignUp, Limit: 10, Window: time.Hour, Match: func(m, p string) bool {
+			return m == http.MethodPost && under(p, "/api/auth/signup")
+		}},
+		{Name: TierUpload, Limit: 30, Window: time.Hour, Match: func(m, p string) bool {
+			return m == http.MethodPost && under(p, "/api/upload")
+		}},
 		{Name: TierAuthFailures, Limit: 10, Window: 5 * time.Minute, AuthFailures: true},
 	}
 }

@@ -57,6 +57,11 @@ func TestDefaultTierMatching(t *testing.T) {
 		{"GET", "/apix", nil},
 		{"GET", "/healthz", nil},
 		{"GET", "/api", []string{g, rd}},
+		{"POST", "/api/auth/signup", []string{g, TierSignUp}},
+		{"POST", "/api/auth/signup/", []string{g, TierSignUp}},
+		{"POST", "/api/auth/login", []string{g}},
+		{"POST", "/api/upload", []string{g, TierUpload}},
+		{"GET", "/api/upload", []string{g, rd}},
 	}
 	for _, c := range cases {
 		if got := matchedTiers(c.method, c.path); !slices.Equal(got, c.want) {
