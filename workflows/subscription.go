@@ -235,6 +235,18 @@ const resumeNextStartVersion = "resume-next-invoice-at-period-end"
 // and nobody was told.
 const billingBlockedVersion = "unbillable-holds"
 
+// cancelInFlightRestVersion marks the workflows whose cancel taken while an
+// invoice session's transfer is being confirmed (cancelInFlightVersion)
+// also voids the invoice's sessions after that one, holds for the
+// verdict (InFlightRecheck) instead of looking again at once, and ends the
+// subscription when any of the invoice's sessions ends unpaid (the one in
+// flight may be an older one). Before, an older session's transfer in
+// flight left the current session payable after the cancel (the customer
+// paid it and was renewed for a period the merchant had canceled), its
+// bounce ended nothing, and each step past the deadline cancelled again
+// at once, hundreds of activities in the same instant, until the verdict.
+const cancelInFlightRestVersion = "cancel-in-flight-voids-the-rest"
+
 // heldLastWindowVersion marks the workflows in which dunning that runs out
 // while billing is on hold (the last window's session ended unpaid and its
 // replacement was refused) does not cancel the subscription as unpaid: the
@@ -561,7 +573,8 @@ func (s *subscriptionRun) takeNotices(ctx workflow.Context) (bool, error) {
 			return true, s.settle(ctx, n.SessionID)
 		}
 		workflow.GetLogger(ctx).Info("invoice session ended unpaid", "sessionId", n.SessionID, "status", n.Status)
-		if s.st.CancelAtPeriodEnd && n.SessionID == inv.SessionID {
+		if s.st.CancelAtPeriodEnd && (n.SessionID == inv.SessionID ||
+			workflow.GetVersion(ctx, cancelInFlightRestVersion, workflow.DefaultVersion, 1) == 1) {
 			// Canceled while this session's transfer was in flight
 			// (cancelInFlightVersion; no earlier run has an open invoice
 			// and cancelAtPeriodEnd together): it did not pay, so the
@@ -818,6 +831,25 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 			// confirmed: taken now, decided by the transfer's verdict
 			// (takeNotices and step: paid, the period it pays for is the
 			// last one; unpaid, the subscription ends then).
+			if workflow.GetVersion(ctx, cancelInFlightRestVersion, workflow.DefaultVersion, 1) == 1 {
+				// Nothing after the one in flight stays payable, and the
+				// verdict is awaited on a timer.
+				rest := sessions[slices.Index(sessions, paidBy)+1:]
+				if len(rest) > 0 {
+					id, st, rerr := s.voidSessions(ctx, rest)
+					switch {
+					case rerr != nil && !isPaymentInFlight(rerr):
+						return rerr
+					case rerr == nil && st == models.StatusComplete:
+						// Paid meanwhile: the period it pays for is the
+						// one that ends.
+						if err := s.settle(ctx, id); err != nil {
+							return err
+						}
+					}
+				}
+				s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.InFlightRecheck)
+			}
 			s.st.CancelAtPeriodEnd = true
 			var events []activities.SubscriptionEvent
 			if before != nil {

@@ -25,20 +25,21 @@ import (
 // subscriptionHistoryFiles are the saved subscription histories, recorded on
 // a real dev server by TestSubscriptionRecordHistories.
 var subscriptionHistoryFiles = []string{
-	"testdata/subscription_renewed.json",           // first invoice paid by signal, continued as new
-	"testdata/subscription_canceled_now.json",      // the next run: invoice issued, cancel_now voids its session
-	"testdata/subscription_dunning.json",           // trial, invoice unpaid, past_due, reminders, canceled
-	"testdata/subscription_actions.json",           // pause, resume, cancel at period end, cancel_now
-	"testdata/subscription_reopened.json",          // the invoice's session cancelled by the customer: a new one, paid
-	"testdata/subscription_paid_elsewhere.json",    // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
-	"testdata/subscription_cancel_in_flight.json",  // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
-	"testdata/subscription_resumed.json",           // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
-	"testdata/subscription_reopened_past_due.json", // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
-	"testdata/subscription_settled_exception.json", // a closed exception refused (the invoice gets a session again), another one accepted: renewed, continued as new
-	"testdata/subscription_dunning_voids_all.json", // as subscription_dunning, its cancel voiding every session of the invoice (cancelVoidsEveryVersion)
-	"testdata/subscription_paused_cancel.json",     // trial paused, canceled at period end while paused (pausedCancelVersion), resumed (resumeNextStartVersion), paused again: canceled at the trial's end
-	"testdata/subscription_unbillable_held.json",   // the first invoice's session refused twice (Unbillable): held (billingBlockedVersion), then opened; cancel_now
-	"testdata/subscription_held_last_window.json",  // the last reminder's session cancelled, its replacement refused past dunning's end: the end waits (heldLastWindowVersion), a session, canceled unpaid
+	"testdata/subscription_renewed.json",                // first invoice paid by signal, continued as new
+	"testdata/subscription_canceled_now.json",           // the next run: invoice issued, cancel_now voids its session
+	"testdata/subscription_dunning.json",                // trial, invoice unpaid, past_due, reminders, canceled
+	"testdata/subscription_actions.json",                // pause, resume, cancel at period end, cancel_now
+	"testdata/subscription_reopened.json",               // the invoice's session cancelled by the customer: a new one, paid
+	"testdata/subscription_paid_elsewhere.json",         // a session failed INVOICE_ALREADY_PAID: not replaced; the payer's notice settles
+	"testdata/subscription_cancel_in_flight.json",       // cancel while the invoice's transfer is confirmed (cancelInFlightVersion); it bounces: canceled
+	"testdata/subscription_resumed.json",                // pause and resume moving the anchor (resumeShiftsAnchorVersion), cancel_now
+	"testdata/subscription_reopened_past_due.json",      // four sessions cancelled in grace, the past_due one replaced (reopenPerStepVersion), paid
+	"testdata/subscription_settled_exception.json",      // a closed exception refused (the invoice gets a session again), another one accepted: renewed, continued as new
+	"testdata/subscription_dunning_voids_all.json",      // as subscription_dunning, its cancel voiding every session of the invoice (cancelVoidsEveryVersion)
+	"testdata/subscription_paused_cancel.json",          // trial paused, canceled at period end while paused (pausedCancelVersion), resumed (resumeNextStartVersion), paused again: canceled at the trial's end
+	"testdata/subscription_unbillable_held.json",        // the first invoice's session refused twice (Unbillable): held (billingBlockedVersion), then opened; cancel_now
+	"testdata/subscription_held_last_window.json",       // the last reminder's session cancelled, its replacement refused past dunning's end: the end waits (heldLastWindowVersion), a session, canceled unpaid
+	"testdata/subscription_cancel_older_in_flight.json", // cancel while the grace session's transfer is confirmed: the current one voided, a hold (cancelInFlightRestVersion); it bounces: canceled
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -321,6 +322,36 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 	if n := len(rec.sessions.all()) - base; n != 5 {
 		t.Fatalf("%d sessions opened, want 5 (the fifth after the hold)", n)
 	}
+
+	// 15. SPEC.md's cancel while an older session of the invoice (the
+	// grace period's) is being confirmed: taken, the current session
+	// voided, the verdict awaited on a timer; the older transfer bounces:
+	// canceled then.
+	rec.sessions.mu.Lock()
+	rec.sessions.refuse = nil
+	rec.sessions.mu.Unlock()
+	older := policy
+	older.DunningPeriod, older.Reminders = time.Hour, []time.Duration{30 * time.Minute}
+	base = len(rec.sessions.all())
+	id = rec.start("sub_replay_cancel_older_in_flight", older, 0)
+	s15 := rec.waitSessions(base + 2)
+	rec.sessions.mu.Lock()
+	s15[base].Status = models.StatusBroadcast
+	rec.sessions.mu.Unlock()
+	if st, err := rec.action(id, ActionCancel); err != nil || !st.CancelAtPeriodEnd || st.Status == models.SubCanceled {
+		t.Fatalf("cancel while the older session is in flight: %+v %v", st, err)
+	}
+	rec.sessions.mu.Lock()
+	voided := s15[base+1].Status
+	s15[base].Status = models.StatusFailed
+	rec.sessions.mu.Unlock()
+	if voided != models.StatusCancelled {
+		t.Fatalf("the current session is %s after the cancel, want cancelled", voided)
+	}
+	if err := c.SignalWorkflow(ctx, id.id, "", SubscriptionSessionSignal, activities.SessionNotice{SessionID: s15[base].ID, Status: models.StatusFailed}); err != nil {
+		t.Fatal(err)
+	}
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[14])
 }
 
 // settle sends the settle update for exception excID.

@@ -1862,3 +1862,94 @@ func TestSubscriptionCancelVoidsEverySession(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscriptionCancelWithAnOlderSessionInFlight: the merchant cancels
+// while an older session of the invoice (the grace period's, broadcast as
+// it expired) is being confirmed. The cancel is taken (cancelAtPeriodEnd)
+// and, since cancelInFlightRestVersion, voids the current session too, so
+// the customer cannot pay a period the merchant canceled; when the older
+// transfer bounces the subscription ends; and while it is in flight the
+// steps wait on InFlightRecheck instead of cancelling again at once,
+// hundreds of times in the same instant.
+func TestSubscriptionCancelWithAnOlderSessionInFlight(t *testing.T) {
+	pastDue := subStart.Add(72 * time.Hour)
+	// grace is the invoice's first session; the caller holds no lock
+	// (graceLocked: the caller holds h.sessions.mu).
+	grace := func(h *subHarness) *subFakeSession { return h.sessions.all()[0] }
+	graceLocked := func(h *subHarness) *subFakeSession { return h.sessions.byID[h.sessions.order[0]] }
+	setGrace := func(h *subHarness, status string) {
+		g := grace(h)
+		h.sessions.mu.Lock()
+		g.Status = status
+		h.sessions.mu.Unlock()
+	}
+	inFlight := func(h *subHarness) {
+		h.plan = func(*subFakeSession) subPayment { return subPayment{} }
+		h.at(pastDue.Add(time.Hour), func() { setGrace(h, models.StatusBroadcast) })
+	}
+	t.Run("bounced", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		inFlight(h)
+		h.at(pastDue.Add(3*time.Hour), func() {
+			setGrace(h, models.StatusFailed)
+			h.signal(grace(h))
+		})
+		// The customer would pay the current session two hours later.
+		h.at(pastDue.Add(5*time.Hour), func() {
+			cur := h.sessions.all()[1]
+			h.sessions.mu.Lock()
+			open := subOpen(cur.Status)
+			if open {
+				cur.Status = models.StatusComplete
+			}
+			h.sessions.mu.Unlock()
+			if open {
+				h.signal(cur)
+			}
+		})
+		c := h.action(pastDue.Add(2*time.Hour), ActionCancel)
+		h.runUntil(3, nil)
+		if c.err != nil || !c.state.CancelAtPeriodEnd {
+			t.Fatalf("cancel while the older session's transfer is confirmed: %+v (%s)", c, c.errType())
+		}
+		if s := h.sessions.all(); len(h.sessions.voided) != 1 || h.sessions.voided[0] != s[1].ID {
+			t.Fatalf("voided %v, want the current session", h.sessions.voided)
+		}
+		want := []string{"subscription.created", "subscription.renewal_due", "subscription.past_due", "subscription.updated", "subscription.canceled"}
+		if got := h.store.types(); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		ended := h.store.ofType("subscription.canceled")[0]
+		if !ended.At.Equal(pastDue.Add(3*time.Hour)) || ended.Extra["reason"] != CancelReasonRequested {
+			t.Fatalf("canceled %+v at %s, want at the bounce", ended.Extra, ended.At)
+		}
+	})
+	t.Run("in flight past a reminder", func(t *testing.T) {
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		inFlight(h)
+		// Voids per instant: the code before cancelled again at once at
+		// each step past the deadline; a way out after 300 (the verdict).
+		perInstant, most := map[time.Time]int{}, 0
+		h.sessions.beforeVoid = func(s *subFakeSession) {
+			now := h.env.Now()
+			perInstant[now]++
+			most = max(most, perInstant[now])
+			if perInstant[now] == 300 {
+				graceLocked(h).Status = models.StatusFailed
+			}
+		}
+		h.action(pastDue.Add(2*time.Hour), ActionCancel)
+		decided := pastDue.Add(30 * time.Hour) // past the first reminder's time
+		h.at(decided, func() {
+			setGrace(h, models.StatusFailed)
+			h.signal(grace(h))
+		})
+		h.runUntil(3, nil)
+		if most > 4 {
+			t.Fatalf("%d voids in one instant while the transfer was in flight", most)
+		}
+		if got := h.store.ofType("subscription.canceled"); len(got) != 1 || !got[0].At.Equal(decided) {
+			t.Fatalf("canceled %v", h.store.types())
+		}
+	})
+}
