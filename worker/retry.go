@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
 	"github.com/paygate/paygate/workflows"
 )
@@ -62,6 +63,9 @@ func RetryDelivery(ctx context.Context, c client.Client, queue string, d *models
 		if fresh.Status != models.DeliveryPending {
 			return RetryDelivery(ctx, c, queue, fresh, nil)
 		}
+		// Its run completed and its verdict is not recorded yet (the
+		// reconciler settles it): nothing to start now.
+		return nil, apperr.Conflict("the delivery's last run just finished and its outcome is being recorded; retry in a minute")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("signal-with-start %s: %w", workflows.WebhookDeliveryWorkflowID(d.ID), err)

@@ -832,20 +832,26 @@ func (s *subscriptionRun) cancel(ctx workflow.Context, reason string, atPeriodEn
 			// (takeNotices and step: paid, the period it pays for is the
 			// last one; unpaid, the subscription ends then).
 			if workflow.GetVersion(ctx, cancelInFlightRestVersion, workflow.DefaultVersion, 1) == 1 {
-				// Nothing after the one in flight stays payable, and the
-				// verdict is awaited on a timer.
-				rest := sessions[slices.Index(sessions, paidBy)+1:]
-				if len(rest) > 0 {
-					id, st, rerr := s.voidSessions(ctx, rest)
-					switch {
-					case rerr != nil && !isPaymentInFlight(rerr):
+				// Nothing after the one in flight stays payable (each is
+				// voided, past another in flight too), no held replacement
+				// session opens, and the verdict is awaited on a timer.
+				inv.ReopenAt = time.Time{}
+				for _, id := range sessions[slices.Index(sessions, paidBy)+1:] {
+					var st string
+					rerr := workflow.ExecuteActivity(s.effects, subscriptionActivities.VoidInvoiceSession, id).Get(ctx, &st)
+					if isPaymentInFlight(rerr) {
+						continue
+					}
+					if rerr != nil {
 						return rerr
-					case rerr == nil && st == models.StatusComplete:
+					}
+					if st == models.StatusComplete {
 						// Paid meanwhile: the period it pays for is the
 						// one that ends.
 						if err := s.settle(ctx, id); err != nil {
 							return err
 						}
+						break
 					}
 				}
 				s.st.HoldUntil = utcNow(ctx).Add(s.st.Policy.InFlightRecheck)

@@ -1924,6 +1924,88 @@ func TestSubscriptionCancelWithAnOlderSessionInFlight(t *testing.T) {
 			t.Fatalf("canceled %+v at %s, want at the bounce", ended.Extra, ended.At)
 		}
 	})
+	t.Run("two in flight", func(t *testing.T) {
+		// The grace session confirming, the past_due one's transfer
+		// broadcast as the first reminder replaced it, the reminder's
+		// open: the cancel voids the reminder's too.
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		inFlight(h)
+		h.at(pastDue.Add(24*time.Hour+time.Minute), func() {
+			second := h.sessions.all()[1]
+			h.sessions.mu.Lock()
+			second.Status = models.StatusBroadcast
+			h.sessions.mu.Unlock()
+		})
+		h.action(pastDue.Add(25*time.Hour), ActionCancel)
+		// The customer would pay the reminder's session after the cancel.
+		h.at(pastDue.Add(25*time.Hour+30*time.Minute), func() {
+			all := h.sessions.all()
+			if len(all) < 3 {
+				return
+			}
+			h.sessions.mu.Lock()
+			open := subOpen(all[2].Status)
+			if open {
+				all[2].Status = models.StatusComplete
+			}
+			h.sessions.mu.Unlock()
+			if open {
+				h.signal(all[2])
+			}
+		})
+		decided := pastDue.Add(26 * time.Hour)
+		h.at(decided, func() {
+			all := h.sessions.all()
+			h.sessions.mu.Lock()
+			all[0].Status, all[1].Status = models.StatusFailed, models.StatusFailed
+			h.sessions.mu.Unlock()
+			h.signal(all[0])
+			h.signal(all[1])
+		})
+		h.runUntil(3, nil)
+		all := h.sessions.all()
+		if len(all) != 3 || len(h.sessions.voided) != 1 || h.sessions.voided[0] != all[2].ID {
+			t.Fatalf("%d sessions, voided %v: want the reminder's voided", len(all), h.sessions.voided)
+		}
+		if got := h.store.ofType("subscription.canceled"); len(got) != 1 || !got[0].At.Equal(decided) || len(h.store.ofType("subscription.renewed")) != 0 {
+			t.Fatalf("events %v", h.store.types())
+		}
+	})
+	t.Run("held replacement", func(t *testing.T) {
+		// The customer cancelled the current session and its
+		// replacement is refused for now (held): after the cancel, no
+		// replacement opens when the hold ends.
+		h := newSubHarness(t, subStart, 0, billing.Month)
+		inFlight(h)
+		h.at(pastDue.Add(2*time.Hour), func() {
+			h.sessions.mu.Lock()
+			h.sessions.refuse = func() error { return apperr.Invalid("network", "base_sepolia is not configured on this server") }
+			h.sessions.mu.Unlock()
+			second := h.sessions.all()[1]
+			h.sessions.mu.Lock()
+			second.Status = models.StatusCancelled
+			h.sessions.mu.Unlock()
+			h.signal(second)
+		})
+		h.action(pastDue.Add(150*time.Minute), ActionCancel)
+		h.at(pastDue.Add(160*time.Minute), func() {
+			h.sessions.mu.Lock()
+			h.sessions.refuse = nil
+			h.sessions.mu.Unlock()
+		})
+		decided := pastDue.Add(5 * time.Hour)
+		h.at(decided, func() {
+			setGrace(h, models.StatusFailed)
+			h.signal(grace(h))
+		})
+		h.runUntil(3, nil)
+		if n := len(h.sessions.all()); n != 2 {
+			t.Fatalf("%d sessions: a replacement opened after the cancel", n)
+		}
+		if got := h.store.ofType("subscription.canceled"); len(got) != 1 || !got[0].At.Equal(decided) {
+			t.Fatalf("events %v", h.store.types())
+		}
+	})
 	t.Run("in flight past a reminder", func(t *testing.T) {
 		h := newSubHarness(t, subStart, 0, billing.Month)
 		inFlight(h)
