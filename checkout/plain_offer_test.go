@@ -14,6 +14,7 @@ import (
 
 	"github.com/paygate/paygate/checkout"
 	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/money"
 )
 
 // updateRecorder is a Temporal client that records the workflow updates
@@ -88,10 +89,8 @@ func TestPlainOfferSkipsAnotherSessionsPayment(t *testing.T) {
 // it as an unmatched exception.
 func TestRestartRescansWhatWasHeld(t *testing.T) {
 	e := newBindEnv(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clock := time.Now()
-	now := func() time.Time { return clock }
-	first := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Hour, Now: now}
+	first := e.watcher(time.Hour, func() time.Time { return clock })
 	first.WatchOnce(e.ctx, nil)        // nothing held: the cursor is stored
 	clock = clock.Add(6 * time.Second) // positions are stored at most every 5 s
 	hash := e.payPlainUnits(e.stranger, e.merchantA, 1234)
@@ -102,13 +101,27 @@ func TestRestartRescansWhatWasHeld(t *testing.T) {
 	clock = clock.Add(6 * time.Second)
 	first.WatchOnce(e.ctx, nil)
 
-	restarted := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Nanosecond}
+	e.restartFinds(e.mA.ID, hash, 1234)
+}
+
+// watcher is a payment watcher over the env's chain and store, on now's
+// clock.
+func (e *bindEnv) watcher(grace time.Duration, now func() time.Time) *checkout.Service {
+	return &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), UnmatchedGrace: grace, Now: now}
+}
+
+// restartFinds runs a restarted watcher (no grace) two passes and checks
+// the merchant keeps hash as an unmatched exception of units.
+func (e *bindEnv) restartFinds(merchantID, hash string, units money.Amount) {
+	e.t.Helper()
+	restarted := e.watcher(time.Nanosecond, time.Now)
 	restarted.WatchOnce(e.ctx, nil)
 	restarted.WatchOnce(e.ctx, nil)
-	got, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: e.mA.ID, Mode: models.ModeTest},
+	got, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: merchantID, Mode: models.ModeTest},
 		models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
-	if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 1234 {
-		t.Fatalf("the transfer held when the worker stopped: exceptions %+v %v", got, err)
+	if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != units {
+		e.t.Fatalf("the transfer held when the worker stopped: exceptions %+v %v", got, err)
 	}
 }
 
@@ -120,10 +133,8 @@ func TestRestartRescansWhatWasHeld(t *testing.T) {
 // than the block of what memory holds.
 func TestRestartRescansANewWalletsHeldTransfer(t *testing.T) {
 	e := newBindEnv(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clock := time.Now()
-	now := func() time.Time { return clock }
-	first := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Hour, Now: now}
+	first := e.watcher(time.Hour, func() time.Time { return clock })
 	first.WatchOnce(e.ctx, nil)
 	late := e.addr(e.exchange)
 	hash := e.payPlainUnits(e.stranger, late, 4321) // before the wallet is linked
@@ -141,13 +152,5 @@ func TestRestartRescansANewWalletsHeldTransfer(t *testing.T) {
 	clock = clock.Add(6 * time.Second)
 	first.WatchOnce(e.ctx, nil)
 
-	restarted := &checkout.Service{Store: e.st, Finder: e.verifier, Verifier: e.verifier, Networks: e.reg, Log: log, UnmatchedGrace: time.Nanosecond, Now: now}
-	restarted.WatchOnce(e.ctx, nil)
-	clock = clock.Add(time.Second)
-	restarted.WatchOnce(e.ctx, nil)
-	got, _, err := e.st.PaymentExceptions(e.ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest},
-		models.ExceptionFilter{TxHash: strings.ToLower(hash)}, models.Page{Limit: 5})
-	if err != nil || len(got) != 1 || got[0].Kind != models.ExceptionUnmatched || got[0].Amount != 4321 {
-		t.Fatalf("the new wallet's transfer held when the worker stopped: exceptions %+v %v", got, err)
-	}
+	e.restartFinds(m.ID, hash, 4321)
 }
