@@ -92,6 +92,8 @@ type Service struct {
 	positions map[string][]position
 	parked    map[string]map[string]heldRead
 	persisted map[string]string
+	// recordsAfter is where VerifyRecordsOnce goes on (a record's id).
+	recordsAfter string
 
 	// marks are new sessions whose workflow started, to be marked in the
 	// store (markLater); marking is set while a writer goroutine runs.

@@ -970,6 +970,9 @@ func (s *Service) lateException(ctx context.Context, network string, cs *models.
 	return true, false
 }
 
+// recordsPerPass bounds the records VerifyRecordsOnce checks a pass.
+const recordsPerPass = 50
+
 // VerifyRecordsOnce checks pending recorded transactions on chain: the
 // token must have reached the merchant wallet of the record with at least
 // its amount. A record whose hash stays unseen past the not-found window
@@ -978,10 +981,19 @@ func (s *Service) VerifyRecordsOnce(ctx context.Context) int {
 	if s.Verifier == nil {
 		return 0
 	}
-	rows, err := s.Store.PendingRecords(ctx, 50)
+	// A pass reads on from where the last one stopped, and starts over
+	// after the newest: records whose check stays undecided (a hash not
+	// seen yet, a node failing) cannot hold the oldest places for ever
+	// and keep every other merchant's records pending.
+	rows, err := s.Store.PendingRecords(ctx, s.recordsAfter, recordsPerPass)
 	if err != nil {
 		s.log().Warn("records: pending records not listed", "err", err)
 		return 0
+	}
+	if len(rows) < recordsPerPass {
+		s.recordsAfter = ""
+	} else {
+		s.recordsAfter = rows[len(rows)-1].ID
 	}
 	n := 0
 	for i := range rows {

@@ -377,3 +377,50 @@ func mustWallets(t *testing.T, st *models.Store) []models.ReceivingWallet {
 	}
 	return w
 }
+
+// hashVerifier answers verifications by hash: complete for those in done,
+// pending and unseen for the rest.
+type hashVerifier struct{ done map[string]bool }
+
+func (v hashVerifier) Verify(_ context.Context, req chain.VerifyRequest) (chain.VerifyResult, error) {
+	if v.done[req.TxHash] {
+		return chain.VerifyResult{Seen: true, Verdict: chain.VerdictComplete, ReceivedUnits: req.ExpectedUnits}, nil
+	}
+	return chain.VerifyResult{Verdict: chain.VerdictPending}, nil
+}
+
+// TestRecordVerificationGoesOn: each pass checked the 50 oldest pending
+// records; 50 whose check stays undecided (made-up hashes within the
+// not-found hour, a node failing) kept every later record, any merchant's,
+// pending. A pass now reads on after the last one, and starts over after
+// the newest.
+func TestRecordVerificationGoesOn(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite")
+	paid, _ := watchedSolanaSession(t, st)
+	merchant := merchantOf(t, st, paid)
+	var last string
+	for i := range recordsPerPass + 1 {
+		rec := &models.Transaction{MerchantID: merchant, Mode: models.ModeTest, Amount: money.Amount(1_000_000), Token: "USDC",
+			Network: chain.NetworkSolanaDevnet, TxHash: solana.Signature{byte(i + 1), 7}.String(), MerchantWalletAddress: paid}
+		if err := st.RecordTransaction(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		last = rec.ID
+	}
+	lastRec, err := st.Transaction(ctx, models.Scope{MerchantID: merchant, Mode: models.ModeTest}, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{Store: st, Verifier: hashVerifier{done: map[string]bool{lastRec.TxHash: true}}, Networks: chain.DefaultRegistry(),
+		NotFoundWindow: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if n := s.VerifyRecordsOnce(ctx); n != 0 {
+		t.Fatalf("first pass settled %d, want none (the oldest 50 are undecided)", n)
+	}
+	if n := s.VerifyRecordsOnce(ctx); n != 1 {
+		t.Fatalf("second pass settled %d, want the newest record", n)
+	}
+	if got, _ := st.Transaction(ctx, models.Scope{MerchantID: merchant, Mode: models.ModeTest}, last); got.Verification != models.VerificationVerified {
+		t.Fatalf("the newest record is %s", got.Verification)
+	}
+}

@@ -266,3 +266,47 @@ func TestReplaceSessionTxHash(t *testing.T) {
 		}
 	})
 }
+
+// TestTransferOfAFailedSessionIsUnaccounted: a session failed TX_NOT_FOUND
+// keeps its hash, and a transfer of that hash mined later (a dropped
+// transaction broadcast again) counted as accounted for: the unmatched
+// scan dropped it, recorded nowhere. A failed session holds no money (one
+// that received some keeps it as an exception); an open one still
+// accounts for its hash.
+func TestTransferOfAFailedSessionIsUnaccounted(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "notfound@x.io")
+		const wallet = "0x00000000000000000000000000000000000000aa"
+		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
+			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+			WalletAddresses: models.StringMap{"base_sepolia": wallet}, MerchantWalletAddress: wallet}
+		if err := st.CreatePaymentLink(ctx, link); err != nil {
+			t.Fatal(err)
+		}
+		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
+			Subtotal: money.FromCents(500), ExpectedAmount: money.FromCents(500), WalletAddress: "0x00000000000000000000000000000000000000cc",
+			MerchantWalletAddress: wallet, TokenAddress: "0xdef", ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		h := "0x" + strings.Repeat("ab", 32)
+		if err := st.ClaimSessionTxHash(ctx, cs.ID, cs.Network, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
+			Source: "client", TxHash: h, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if held, err := st.TransferAccountedFor(ctx, cs.MerchantID, cs.Network, h); err != nil || !held {
+			t.Fatalf("a session confirming the hash: accounted %v %v", held, err)
+		}
+		if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Source: "chain", At: time.Now(),
+			Status: models.StatusFailed, Reason: models.ReasonTxNotFound, ReceivedUnits: "0"}); err != nil {
+			t.Fatal(err)
+		}
+		if held, err := st.TransferAccountedFor(ctx, cs.MerchantID, cs.Network, h); err != nil || held {
+			t.Fatalf("after the session failed TX_NOT_FOUND: accounted %v %v", held, err)
+		}
+	})
+}

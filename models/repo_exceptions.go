@@ -365,6 +365,13 @@ func (s *Store) transferHeld(ctx context.Context, merchantID, network, txHash st
 	sessions := s.ctx(ctx).Model(&CheckoutSession{})
 	if settled {
 		sessions = sessions.Where("status = ?", StatusComplete)
+	} else {
+		// A failed session holds no money: one that received some keeps
+		// it as an exception (counted below), and one that failed with
+		// its hash unseen (TX_NOT_FOUND) has received nothing. A transfer
+		// of that hash mined later (a dropped transaction broadcast
+		// again) is the merchant's money with no record: unmatched.
+		sessions = sessions.Where("status <> ?", StatusFailed)
 	}
 	queries := []*gorm.DB{sessions, s.ctx(ctx).Model(&Transaction{})}
 	if !settled {

@@ -34,10 +34,10 @@ func (s *Store) RecordTransaction(ctx context.Context, t *Transaction) error {
 }
 
 // PendingRecords lists recorded transactions not yet verified on chain,
-// oldest first.
-func (s *Store) PendingRecords(ctx context.Context, limit int) ([]Transaction, error) {
+// oldest first, after the id after ("": from the first).
+func (s *Store) PendingRecords(ctx context.Context, after string, limit int) ([]Transaction, error) {
 	var rows []Transaction
-	err := s.ctx(ctx).Where("verification = ?", VerificationPending).Order("id asc").Limit(limit).Find(&rows).Error
+	err := s.ctx(ctx).Where("verification = ? AND id > ?", VerificationPending, after).Order("id asc").Limit(limit).Find(&rows).Error
 	return rows, err
 }
 
