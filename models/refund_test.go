@@ -1434,3 +1434,49 @@ func TestRefundsAwaitingTransfer(t *testing.T) {
 		}
 	})
 }
+
+// TestAdoptedRecordWithoutACustomer: a record made without a customer
+// (customerEmail is optional) that a session then completes with was
+// adopted with no customer: the session's customer was never made and
+// spent nothing, and checkout.completed named no customer. The session's
+// customer is counted now, with the received amount.
+func TestAdoptedRecordWithoutACustomer(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		f := newRefundFixture(t, st, models.ModeTest)
+		paid := f.link(t)
+		hash := f.hash()
+		cs := &models.CheckoutSession{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: paid.ID, Network: "base_sepolia",
+			WalletType: "evm", WalletAddress: refundPayer, CustomerEmail: "bea@example.com", CustomerName: "Bea",
+			ExpectedAmount: money.FromCents(2975), MerchantWalletAddress: refundMerchant,
+			TokenAddress: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
+			Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, Amount: money.FromCents(2975), Token: "USDC",
+			Network: "base_sepolia", TxHash: hash, WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant}
+		if err := st.RecordTransaction(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusComplete,
+			Source: "chain", Chain: "base_sepolia", ReceivedUnits: "29750000", Payer: refundPayer, Bound: true, At: time.Now()}); err != nil ||
+			res.Status != models.StatusComplete {
+			t.Fatalf("the session adopts the record: %+v %v", res, err)
+		}
+		got, err := st.Transaction(ctx, f.sc, rec.ID)
+		if err != nil || got.CustomerID == nil || got.CustomerEmail != "bea@example.com" {
+			t.Fatalf("the adopted record: %+v %v", got, err)
+		}
+		c, err := st.Customer(ctx, f.sc, *got.CustomerID)
+		if err != nil || c.Email != "bea@example.com" || c.TotalSpent != money.FromCents(2975) || c.TransactionCount != 1 {
+			t.Fatalf("the session's customer: %+v %v", c, err)
+		}
+	})
+}

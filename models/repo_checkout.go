@@ -851,8 +851,27 @@ func (s *Store) adoptRecord(tx *gorm.DB, cs *CheckoutSession, link *PaymentLink,
 	if err := recountAdopted(tx, t, link, received, at); err != nil {
 		return nil, false, err
 	}
-	if err := tx.Model(&Transaction{}).Where("id = ?", t.ID).Updates(map[string]any{"session_id": cs.ID,
-		"verification": VerificationVerified, "verification_message": "", "amount": received, "payment_link_id": link.ID}).Error; err != nil {
+	fields := map[string]any{"session_id": cs.ID,
+		"verification": VerificationVerified, "verification_message": "", "amount": received, "payment_link_id": link.ID}
+	if t.CustomerID == nil && cs.CustomerEmail != "" {
+		// A record made without a customer (the field is optional): the
+		// session's customer paid it, and is counted as a completed
+		// checkout's is (SPEC.md: customers come with completed payments).
+		paid := *t
+		paid.Amount, paid.CustomerEmail, paid.CustomerName, paid.CreatedAt = received, cs.CustomerEmail, cs.CustomerName, at
+		id, err := s.upsertCustomerSpend(tx, &paid, cs.CustomerCountry)
+		if err != nil {
+			return nil, false, err
+		}
+		if t.RefundedAmount > 0 {
+			if err := addToTotals(tx, nil, &id, totalsDelta{refunded: int64(t.RefundedAmount)}, at); err != nil {
+				return nil, false, err
+			}
+		}
+		fields["customer_id"], fields["customer_email"], fields["customer_name"] = id, cs.CustomerEmail, cs.CustomerName
+		t.CustomerID, t.CustomerEmail, t.CustomerName = &id, cs.CustomerEmail, cs.CustomerName
+	}
+	if err := tx.Model(&Transaction{}).Where("id = ?", t.ID).Updates(fields).Error; err != nil {
 		return nil, false, err
 	}
 	t.SessionID, t.Verification, t.VerificationMessage, t.Amount, t.PaymentLinkID = &cs.ID, VerificationVerified, "", received, &link.ID
