@@ -310,3 +310,66 @@ func TestTransferOfAFailedSessionIsUnaccounted(t *testing.T) {
 		}
 	})
 }
+
+// TestRefutedRecordGivesWay: a record the chain refuted (the merchant
+// typed the wrong amount) blocked its hash for good: recording it again
+// was a 409, the unmatched scan counted it accounted for (no exception),
+// and a customer's session submitting the hash was refused. It backs
+// nothing now: the transfer is unaccounted for, its exception opens, a
+// session may claim the hash, and the merchant records it again.
+func TestRefutedRecordGivesWay(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "refuted@x.io")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		const wallet = "0x00000000000000000000000000000000000000aa"
+		h := "0x" + strings.Repeat("cd", 32)
+		rec := &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, Amount: money.FromCents(10000), Token: "USDC",
+			Network: "base_sepolia", TxHash: h, MerchantWalletAddress: wallet}
+		if err := st.RecordTransaction(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetRecordVerification(ctx, rec.ID, models.VerificationFailed, "only 10.00 USDC reached the wallet"); err != nil {
+			t.Fatal(err)
+		}
+		if held, err := st.TransferAccountedFor(ctx, m.ID, "base_sepolia", h); err != nil || held {
+			t.Fatalf("a refuted record accounts for its transfer: %v %v", held, err)
+		}
+		ids, err := st.OpenException(ctx, &models.PaymentException{MerchantID: m.ID, Mode: models.ModeTest, Network: "base_sepolia", TxHash: h,
+			Kind: models.ExceptionUnmatched, Amount: money.FromCents(1000), PayerAddress: "0x00000000000000000000000000000000000000bb",
+			MerchantWalletAddress: wallet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = ids
+		if excs, _, err := st.PaymentExceptions(ctx, sc, models.ExceptionFilter{TxHash: h}, models.Page{Limit: 5}); err != nil || len(excs) != 1 {
+			t.Fatalf("the transfer's exception: %+v %v", excs, err)
+		}
+		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
+			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+			WalletAddresses: models.StringMap{"base_sepolia": wallet}, MerchantWalletAddress: wallet}
+		if err := st.CreatePaymentLink(ctx, link); err != nil {
+			t.Fatal(err)
+		}
+		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
+			Subtotal: money.FromCents(1000), ExpectedAmount: money.FromCents(1000), WalletAddress: "0x00000000000000000000000000000000000000bb",
+			MerchantWalletAddress: wallet, TokenAddress: "0xdef", ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", h); err != nil {
+			t.Fatalf("a session claiming the refuted record's hash: %v", err)
+		}
+		again := &models.Transaction{MerchantID: m.ID, Mode: models.ModeTest, Amount: money.FromCents(1000), Token: "USDC",
+			Network: "base_sepolia", TxHash: h, MerchantWalletAddress: wallet}
+		if err := st.RecordTransaction(ctx, again); err != nil {
+			t.Fatalf("recording the transfer again with its amount: %v", err)
+		}
+		if got, err := st.Transaction(ctx, sc, again.ID); err != nil || got.Verification != models.VerificationPending || got.Amount != money.FromCents(1000) {
+			t.Fatalf("the new record: %+v %v", got, err)
+		}
+		if _, err := st.Transaction(ctx, sc, rec.ID); err == nil {
+			t.Fatal("the refuted record is still there")
+		}
+	})
+}

@@ -138,7 +138,7 @@ func (s *Store) ClaimSessionTxHash(ctx context.Context, sessionID, network, txHa
 		return notFound(err)
 	}
 	var t Transaction
-	err := s.ctx(ctx).Select("id", "session_id").Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, network, txHash).Take(&t).Error
+	err := s.ctx(ctx).Select("id", "session_id", "verification").Where("merchant_id = ? AND network = ? AND tx_hash = ?", cs.MerchantID, network, txHash).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil
 	}
@@ -146,6 +146,11 @@ func (s *Store) ClaimSessionTxHash(ctx context.Context, sessionID, network, txHa
 		return err
 	}
 	if t.SessionID != nil && *t.SessionID == sessionID {
+		return nil
+	}
+	if t.SessionID == nil && t.Verification == VerificationFailed {
+		// A record the chain refuted (a mistyped amount, say) backs
+		// nothing: the session that paid with the hash adopts it.
 		return nil
 	}
 	return apperr.Conflict("transaction hash already attached to another session or recorded transaction")

@@ -96,9 +96,9 @@ func (s *Store) OpenException(ctx context.Context, e *PaymentException) ([]strin
 	var ids []string
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		var n int64
-		if err := tx.Model(&Transaction{}).Where("merchant_id = ? AND network = ? AND tx_hash = ?", e.MerchantID, e.Network, e.TxHash).
-			Count(&n).Error; err != nil || n > 0 {
-			return err // already accounted for
+		if err := tx.Model(&Transaction{}).Where("merchant_id = ? AND network = ? AND tx_hash = ? AND verification <> ?",
+			e.MerchantID, e.Network, e.TxHash, VerificationFailed).Count(&n).Error; err != nil || n > 0 {
+			return err // already accounted for (a refuted record accounts for nothing)
 		}
 		_, ev, err := s.upsertException(tx, e, s.Now())
 		if err != nil || ev == nil {
@@ -221,6 +221,9 @@ func (s *Store) ResolveException(ctx context.Context, sc Scope, id string, r Res
 			if t.CustomerEmail == cs.CustomerEmail {
 				country = cs.CustomerCountry
 			}
+		}
+		if err := dropRefutedRecord(tx, t); err != nil {
+			return err
 		}
 		if err := s.applyTransaction(tx, t, country); err != nil {
 			return err
@@ -373,7 +376,10 @@ func (s *Store) transferHeld(ctx context.Context, merchantID, network, txHash st
 		// again) is the merchant's money with no record: unmatched.
 		sessions = sessions.Where("status <> ?", StatusFailed)
 	}
-	queries := []*gorm.DB{sessions, s.ctx(ctx).Model(&Transaction{})}
+	// A record the chain refuted backs nothing (the USDC it claimed is
+	// not what reached the wallet, if any did).
+	records := s.ctx(ctx).Model(&Transaction{}).Where("verification <> ?", VerificationFailed)
+	queries := []*gorm.DB{sessions, records}
 	if !settled {
 		queries = append(queries, s.ctx(ctx).Model(&PaymentException{}))
 	}

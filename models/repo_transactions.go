@@ -29,8 +29,21 @@ func (s *Store) RecordTransaction(ctx context.Context, t *Transaction) error {
 		if t.Verification == "" {
 			t.Verification = VerificationPending
 		}
+		if err := dropRefutedRecord(tx, t); err != nil {
+			return err
+		}
 		return s.applyTransaction(tx, t, "")
 	})
+}
+
+// dropRefutedRecord deletes the merchant's record of t's hash that the
+// chain refuted, if any: it backs nothing (its totals were taken out when
+// it was refuted, and an unverified record is never refunded), and it
+// kept the merchant from recording the transfer again with the right
+// amount, or from attaching the transfer's exception.
+func dropRefutedRecord(tx *gorm.DB, t *Transaction) error {
+	return tx.Where("merchant_id = ? AND network = ? AND tx_hash = ? AND session_id IS NULL AND verification = ?",
+		t.MerchantID, t.Network, t.TxHash, VerificationFailed).Delete(&Transaction{}).Error
 }
 
 // PendingRecords lists recorded transactions not yet verified on chain,
