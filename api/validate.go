@@ -359,6 +359,13 @@ func (v *checker) uint256(field, s string, required bool) *big.Int {
 		return new(big.Int)
 	}
 	n, _ := new(big.Int).SetString(s, 10)
+	if n.BitLen() > 256 {
+		// 78 digits reach past 2^256: ABI packing would wrap such a
+		// value round (a validBefore far in the future becoming a past
+		// time on chain).
+		v.Add(field, "must be below 2^256")
+		return new(big.Int)
+	}
 	return n
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,8 +72,13 @@ func FuzzParseEmail(f *testing.F) {
 }
 
 func TestUint256(t *testing.T) {
+	// The largest uint256 is accepted; 2^256 (78 digits too) would be
+	// packed wrapped round to 0 (a validBefore far ahead becoming a past
+	// time on chain, the relayer's transaction reverting on its gas).
+	maxUint := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1)).String()
+	wraps := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(5)).String()
 	max := strings.Repeat("9", 78)
-	for in, ok := range map[string]bool{"0": true, "1700000000": true, max: true, max + "9": false, "-1": false, "+1": false,
+	for in, ok := range map[string]bool{"0": true, "1700000000": true, maxUint: true, wraps: false, max: false, max + "9": false, "-1": false, "+1": false,
 		"1e3": false, " 1": false, "0x10": false, strings.Repeat("1", 1<<20): false} {
 		var v checker
 		n := v.uint256("validBefore", in, true)

@@ -179,6 +179,12 @@ func (s *Service) Relay(ctx context.Context, sessionID string, r AuthorizationRe
 		return workflows.SubmitResult{}, apperr.Invalid("network",
 			fmt.Sprintf("no relayer on %s: broadcast transferWithAuthorization from the wallet and submit its hash", cs.Network))
 	}
+	if !r.ValidBefore.IsInt64() || !r.ValidAfter.IsInt64() {
+		// A time past int64 seconds is no time a chain has: one past
+		// 2^256 would be packed wrapped round, into the past, and the
+		// relayer's transaction revert on its gas.
+		return workflows.SubmitResult{}, apperr.Invalid("validBefore", "validAfter and validBefore must be Unix times in seconds")
+	}
 	if r.ValidBefore.Cmp(big.NewInt(s.now().Unix())) <= 0 {
 		return workflows.SubmitResult{}, apperr.Invalid("validBefore", "is in the past")
 	}

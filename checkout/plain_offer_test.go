@@ -154,3 +154,42 @@ func TestRestartRescansANewWalletsHeldTransfer(t *testing.T) {
 
 	e.restartFinds(m.ID, hash, 4321)
 }
+
+// TestWalletReportsAreBounded: anyone who knows a session's id may report
+// the customer's wallet progress; alternating two statuses grew the
+// session's history and its workflow's without end (Temporal ends a run at
+// 51,200 events, and the customer's payment was then refused). Past
+// maxWalletReports entries a report changes nothing; a report of the
+// status the session has asks nothing of the workflow.
+func TestWalletReportsAreBounded(t *testing.T) {
+	e := newBindEnv(t)
+	cs := e.session(e.linkA, e.addr(e.customer))
+	if err := e.st.MarkWorkflowStarted(e.ctx, cs.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := &updateRecorder{}
+	s := &checkout.Service{Store: e.st, Temporal: rec, Networks: e.reg, TaskQueue: "checkout",
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	status := []string{models.StatusWalletConnecting, models.StatusWalletReady}
+	for i := range 19 {
+		if err := e.st.RecordSessionTransition(e.ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: status[i%2],
+			Source: "client", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Now wallet_connecting: the same status asks nothing.
+	if _, err := s.Wallet(e.ctx, cs.ID, models.StatusWalletConnecting); err != nil || len(rec.asked()) != 0 {
+		t.Fatalf("the same status: %v, updates %v", err, rec.asked())
+	}
+	_, _ = s.Wallet(e.ctx, cs.ID, models.StatusWalletReady) // the 20th: asked (the recorder answers none)
+	if len(rec.asked()) != 1 {
+		t.Fatalf("updates %v, want the 20th report", rec.asked())
+	}
+	if err := e.st.RecordSessionTransition(e.ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusWalletReady,
+		Source: "client", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Wallet(e.ctx, cs.ID, models.StatusWalletConnecting); err != nil || len(rec.asked()) != 1 {
+		t.Fatalf("a report past the bound: %v, updates %v", err, rec.asked())
+	}
+}

@@ -770,11 +770,38 @@ func (s *Service) Wallet(ctx context.Context, sessionID, status string) (*models
 	if err := precheck(cs, s.now()); err != nil {
 		return nil, err
 	}
+	if cs.Status == status {
+		return cs, nil // nothing changes (the workflow would record nothing)
+	}
+	// Anyone who knows the session's id may report progress: a session's
+	// reports are bounded, else alternating two statuses grew its history
+	// (every poll answers it whole) and its workflow's, which Temporal
+	// ends at 51,200 events, the customer's payment then refused.
+	if hist, err := s.Store.SessionHistory(ctx, sessionID); err != nil {
+		return nil, err
+	} else if walletReports(hist) >= maxWalletReports {
+		return cs, nil
+	}
 	var st workflows.CheckoutState
 	if err := s.update(ctx, cs, workflows.CheckoutWalletUpdate, "", workflows.WalletRequest{Status: status}, &st); err != nil {
 		return nil, err
 	}
 	return s.Store.CheckoutSession(ctx, sessionID)
+}
+
+// maxWalletReports bounds the wallet progress entries of a session's
+// history: a customer trying a few wallets reports far fewer.
+const maxWalletReports = 20
+
+// walletReports counts the wallet progress entries of a history.
+func walletReports(hist []models.CheckoutSessionEvent) int {
+	n := 0
+	for _, e := range hist {
+		if e.Status == models.StatusWalletConnecting || e.Status == models.StatusWalletReady {
+			n++
+		}
+	}
+	return n
 }
 
 // Cancel cancels a session before a broadcast; after one it is a 409. The
