@@ -97,13 +97,7 @@ func TestRefundOfAShortPaymentNeedsItsPayerProven(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := fmt.Sprintf("0x%064x", i+1)
-			if err := st.ClaimSessionTxHash(ctx, cs.ID, cs.Network, h); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
-				Source: "client", TxHash: h, At: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
+			broadcastHash(t, st, cs, h)
 			if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Source: "chain", At: time.Now(),
 				Status: models.StatusFailed, Reason: models.ReasonInvalidTransfer, ReceivedUnits: "4000000", Payer: payer}); err != nil {
 				t.Fatal(err)

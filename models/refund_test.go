@@ -1179,13 +1179,7 @@ func TestAdoptedRecordMovesItsRefunds(t *testing.T) {
 		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
-			Source: "client", TxHash: hash, At: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
+		broadcastHash(t, st, cs, hash)
 		f.txn = &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, PaymentLinkID: &recorded.ID, Amount: money.FromCents(2975),
 			Token: "USDC", Network: "base_sepolia", TxHash: hash, WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant,
 			CustomerEmail: "ann@example.com", Verification: models.VerificationVerified}
@@ -1453,13 +1447,7 @@ func TestAdoptedRecordWithoutACustomer(t *testing.T) {
 		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", hash); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
-			Source: "client", TxHash: hash, At: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
+		broadcastHash(t, st, cs, hash)
 		rec := &models.Transaction{MerchantID: f.m.ID, Mode: models.ModeTest, Amount: money.FromCents(2975), Token: "USDC",
 			Network: "base_sepolia", TxHash: hash, WalletAddress: refundPayer, MerchantWalletAddress: refundMerchant}
 		if err := st.RecordTransaction(ctx, rec); err != nil {

@@ -277,27 +277,9 @@ func TestTransferOfAFailedSessionIsUnaccounted(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		m := newMerchant(t, st, "notfound@x.io")
-		const wallet = "0x00000000000000000000000000000000000000aa"
-		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(500), Currency: "USD",
-			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": wallet}, MerchantWalletAddress: wallet}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
-		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
-			Subtotal: money.FromCents(500), ExpectedAmount: money.FromCents(500), WalletAddress: "0x00000000000000000000000000000000000000cc",
-			MerchantWalletAddress: wallet, TokenAddress: "0xdef", ExpiresAt: time.Now().Add(time.Hour)}
-		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		cs := baseSessionDue(t, st, m, "0x00000000000000000000000000000000000000aa", "0x00000000000000000000000000000000000000cc", 500)
 		h := "0x" + strings.Repeat("ab", 32)
-		if err := st.ClaimSessionTxHash(ctx, cs.ID, cs.Network, h); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
-			Source: "client", TxHash: h, At: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
+		broadcastHash(t, st, cs, h)
 		if held, err := st.TransferAccountedFor(ctx, cs.MerchantID, cs.Network, h); err != nil || !held {
 			t.Fatalf("a session confirming the hash: accounted %v %v", held, err)
 		}
@@ -335,28 +317,16 @@ func TestRefutedRecordGivesWay(t *testing.T) {
 		if held, err := st.TransferAccountedFor(ctx, m.ID, "base_sepolia", h); err != nil || held {
 			t.Fatalf("a refuted record accounts for its transfer: %v %v", held, err)
 		}
-		ids, err := st.OpenException(ctx, &models.PaymentException{MerchantID: m.ID, Mode: models.ModeTest, Network: "base_sepolia", TxHash: h,
+		_, err := st.OpenException(ctx, &models.PaymentException{MerchantID: m.ID, Mode: models.ModeTest, Network: "base_sepolia", TxHash: h,
 			Kind: models.ExceptionUnmatched, Amount: money.FromCents(1000), PayerAddress: "0x00000000000000000000000000000000000000bb",
 			MerchantWalletAddress: wallet})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = ids
 		if excs, _, err := st.PaymentExceptions(ctx, sc, models.ExceptionFilter{TxHash: h}, models.Page{Limit: 5}); err != nil || len(excs) != 1 {
 			t.Fatalf("the transfer's exception: %+v %v", excs, err)
 		}
-		link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(1000), Currency: "USD",
-			Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
-			WalletAddresses: models.StringMap{"base_sepolia": wallet}, MerchantWalletAddress: wallet}
-		if err := st.CreatePaymentLink(ctx, link); err != nil {
-			t.Fatal(err)
-		}
-		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
-			Subtotal: money.FromCents(1000), ExpectedAmount: money.FromCents(1000), WalletAddress: "0x00000000000000000000000000000000000000bb",
-			MerchantWalletAddress: wallet, TokenAddress: "0xdef", ExpiresAt: time.Now().Add(time.Hour)}
-		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		cs := baseSessionDue(t, st, m, wallet, "0x00000000000000000000000000000000000000bb", 1000)
 		if err := st.ClaimSessionTxHash(ctx, cs.ID, "base_sepolia", h); err != nil {
 			t.Fatalf("a session claiming the refuted record's hash: %v", err)
 		}
@@ -372,4 +342,38 @@ func TestRefutedRecordGivesWay(t *testing.T) {
 			t.Fatal("the refuted record is still there")
 		}
 	})
+}
+
+// baseSessionDue opens a session due cents on base_sepolia, of a new link
+// paying wallet, declaring declared.
+func baseSessionDue(t *testing.T, st *models.Store, m *models.Merchant, wallet, declared string, cents int64) *models.CheckoutSession {
+	t.Helper()
+	ctx := context.Background()
+	link := &models.PaymentLink{MerchantID: m.ID, Mode: models.ModeTest, Name: "L", Amount: money.FromCents(cents), Currency: "USD",
+		Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": wallet}, MerchantWalletAddress: wallet}
+	if err := st.CreatePaymentLink(ctx, link); err != nil {
+		t.Fatal(err)
+	}
+	cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: link.ID, Network: "base_sepolia",
+		Subtotal: money.FromCents(cents), ExpectedAmount: money.FromCents(cents), WalletAddress: declared,
+		MerchantWalletAddress: wallet, TokenAddress: "0xdef", ExpiresAt: time.Now().Add(time.Hour)}
+	if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// broadcastHash attaches hash to cs as the checkout workflow's submit does
+// (the claim, then the broadcast entry).
+func broadcastHash(t *testing.T, st *models.Store, cs *models.CheckoutSession, hash string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.ClaimSessionTxHash(ctx, cs.ID, cs.Network, hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(), Status: models.StatusBroadcast,
+		Source: "client", TxHash: hash, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
 }
