@@ -696,11 +696,12 @@ func (s *Service) safePosition(key string, held uint64) (string, bool) {
 // persistPositions stores a network's scan cursors and Solana wallet
 // places (models.WalletPlace), at most every 5 seconds, each as it stood
 // before the earliest pass whose reads the watcher still holds in memory
-// only, and an EVM cursor no further than the lowest block held (held). A candidate lives in memory for its grace (up to two
-// hours while a session is due its amount), a parked payment until it is
-// settled: stored past them, a restarted worker would read on after them,
-// and they would be recorded nowhere. Stored behind the reads, a restart
-// reads some transactions again, which keeps nothing twice.
+// only, and an EVM cursor no further than the lowest block held (held). A
+// candidate lives in memory for its grace (up to two hours while a session
+// is due its amount), a parked payment until it is settled: stored past
+// them, a restarted worker would read on after them, and they would be
+// recorded nowhere. Stored behind the reads, a restart reads some
+// transactions again, which keeps nothing twice.
 func (s *Service) persistPositions(ctx context.Context, network string) {
 	key := "positions/" + network
 	if at, ok := s.cursorSaved[key]; ok && s.now().Sub(at) < 5*time.Second {
