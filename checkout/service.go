@@ -77,9 +77,9 @@ type Service struct {
 	// found not final (network/hash): it is looked at again for
 	// lateWaitFor at most (one reorged away for good is never final).
 	lateWaits map[string]time.Time
-	// cursorSaved: when each network's positions (persistPositions) were
-	// last stored.
-	cursorSaved map[string]time.Time
+	// positionsSaved: when each network's positions (persistPositions)
+	// were last stored.
+	positionsSaved map[string]time.Time
 	// walletSigs: per Solana network, the newest signature of each
 	// merchant wallet's USDC account the wallet scan has read (its place;
 	// stored, see persistPositions).

@@ -105,7 +105,7 @@ func (s *Service) scanUnmatched(ctx context.Context, name string, dispatch Dispa
 	for _, a := range addrs {
 		s.knownWallets[name][strings.ToLower(a)] = true
 	}
-	s.advance(ctx, name, cursorTransfers, s.transferCursors, next)
+	s.advance(name, cursorTransfers, s.transferCursors, next)
 	s.offerPlain(ctx, name, byAddr, found)
 	return s.sweepCandidates(ctx, name, dispatch)
 }
@@ -332,7 +332,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 	if s.cursors == nil {
 		s.cursors, s.transferCursors, s.candidates = map[string]uint64{}, map[string]uint64{}, map[string]unmatchedCandidate{}
 		s.knownWallets = map[string]map[string]bool{}
-		s.retryFound, s.declined, s.cursorSaved = map[string][]chain.Found{}, map[string]time.Time{}, map[string]time.Time{}
+		s.retryFound, s.declined = map[string][]chain.Found{}, map[string]time.Time{}
 	}
 	s.pass++
 	// Sessions open now, or ended (expired) within the late grace: by
@@ -348,7 +348,7 @@ func (s *Service) WatchOnce(ctx context.Context, dispatch Dispatcher) int {
 			}
 			if err == nil || len(found) > 0 {
 				// What was found is attached; the rest is looked for again.
-				s.advance(ctx, name, cursorReferences, s.cursors, next)
+				s.advance(name, cursorReferences, s.cursors, next)
 			}
 		}
 		// What a pass could not settle (a node or the workers failing, a
@@ -607,9 +607,9 @@ func (s *Service) cursor(ctx context.Context, network, kind string, m map[string
 	return v
 }
 
-// advance moves a scan cursor and stores it (at most every few seconds: a
-// restart scans those blocks again, which finds nothing twice).
-func (s *Service) advance(_ context.Context, network, kind string, m map[string]uint64, next uint64) {
+// advance moves a scan cursor; persistPositions stores it once nothing
+// read before it is held in memory only.
+func (s *Service) advance(network, kind string, m map[string]uint64, next uint64) {
 	m[network] = next
 	s.remember(kind+"/"+network, strconv.FormatUint(next, 10))
 }
@@ -703,15 +703,11 @@ func (s *Service) safePosition(key string, held uint64) (string, bool) {
 // recorded nowhere. Stored behind the reads, a restart reads some
 // transactions again, which keeps nothing twice.
 func (s *Service) persistPositions(ctx context.Context, network string) {
-	key := "positions/" + network
-	if at, ok := s.cursorSaved[key]; ok && s.now().Sub(at) < 5*time.Second {
+	if at, ok := s.positionsSaved[network]; ok && s.now().Sub(at) < 5*time.Second {
 		return
 	}
 	if s.persisted == nil {
-		s.persisted = map[string]string{}
-	}
-	if s.cursorSaved == nil {
-		s.cursorSaved = map[string]time.Time{}
+		s.persisted, s.positionsSaved = map[string]string{}, map[string]time.Time{}
 	}
 	held, heldBlock, holding := s.held(network)
 	fam, _ := chain.FamilyOf(network)
@@ -760,7 +756,7 @@ func (s *Service) persistPositions(ctx context.Context, network string) {
 		}
 	}
 	if ok {
-		s.cursorSaved[key] = s.now()
+		s.positionsSaved[network] = s.now()
 	}
 }
 
