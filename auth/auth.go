@@ -28,6 +28,9 @@ const (
 	// ResetPrefix starts a password-reset token; it is never a bearer
 	// credential.
 	ResetPrefix = "svc_reset_"
+	// ConfirmPrefix starts an e-mail confirmation token (the secret of the
+	// link e-mailed to an account's address); never a bearer credential.
+	ConfirmPrefix = "svc_confirm_"
 )
 
 // keyRandomChars is the length of a key's random part (base62, ~226 bits).
@@ -138,6 +141,15 @@ func GenerateResetToken() (string, error) {
 		return "", err
 	}
 	return ResetPrefix + r, nil
+}
+
+// GenerateConfirmToken makes an e-mail confirmation token.
+func GenerateConfirmToken() (string, error) {
+	r, err := randomBase62(43)
+	if err != nil {
+		return "", err
+	}
+	return ConfirmPrefix + r, nil
 }
 
 func randomBase62(n int) (string, error) {

@@ -47,8 +47,12 @@ type Merchant struct {
 	// test mode, off in live mode until an operator enables it), true is on
 	// in both modes, false off in both (see RefundsOn).
 	RefundsEnabled *bool
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// EmailConfirmedAt is when the account's signed-in holder opened a link
+	// e-mailed to Email (or set a password from a reset link sent there);
+	// nil: the address is not proven, anyone may have typed it at sign-up.
+	EmailConfirmedAt *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // RefundsOn reports whether the merchant may create refunds in mode.
@@ -83,6 +87,20 @@ type PasswordReset struct {
 	ExpiresAt  time.Time
 	UsedAt     *time.Time
 	CreatedAt  time.Time `gorm:"index:idx_password_resets_merchant_created,priority:2"`
+}
+
+// EmailConfirmation is a link e-mailed to an account's address: opened by
+// the account's signed-in holder, it proves they read mail sent there.
+// Only the token's hash is kept; Email is the address it was sent to (an
+// account whose address changed since is not confirmed by it).
+type EmailConfirmation struct {
+	ID         string `gorm:"primaryKey;size:36"`
+	MerchantID string `gorm:"size:36;not null;index:idx_email_confirmations_merchant_created,priority:1"`
+	Email      string `gorm:"size:320;not null"`
+	TokenHash  string `gorm:"size:64;not null;uniqueIndex"`
+	ExpiresAt  time.Time
+	UsedAt     *time.Time
+	CreatedAt  time.Time `gorm:"index:idx_email_confirmations_merchant_created,priority:2"`
 }
 
 // APIKey is a merchant's secret key. Only the hash is kept; at most one

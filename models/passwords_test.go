@@ -54,7 +54,7 @@ func TestPasswordWritesRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = st.ResetPassword(ctx, r.ID, []string{"reset-a", "reset-b"}[i])
+				_, _, errs[i] = st.ResetPassword(ctx, r.ID, []string{"reset-a", "reset-b"}[i])
 			}()
 		}
 		wg.Wait()

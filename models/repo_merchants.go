@@ -31,7 +31,8 @@ func (s *Store) CreateMerchant(ctx context.Context, m *Merchant, sess *Dashboard
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(m).Error; err != nil {
 			if isUniqueViolation(err) {
-				return apperr.Conflict("an account with this email already exists")
+				return apperr.WithHint(apperr.ErrConflict, "an account with this email already exists",
+					"if the address is yours and you do not know the account's password, choose one from the sign-in page's \"Forgot your password\" (POST /api/auth/password-reset)")
 			}
 			return err
 		}

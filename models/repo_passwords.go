@@ -134,10 +134,14 @@ func (s *Store) RehashPasswordReset(ctx context.Context, id, oldHash, newHash st
 
 // ResetPassword uses the reset link id: it sets the merchant's password
 // hash, signs out every dashboard session of the merchant and ends its
-// other reset links, all or nothing. A link used, ended or expired
-// meanwhile is not found (apperr.ErrNotFound) and changes nothing.
-func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Merchant, error) {
+// other reset links, all or nothing. The link proves its user reads the
+// account's mail: an unconfirmed address is confirmed by it, and what the
+// account was given before is taken back (reclaim; returned), since whoever
+// signed up with the address may not be its owner. A link used, ended or
+// expired meanwhile is not found (apperr.ErrNotFound) and changes nothing.
+func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Merchant, Reclaimed, error) {
 	var m Merchant
+	var took Reclaimed
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		now := s.Now()
 		var r PasswordReset
@@ -151,8 +155,21 @@ func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Me
 		if res.RowsAffected != 1 {
 			return apperr.NotFound()
 		}
-		if err := tx.Model(&Merchant{}).Where("id = ?", r.MerchantID).
-			Updates(map[string]any{"password_hash": newHash, "updated_at": now}).Error; err != nil {
+		// Under the merchant's row lock (PostgreSQL): a confirmation at the
+		// same moment is seen, or waits for this one.
+		var before Merchant
+		if err := s.forUpdate(tx).Where("id = ?", r.MerchantID).Take(&before).Error; err != nil {
+			return err
+		}
+		fields := map[string]any{"password_hash": newHash, "updated_at": now}
+		if before.EmailConfirmedAt == nil {
+			var err error
+			if took, err = reclaim(tx, &before, now); err != nil {
+				return err
+			}
+			fields["email_confirmed_at"] = now
+		}
+		if err := tx.Model(&Merchant{}).Where("id = ?", r.MerchantID).Updates(fields).Error; err != nil {
 			return err
 		}
 		if _, err := revokeSessions(tx, r.MerchantID, "", now); err != nil {
@@ -161,10 +178,13 @@ func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Me
 		if err := endResets(tx, r.MerchantID, now); err != nil {
 			return err
 		}
+		if err := endConfirmations(tx, r.MerchantID, now); err != nil {
+			return err
+		}
 		return tx.Where("id = ?", r.MerchantID).Take(&m).Error
 	})
 	if err != nil {
-		return nil, err
+		return nil, Reclaimed{}, err
 	}
-	return &m, nil
+	return &m, took, nil
 }

@@ -1,0 +1,173 @@
+package models
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/paygate/paygate/apperr"
+)
+
+// An account's e-mail address is typed at sign-up by whoever signs up: it
+// proves nothing until a link sent there is opened by the account's
+// signed-in holder (ConfirmEmail), or a password is set from a reset link
+// sent there (ResetPassword). The second proves the reader of the mailbox
+// but not that they made the account: a stranger may have signed up with
+// the address first, so what the account was given before is taken back
+// (reclaim).
+
+// CreateEmailConfirmation stores a confirmation link for the merchant's
+// address email, valid for ttl, and ends its earlier unused ones (only the
+// latest link e-mailed works), unless the merchant was sent perHour links in
+// the past hour already: then it stores nothing and returns false.
+func (s *Store) CreateEmailConfirmation(ctx context.Context, merchantID, email, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
+	created := false
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		now := s.Now()
+		var recent int64
+		if err := tx.Model(&EmailConfirmation{}).Where("merchant_id = ? AND created_at > ?", merchantID, now.Add(-time.Hour)).
+			Count(&recent).Error; err != nil {
+			return err
+		}
+		if recent >= int64(perHour) {
+			return nil
+		}
+		if err := endConfirmations(tx, merchantID, now); err != nil {
+			return err
+		}
+		created = true
+		return tx.Create(&EmailConfirmation{ID: NewID(), MerchantID: merchantID, Email: email, TokenHash: tokenHash,
+			ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
+	})
+	return created && err == nil, err
+}
+
+// EmailConfirmationByHash finds an unused, unexpired confirmation link by
+// its token's hash.
+func (s *Store) EmailConfirmationByHash(ctx context.Context, hash string) (*EmailConfirmation, error) {
+	var c EmailConfirmation
+	err := s.ctx(ctx).Where("token_hash = ? AND used_at IS NULL AND expires_at > ?", hash, s.Now()).Take(&c).Error
+	return &c, notFound(err)
+}
+
+// RehashEmailConfirmation does for a confirmation link what RehashAPIKey
+// does for a key.
+func (s *Store) RehashEmailConfirmation(ctx context.Context, id, oldHash, newHash string) error {
+	return s.ctx(ctx).Model(&EmailConfirmation{}).Where("id = ? AND token_hash = ?", id, oldHash).Update("token_hash", newHash).Error
+}
+
+// ConfirmEmail uses the confirmation link id for merchantID (the signed-in
+// account opening it): the merchant's address is confirmed, if it is still
+// the one the link was sent to, and its other links end, all or nothing. A
+// link used, ended, expired, sent to another address or belonging to
+// another account is not found (apperr.ErrNotFound) and changes nothing.
+func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID string) (*Merchant, error) {
+	var m Merchant
+	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		now := s.Now()
+		var c EmailConfirmation
+		if err := tx.Where("id = ? AND merchant_id = ?", confirmationID, merchantID).Take(&c).Error; err != nil {
+			return notFound(err)
+		}
+		res := tx.Model(&EmailConfirmation{}).Where("id = ? AND used_at IS NULL AND expires_at > ?", c.ID, now).Update("used_at", now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return apperr.NotFound()
+		}
+		res = tx.Model(&Merchant{}).Where("id = ? AND email = ? AND email_confirmed_at IS NULL", merchantID, c.Email).
+			Updates(map[string]any{"email_confirmed_at": now, "updated_at": now})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return apperr.NotFound()
+		}
+		if err := endConfirmations(tx, merchantID, now); err != nil {
+			return err
+		}
+		return tx.Where("id = ?", merchantID).Take(&m).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// endConfirmations marks the merchant's unused confirmation links used.
+func endConfirmations(tx *gorm.DB, merchantID string, now time.Time) error {
+	return tx.Model(&EmailConfirmation{}).Where("merchant_id = ? AND used_at IS NULL", merchantID).Update("used_at", now).Error
+}
+
+// Reclaimed is what a password reset took back from an account whose
+// address was not confirmed: whoever signed up with it may not be the
+// address's owner, who now holds the account.
+type Reclaimed struct {
+	// KeysRevoked counts the API keys revoked, EndpointsRemoved the webhook
+	// endpoints removed, ProofsWithdrawn the wallet proofs withdrawn.
+	KeysRevoked, EndpointsRemoved, ProofsWithdrawn int64
+	// WalletsCleared: a default receiving wallet or an embedding origin
+	// was set and is no more.
+	WalletsCleared bool
+	// KYBWithdrawn: an application not approved was withdrawn.
+	KYBWithdrawn bool
+}
+
+// Any reports whether anything was taken back.
+func (r Reclaimed) Any() bool {
+	return r.KeysRevoked > 0 || r.EndpointsRemoved > 0 || r.ProofsWithdrawn > 0 || r.WalletsCleared || r.KYBWithdrawn
+}
+
+// reclaim takes back, in tx, what an unconfirmed account was given that
+// reaches its owner's money or data from outside once they hold it: its
+// API keys, its webhook endpoints (their pending deliveries fail), its
+// default receiving wallets and their proofs, the origins that may frame
+// its pages, and a KYB application not approved. Test-mode records (links,
+// customers, sessions) stay: they move no money.
+func reclaim(tx *gorm.DB, m *Merchant, now time.Time) (Reclaimed, error) {
+	var r Reclaimed
+	res := tx.Model(&APIKey{}).Where("merchant_id = ? AND revoked_at IS NULL", m.ID).Update("revoked_at", now)
+	if res.Error != nil {
+		return r, res.Error
+	}
+	r.KeysRevoked = res.RowsAffected
+	var endpoints []string
+	if err := tx.Model(&WebhookEndpoint{}).Where("merchant_id = ?", m.ID).Pluck("id", &endpoints).Error; err != nil {
+		return r, err
+	}
+	if len(endpoints) > 0 {
+		if err := tx.Model(&WebhookDelivery{}).Where("endpoint_id IN ? AND status = ?", endpoints, DeliveryPending).
+			Updates(map[string]any{"status": DeliveryFailed, "updated_at": now}).Error; err != nil {
+			return r, err
+		}
+		res = tx.Where("merchant_id = ?", m.ID).Delete(&WebhookEndpoint{})
+		if res.Error != nil {
+			return r, res.Error
+		}
+		r.EndpointsRemoved = res.RowsAffected
+	}
+	res = tx.Where("merchant_id = ?", m.ID).Delete(&WalletProof{})
+	if res.Error != nil {
+		return r, res.Error
+	}
+	r.ProofsWithdrawn = res.RowsAffected
+	if m.WalletEVM != "" || m.WalletSolana != "" || len(m.EmbedOrigins) > 0 {
+		r.WalletsCleared = true
+		if err := tx.Model(&Merchant{}).Where("id = ?", m.ID).Updates(map[string]any{"wallet_evm": "", "wallet_solana": "",
+			"embed_origins": StringList{}, "updated_at": now}).Error; err != nil {
+			return r, err
+		}
+	}
+	if m.KYBStatus == KYBPending || m.KYBStatus == KYBRejected {
+		if err := tx.Where("merchant_id = ? AND status <> ?", m.ID, KYBApproved).Delete(&KYBApplication{}).Error; err != nil {
+			return r, err
+		}
+		if err := tx.Model(&Merchant{}).Where("id = ?", m.ID).Updates(map[string]any{"kyb_status": KYBNone, "updated_at": now}).Error; err != nil {
+			return r, err
+		}
+		r.KYBWithdrawn = true
+	}
+	return r, nil
+}
