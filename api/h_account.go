@@ -24,6 +24,8 @@ func (s *Server) registerAuth(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodPost, "/auth/password", AuthSession, s.changePassword)
 	s.Handle(g, http.MethodPost, "/auth/password-reset", AuthNone, s.requestPasswordReset)
 	s.Handle(g, http.MethodPost, "/auth/password-reset/confirm", AuthNone, s.confirmPasswordReset)
+	s.Handle(g, http.MethodPost, "/auth/email-confirmation", AuthSession, s.requestEmailConfirmation)
+	s.Handle(g, http.MethodPost, "/auth/email-confirmation/confirm", AuthSession, s.confirmEmail)
 }
 
 func (s *Server) registerMerchant(g *gin.RouterGroup) {
@@ -45,13 +47,17 @@ type walletsJSON struct {
 }
 
 type merchantJSON struct {
-	ID           string      `json:"id"`
-	Email        string      `json:"email"`
-	BusinessName string      `json:"businessName"`
-	Wallets      walletsJSON `json:"wallets"`
-	LogoURL      string      `json:"logoUrl"`
-	EmbedOrigins []string    `json:"embedOrigins"`
-	KYBStatus    string      `json:"kybStatus"`
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	// EmailConfirmed: the account's holder opened a link sent to Email
+	// (h_email.go); EmailConfirmedAt is when.
+	EmailConfirmed   bool        `json:"emailConfirmed"`
+	EmailConfirmedAt *Time       `json:"emailConfirmedAt"`
+	BusinessName     string      `json:"businessName"`
+	Wallets          walletsJSON `json:"wallets"`
+	LogoURL          string      `json:"logoUrl"`
+	EmbedOrigins     []string    `json:"embedOrigins"`
+	KYBStatus        string      `json:"kybStatus"`
 	// RefundsEnabled says in which modes the merchant may create refunds
 	// (on in test mode by default; an operator enables live mode).
 	RefundsEnabled refundsFlagJSON `json:"refundsEnabled"`
@@ -65,8 +71,9 @@ type refundsFlagJSON struct {
 }
 
 func toMerchantJSON(m *models.Merchant) merchantJSON {
-	return merchantJSON{ID: m.ID, Email: m.Email, BusinessName: m.BusinessName,
-		Wallets: walletsJSON{EVM: m.WalletEVM, Solana: m.WalletSolana}, LogoURL: m.LogoURL, EmbedOrigins: append([]string{}, m.EmbedOrigins...),
+	return merchantJSON{ID: m.ID, Email: m.Email, EmailConfirmed: m.EmailConfirmedAt != nil, EmailConfirmedAt: tsPtr(m.EmailConfirmedAt),
+		BusinessName: m.BusinessName,
+		Wallets:      walletsJSON{EVM: m.WalletEVM, Solana: m.WalletSolana}, LogoURL: m.LogoURL, EmbedOrigins: append([]string{}, m.EmbedOrigins...),
 		KYBStatus: m.KYBStatus, RefundsEnabled: refundsFlagJSON{Test: m.RefundsOn(models.ModeTest), Live: m.RefundsOn(models.ModeLive)},
 		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt)}
 }
@@ -120,11 +127,21 @@ func (s *Server) signup(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	// The address is asked to be confirmed; the account works meanwhile (a
+	// link not sent now is asked for again from the dashboard).
+	confirmationSent := false
+	if s.confirmationsOn() {
+		var err error
+		if confirmationSent, err = s.sendConfirmation(c, m); err != nil {
+			s.Logger.Error("e-mail confirmation not stored", "merchantId", m.ID, "err", err, "requestId", requestID(c))
+		}
+	}
 	respond(c, http.StatusCreated, gin.H{
-		"merchant":     toMerchantJSON(m),
-		"sessionToken": token,
-		"expiresAt":    ts(sess.ExpiresAt),
-		"testKey":      keyCreatedJSON{FullKey: key.Full, KeyType: "test", KeyPrefix: key.Prefix, KeySuffix: key.Suffix},
+		"emailConfirmationSent": confirmationSent,
+		"merchant":              toMerchantJSON(m),
+		"sessionToken":          token,
+		"expiresAt":             ts(sess.ExpiresAt),
+		"testKey":               keyCreatedJSON{FullKey: key.Full, KeyType: "test", KeyPrefix: key.Prefix, KeySuffix: key.Suffix},
 	})
 }
 

@@ -28,10 +28,11 @@ const (
 	// resetsPerHour is how many reset e-mails an account is sent in an
 	// hour at most, whoever asks.
 	resetsPerHour = 5
-	// resetMailsAtOnce bounds the reset e-mails being sent at once.
-	resetMailsAtOnce = 8
-	// resetMailTimeout bounds one reset e-mail's sending.
-	resetMailTimeout = 30 * time.Second
+	// mailsAtOnce bounds the e-mails (reset and confirmation links) being
+	// sent at once.
+	mailsAtOnce = 8
+	// mailTimeout bounds one e-mail's sending.
+	mailTimeout = 30 * time.Second
 )
 
 type changePasswordRequest struct {
@@ -252,33 +253,46 @@ func (s *Server) requestPasswordReset(c *gin.Context) {
 		return
 	}
 	msg := notify.Message{To: m.Email, Subject: "Choose a new paygate password", Body: resetMailBody(
-		strings.TrimRight(s.ResetBaseURL, "/") + "/dashboard/reset?token=" + token)}
+		strings.TrimRight(s.ResetBaseURL, "/")+"/dashboard/reset?token="+token, m.EmailConfirmedAt == nil)}
+	s.mailLater(c, m.ID, msg, "password reset")
+	respondMessage(c, http.StatusAccepted, resetAccepted)
+}
+
+// mailLater sends msg after the answer (what names it in the log), unless
+// mailsAtOnce e-mails are being sent already: then it is not sent (the
+// merchant asks again) and the answer stays the same.
+func (s *Server) mailLater(c *gin.Context, merchantID string, msg notify.Message, what string) {
+	rid := requestID(c)
 	select {
-	case s.resetMails <- struct{}{}:
+	case s.mails <- struct{}{}:
 	default:
-		// Too many e-mails in flight: this one is not sent (the merchant
-		// asks again); the answer stays the same.
-		s.Logger.Warn("password reset e-mail not sent: too many being sent", "merchantId", m.ID, "requestId", requestID(c))
-		respondMessage(c, http.StatusAccepted, resetAccepted)
+		s.Logger.Warn(what+" e-mail not sent: too many being sent", "merchantId", merchantID, "requestId", rid)
 		return
 	}
-	rid := requestID(c)
 	go func() {
-		defer func() { <-s.resetMails }()
-		ctx, cancel := context.WithTimeout(context.Background(), resetMailTimeout)
+		defer func() { <-s.mails }()
+		ctx, cancel := context.WithTimeout(context.Background(), mailTimeout)
 		defer cancel()
 		if err := s.Mailer.Send(ctx, msg); err != nil {
-			s.Logger.Error("password reset e-mail failed", "merchantId", m.ID, "err", err, "requestId", rid)
+			s.Logger.Error(what+" e-mail failed", "merchantId", merchantID, "err", err, "requestId", rid)
 		}
 	}()
-	respondMessage(c, http.StatusAccepted, resetAccepted)
 }
 
 // resetMailBody is the reset e-mail. It names no business: an account's
 // name is whatever its signer-up typed (anyone may sign up with any
 // address), and a reset sent to the address's owner must not carry a
-// stranger's text ("your account is frozen, call …").
-func resetMailBody(link string) string {
+// stranger's text ("your account is frozen, call …"). For an account whose
+// address was never confirmed it says what setting the password takes back.
+func resetMailBody(link string, unconfirmed bool) string {
+	more := ""
+	if unconfirmed {
+		more = `
+This address was never confirmed for the account: whoever signed up with it may not be you. Choosing a
+password confirms it and removes what was set up before: the API keys, the webhook endpoints, the
+receiving wallets and their proofs, and a KYB application not yet approved. Set them up again yourself.
+`
+	}
 	return fmt.Sprintf(`Hello,
 
 someone (we hope you) asked to choose a new password for your paygate account. Open this link within an hour to choose it:
@@ -286,8 +300,8 @@ someone (we hope you) asked to choose a new password for your paygate account. O
 %s
 
 The link works once. Choosing a new password signs out every session of the account.
-If you did not ask, ignore this e-mail: your password stays as it is.
-`, link)
+%sIf you did not ask, ignore this e-mail: your password stays as it is.
+`, link, more)
 }
 
 type confirmResetRequest struct {
@@ -331,13 +345,31 @@ func (s *Server) confirmPasswordReset(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	m, err := s.Store.ResetPassword(c.Request.Context(), r.ID, hash)
+	m, took, err := s.Store.ResetPassword(c.Request.Context(), r.ID, hash)
 	if err != nil {
 		fail(c, resetError(err))
 		return
 	}
-	s.Logger.Info("password reset", "merchantId", m.ID, "requestId", requestID(c))
-	respondMessage(c, http.StatusOK, "password set; sign in with it")
+	if took.Any() {
+		s.Logger.Warn("password reset of an unconfirmed account took back what it was given", "merchantId", m.ID,
+			"keysRevoked", took.KeysRevoked, "endpointsRemoved", took.EndpointsRemoved, "proofsWithdrawn", took.ProofsWithdrawn,
+			"walletsCleared", took.WalletsCleared, "kybWithdrawn", took.KYBWithdrawn, "requestId", requestID(c))
+	} else {
+		s.Logger.Info("password reset", "merchantId", m.ID, "requestId", requestID(c))
+	}
+	respond(c, http.StatusOK, gin.H{"message": "password set; sign in with it", "emailConfirmed": true,
+		"reclaimed": reclaimedJSON{KeysRevoked: took.KeysRevoked, WebhookEndpointsRemoved: took.EndpointsRemoved,
+			WalletProofsWithdrawn: took.ProofsWithdrawn, WalletsCleared: took.WalletsCleared, KYBWithdrawn: took.KYBWithdrawn}})
+}
+
+// reclaimedJSON says what a reset of an unconfirmed account took back
+// (all zero for a confirmed one).
+type reclaimedJSON struct {
+	KeysRevoked             int64 `json:"apiKeysRevoked"`
+	WebhookEndpointsRemoved int64 `json:"webhookEndpointsRemoved"`
+	WalletProofsWithdrawn   int64 `json:"walletProofsWithdrawn"`
+	WalletsCleared          bool  `json:"walletsCleared"`
+	KYBWithdrawn            bool  `json:"kybWithdrawn"`
 }
 
 // resetError is the answer to a reset link not found (unknown, used,

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"net/url"
 	"regexp"
 	"strings"
@@ -16,7 +17,19 @@ import (
 
 // mailbox keeps the e-mails the server sends; waitFor waits for the n-th
 // (they are sent after the answer).
-type mailbox struct{ notify.Outbox }
+// mailbox keeps the e-mails a server sends: the confirmation links apart
+// (confirms), every other one in the Outbox.
+type mailbox struct {
+	notify.Outbox
+	confirms notify.Outbox
+}
+
+func (m *mailbox) Send(ctx context.Context, msg notify.Message) error {
+	if strings.HasPrefix(msg.Subject, "Confirm your paygate e-mail") {
+		return m.confirms.Send(ctx, msg)
+	}
+	return m.Outbox.Send(ctx, msg)
+}
 
 func (m *mailbox) count() int { return m.Count() }
 

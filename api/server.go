@@ -127,12 +127,13 @@ type Deps struct {
 	PublicURL string
 	// Root registers routes outside /api (the hosted pages, web.Pages).
 	Root []func(e *gin.Engine)
-	// Mailer sends the password-reset e-mails; without one (production
-	// without SMTP: a log mailer would write every reset link where log
-	// readers can take the account) a reset request answers 503.
+	// Mailer sends the password-reset and e-mail confirmation links;
+	// without one (production without SMTP: a log mailer would write every
+	// reset link where log readers can take the account) a reset request
+	// answers 503 and no address is confirmed (nor asked to be).
 	Mailer notify.Mailer
 	// ResetBaseURL is where merchants reach the dashboard (the configured
-	// PAYGATE_PUBLIC_URL or its default): the reset e-mails link to it.
+	// PAYGATE_PUBLIC_URL or its default): the e-mailed links lead to it.
 	// Without it no reset e-mail is sent (503): a link built from the
 	// request's Host header would let a stranger point a merchant's reset
 	// link at their own site.
@@ -173,8 +174,8 @@ type Server struct {
 	// passwords bounds sign-up's and sign-in's password hashing
 	// (passwords.go).
 	passwords *passwordGate
-	// resetMails bounds the reset e-mails being sent at once (h_password.go).
-	resetMails chan struct{}
+	// mails bounds the e-mails being sent at once (h_password.go).
+	mails chan struct{}
 	// drain is closed when the server shuts down (Drain): status streams end.
 	drain                chan struct{}
 	drainInit, drainOnce sync.Once
@@ -215,7 +216,7 @@ func New(d Deps) (*Server, error) {
 	if err := e.SetTrustedProxies(proxies); err != nil {
 		return nil, fmt.Errorf("api: trusted proxies: %w", err)
 	}
-	s := &Server{Deps: d, engine: e, passwords: newPasswordGate(), resetMails: make(chan struct{}, resetMailsAtOnce)}
+	s := &Server{Deps: d, engine: e, passwords: newPasswordGate(), mails: make(chan struct{}, mailsAtOnce)}
 	if d.SessionChanges != nil {
 		s.polls = newPollCache(d.SessionChanges)
 	}

@@ -156,7 +156,8 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 	if svc != nil {
 		public := os.Getenv("PAYGATE_PUBLIC_URL")
 		pages, err := web.New(web.Pages{Checkout: svc, Store: a.store, Log: a.log, FrameAncestors: os.Getenv("CHECKOUT_FRAME_ANCESTORS"),
-			PublicURL: public, SecureCookies: strings.HasPrefix(public, "https://"), Limiter: limiter})
+			PublicURL: public, SecureCookies: strings.HasPrefix(public, "https://"), Limiter: limiter,
+			ConfirmsEmail: a.resetMailer() != nil && a.cfg.PublicBaseURL != ""})
 		if err != nil {
 			return nil, err
 		}

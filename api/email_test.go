@@ -1,0 +1,231 @@
+package api_test
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/api"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+	"github.com/paygate/paygate/notify"
+	"github.com/paygate/paygate/webhook"
+)
+
+var confirmLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/confirm-email\?token=(\S+)`)
+
+// confirmToken is the token of the link in a confirmation e-mail.
+func confirmToken(t *testing.T, msg notify.Message) string {
+	t.Helper()
+	m := confirmLink.FindStringSubmatch(msg.Body)
+	if m == nil {
+		t.Fatalf("no confirmation link in %q", msg.Body)
+	}
+	tok, err := url.QueryUnescape(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// waitConfirm waits for the n-th confirmation e-mail.
+func (m *mailbox) waitConfirm(t *testing.T, n int) notify.Message {
+	t.Helper()
+	msg, ok := m.confirms.Wait(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("%d confirmation e-mails sent, want %d", m.confirms.Count(), n)
+	}
+	return msg
+}
+
+func mailingHarness(t *testing.T, st *models.Store, box *mailbox) *harness {
+	return newHarness(t, st, func(d *api.Deps) {
+		d.Mailer, d.ResetBaseURL = box, "https://pay.example.com/"
+		d.WebhookPolicy = webhook.Policy{AllowLoopbackHTTP: true, Resolver: testResolver}
+		d.Deliveries = &fakeRetrier{}
+	})
+}
+
+var kybApp = map[string]any{"businessName": "Shop", "businessType": "llc", "country": "US", "contactName": "Ann",
+	"contactEmail": "ann@example.com"}
+
+// TestEmailConfirmation: sign-up e-mails a link; only the account's own
+// signed-in holder confirms the address with it (the link with another
+// account's session, or no session, confirms nothing); a newer link ends
+// the older; until the address is confirmed the KYB application is
+// refused, and nothing of it is stored.
+func TestEmailConfirmation(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		box := &mailbox{}
+		h := mailingHarness(t, st, box)
+		r := h.do("POST", "/api/auth/signup", "", map[string]any{"email": "owner@shop.example", "password": "correct horse battery",
+			"businessName": "Shop"})
+		expect(t, r, 201, "")
+		if r.data()["emailConfirmationSent"] != true || r.data()["merchant"].(map[string]any)["emailConfirmed"] != false ||
+			r.data()["merchant"].(map[string]any)["emailConfirmedAt"] != nil {
+			t.Fatalf("sign-up %s", r.Raw)
+		}
+		m := merchant{ID: r.str("data", "merchant", "id"), Email: "owner@shop.example", Session: r.str("data", "sessionToken")}
+		other := h.signup()
+		mail := box.waitConfirm(t, 2)
+		if box.confirms.Count() != 2 || box.Count() != 0 {
+			t.Fatalf("%d confirmation and %d other e-mails", box.confirms.Count(), box.Count())
+		}
+		first, _ := box.confirms.Wait(1, time.Second)
+		if first.To != m.Email || mail.To != other.Email {
+			t.Fatalf("sent to %q and %q", first.To, mail.To)
+		}
+		token := confirmToken(t, first)
+
+		// No KYB application until the address is confirmed.
+		kyb := h.do("POST", "/api/kyb", m.Session, kybApp)
+		expect(t, kyb, 403, "FORBIDDEN")
+		expect(t, h.do("GET", "/api/kyb", m.Session, nil), 404, "NOT_FOUND")
+
+		// The link with no session, another account's, or malformed.
+		expect(t, h.do("POST", "/api/auth/email-confirmation/confirm", "", map[string]any{"token": token}), 401, "UNAUTHORIZED")
+		expectField(t, h.do("POST", "/api/auth/email-confirmation/confirm", other.Session, map[string]any{"token": token}), "token")
+		expectField(t, h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": "svc_reset_abc"}), "token")
+		expectField(t, h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{}), "token")
+		for _, s := range []string{m.Session, other.Session} {
+			if h.do("GET", "/api/merchant", s, nil).data()["emailConfirmed"] != false {
+				t.Fatal("a refused link confirmed an address")
+			}
+		}
+
+		// A new link ends the first.
+		again := h.do("POST", "/api/auth/email-confirmation", m.Session, nil)
+		expect(t, again, 202, "")
+		second := confirmToken(t, box.waitConfirm(t, 3))
+		expectField(t, h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": token}), "token")
+		done := h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": second})
+		expect(t, done, 200, "")
+		if done.data()["emailConfirmed"] != true || done.str("data", "emailConfirmedAt") == "" {
+			t.Fatalf("confirmed %s", done.Raw)
+		}
+		expect(t, h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": second}), 409, "CONFLICT")
+		expect(t, h.do("POST", "/api/auth/email-confirmation", m.Session, nil), 409, "CONFLICT")
+		if h.do("GET", "/api/merchant", other.Session, nil).data()["emailConfirmed"] != false {
+			t.Fatal("another account was confirmed")
+		}
+		expect(t, h.do("POST", "/api/kyb", m.Session, kybApp), 201, "")
+
+		// At most five links an hour: the sign-up's and four more.
+		for range 4 {
+			expect(t, h.do("POST", "/api/auth/email-confirmation", other.Session, nil), 202, "")
+		}
+		expect(t, h.do("POST", "/api/auth/email-confirmation", other.Session, nil), 409, "CONFLICT")
+		box.waitConfirm(t, 7)
+		time.Sleep(50 * time.Millisecond)
+		if n := box.confirms.Count(); n != 7 {
+			t.Fatalf("%d confirmation e-mails, want 7", n)
+		}
+	})
+}
+
+// TestEmailConfirmationWithoutMailer: a server that sends no e-mail
+// confirms no address and so does not hold the KYB application back.
+func TestEmailConfirmationWithoutMailer(t *testing.T) {
+	h := newHarness(t, storetest.Open(t, "sqlite"))
+	r := h.do("POST", "/api/auth/signup", "", map[string]any{"email": "plain@shop.example", "password": "correct horse battery",
+		"businessName": "Shop"})
+	expect(t, r, 201, "")
+	if r.data()["emailConfirmationSent"] != false {
+		t.Fatalf("sign-up %s", r.Raw)
+	}
+	s := r.str("data", "sessionToken")
+	expect(t, h.do("POST", "/api/auth/email-confirmation", s, nil), 503, "SERVICE_UNAVAILABLE")
+	expect(t, h.do("POST", "/api/kyb", s, kybApp), 201, "")
+}
+
+// TestPasswordResetReclaimsAnUnconfirmedAccount: a stranger signs up with
+// someone's address first and sets the account up (webhook endpoint,
+// receiving wallets and a proof, embedding origins, a KYB application from
+// before confirmations); the address's owner takes it over with a reset
+// link, which confirms the address and takes all that back, so nothing of
+// the stranger's reaches the owner's payments. A confirmed account's reset
+// takes nothing.
+func TestPasswordResetReclaimsAnUnconfirmedAccount(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		box := &mailbox{}
+		h := mailingHarness(t, st, box)
+		ctx := context.Background()
+		stranger := h.signup()
+		r := h.do("POST", "/api/auth/signup", "", map[string]any{"email": stranger.Email, "password": "another horse battery",
+			"businessName": "Shop"})
+		expect(t, r, 409, "CONFLICT")
+		if r.str("hint") == "" {
+			t.Fatalf("the taken address's answer says nothing of a reset: %s", r.Raw)
+		}
+		h.endpoint(stranger.Session, nil)
+		expect(t, h.do("PATCH", "/api/merchant", stranger.Session, map[string]any{"embedOrigins": []string{"https://evil.example"}}), 200, "")
+		if _, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: stranger.ID, Family: "evm", Address: evmA,
+			Message: "m", Signature: "s", ProvedAt: time.Now()}, 10); err != nil {
+			t.Fatal(err)
+		}
+		// An application submitted before confirmations were asked for.
+		if err := st.SubmitKYB(ctx, &models.KYBApplication{MerchantID: stranger.ID, BusinessName: "Shop", BusinessType: "llc",
+			Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		link := h.link(stranger.TestKey, nil)
+		delivery := h.emit(stranger.ID, models.ModeTest, "checkout.completed")
+
+		expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": stranger.Email}), 202, "")
+		mail := box.waitFor(t, 1)
+		if !regexp.MustCompile(`never confirmed`).MatchString(mail.Body) {
+			t.Fatalf("the reset e-mail does not say what it takes back: %q", mail.Body)
+		}
+		done := h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": resetToken(t, mail), "newPassword": "the owner's own password"})
+		expect(t, done, 200, "")
+		took, _ := done.data()["reclaimed"].(map[string]any)
+		if took["apiKeysRevoked"] != 1.0 || took["webhookEndpointsRemoved"] != 1.0 || took["walletProofsWithdrawn"] != 1.0 ||
+			took["walletsCleared"] != true || took["kybWithdrawn"] != true || done.data()["emailConfirmed"] != true {
+			t.Fatalf("reclaimed %s", done.Raw)
+		}
+		// The stranger is out: session and key.
+		expect(t, h.do("GET", "/api/merchant", stranger.Session, nil), 401, "UNAUTHORIZED")
+		expect(t, h.do("GET", "/api/payment-links", stranger.TestKey, nil), 401, "UNAUTHORIZED")
+		// The owner holds a clean, confirmed account; the test-mode records stay.
+		owner := signIn(t, h, stranger.Email, "the owner's own password")
+		me := h.do("GET", "/api/merchant", owner, nil)
+		if me.data()["emailConfirmed"] != true || me.str("data", "wallets", "evm") != "" || me.str("data", "wallets", "solana") != "" ||
+			len(me.data()["embedOrigins"].([]any)) != 0 || me.str("data", "kybStatus") != "none" {
+			t.Fatalf("after the reset %s", me.Raw)
+		}
+		for _, path := range []string{"/api/webhooks", "/api/developer/keys", "/api/merchant/wallet-proofs"} {
+			if l := h.do("GET", path, owner, nil); l.Status != 200 || len(l.list()) != 0 {
+				t.Fatalf("%s after the reset: %s", path, l.Raw)
+			}
+		}
+		expect(t, h.do("GET", "/api/kyb", owner, nil), 404, "NOT_FOUND")
+		expect(t, h.do("GET", "/api/payment-links/"+link+"?mode=test", owner, nil), 200, "")
+		if l, _, err := st.WebhookDeliveries(ctx, models.Scope{MerchantID: stranger.ID, Mode: models.ModeTest}, models.DeliveryFilter{},
+			models.Page{Limit: 10}); err != nil || len(l) != 1 || l[0].ID != delivery[0] || l[0].Status != models.DeliveryFailed {
+			t.Fatalf("the removed endpoint's pending delivery: %+v %v", l, err)
+		}
+		expect(t, h.do("POST", "/api/kyb", owner, kybApp), 201, "")
+
+		// A confirmed account's reset takes nothing back.
+		b := h.signup()
+		confirmed := box.waitConfirm(t, 2)
+		expect(t, h.do("POST", "/api/auth/email-confirmation/confirm", b.Session, map[string]any{"token": confirmToken(t, confirmed)}), 200, "")
+		expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": b.Email}), 202, "")
+		mail = box.waitFor(t, 2)
+		if regexp.MustCompile(`never confirmed`).MatchString(mail.Body) {
+			t.Fatalf("a confirmed account's reset e-mail warns: %q", mail.Body)
+		}
+		done = h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": resetToken(t, mail), "newPassword": "b's new password"})
+		expect(t, done, 200, "")
+		if took, _ := done.data()["reclaimed"].(map[string]any); took["apiKeysRevoked"] != 0.0 || took["walletsCleared"] != false {
+			t.Fatalf("a confirmed account's reset: %s", done.Raw)
+		}
+		expect(t, h.do("GET", "/api/payment-links", b.TestKey, nil), 200, "")
+		bs := signIn(t, h, b.Email, "b's new password")
+		if h.do("GET", "/api/merchant", bs, nil).str("data", "wallets", "evm") == "" {
+			t.Fatal("a confirmed account's wallets were cleared")
+		}
+	})
+}
