@@ -85,7 +85,7 @@ fuzz:
 
 ## screenshots: the browser tests of the hosted pages and the dashboard, refreshing the README's pictures in docs/screenshots
 screenshots: temporal-cli chromium
-	SCREENSHOT_DIR=docs/screenshots $(GO) test -count=1 -run 'TestCheckoutPage|TestDashboardInBrowser' ./e2e/
+	SCREENSHOT_DIR=docs/screenshots $(GO) test -count=1 -run 'TestCheckoutPage|TestDashboard.*InBrowser' ./e2e/
 
 ## bench: the service benchmark (the embedded stack under load, each figure beside its reference
 ## measured in the same run; table on stdout, JSON in .cache/bench.json), then the Go benchmarks

@@ -430,8 +430,8 @@ func pagesServer(t *testing.T) (*models.Store, *httptest.Server) {
 	return pagesServerMailing(t, nil)
 }
 
-// pagesServerMailing is pagesServer whose password-reset e-mails go to
-// mailer, linking to the server's own address.
+// pagesServerMailing is pagesServer whose password-reset and address
+// confirmation e-mails go to mailer, linking to the server's own address.
 func pagesServerMailing(t *testing.T, mailer notify.Mailer, mutate ...func(*api.Deps)) (*models.Store, *httptest.Server) {
 	t.Helper()
 	st := storetest.Open(t, "sqlite")
@@ -439,7 +439,7 @@ func pagesServerMailing(t *testing.T, mailer notify.Mailer, mutate ...func(*api.
 	hasher := auth.NewHasher("e2e-secret-e2e-secret-e2e-secret-e2e")
 	svc := &checkout.Service{Store: st, Hasher: hasher, Networks: chain.DefaultRegistry(), Tax: checkout.DefaultRates(),
 		Lifetime: 30 * time.Minute, NotFoundWindow: time.Hour, Log: log}
-	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log})
+	pages, err := web.New(web.Pages{Checkout: svc, Store: st, Log: log, ConfirmsEmail: mailer != nil})
 	if err != nil {
 		t.Fatal(err)
 	}

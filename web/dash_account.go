@@ -440,3 +440,17 @@ func (s dSignedIn) Browser() string {
 	}
 	return browser
 }
+
+// emailConfirmationForm e-mails a new confirmation link (the banner's
+// "Send the link again").
+func (p *Pages) emailConfirmationForm(c *gin.Context) {
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/email-confirmation"}, nil); err != nil {
+		if err.Status == http.StatusConflict && strings.Contains(err.Message, "confirmed already") {
+			back(c, "/settings", "email.confirmed", "")
+			return
+		}
+		p.dashError(c, err)
+		return
+	}
+	back(c, "/settings", "confirmation.sent", "")
+}

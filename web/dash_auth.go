@@ -33,7 +33,7 @@ func safeNext(next string) string {
 func (p *Pages) loginPage(c *gin.Context) {
 	p.renderDash(c, http.StatusOK, "dash_login.html", map[string]any{"Title": "Sign in", "Next": c.Query("next"),
 		"SignedOut": c.Query("done") == "signed-out", "Expired": c.Query("done") == "expired",
-		"PasswordSet": c.Query("done") == "password-set"})
+		"PasswordSet": c.Query("done") == "password-set", "Reclaimed": c.Query("done") == "password-set-reclaimed"})
 }
 
 type authAnswer struct {
@@ -185,13 +185,76 @@ func (p *Pages) resetForm(c *gin.Context) {
 		p.renderDash(c, http.StatusBadRequest, "dash_reset.html", data)
 		return
 	}
+	var out struct {
+		Reclaimed struct {
+			Keys      int64 `json:"apiKeysRevoked"`
+			Endpoints int64 `json:"webhookEndpointsRemoved"`
+			Proofs    int64 `json:"walletProofsWithdrawn"`
+			Wallets   bool  `json:"walletsCleared"`
+			KYB       bool  `json:"kybWithdrawn"`
+		} `json:"reclaimed"`
+	}
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/password-reset/confirm", token: noToken,
-		json: map[string]string{"token": token, "newPassword": pw}}, nil); err != nil {
+		json: map[string]string{"token": token, "newPassword": pw}}, &out); err != nil {
 		data["Error"], data["TokenRefused"] = err.Message, strings.HasPrefix(err.Message, "token:")
 		p.renderDash(c, err.Status, "dash_reset.html", data)
 		return
 	}
 	// Every session of the account ended, this browser's included.
 	p.clearSession(c)
-	c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=password-set")
+	done := "password-set"
+	if r := out.Reclaimed; r.Keys > 0 || r.Endpoints > 0 || r.Proofs > 0 || r.Wallets || r.KYB {
+		done = "password-set-reclaimed"
+	}
+	c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done="+done)
+}
+
+// Confirming the account's e-mail address: the e-mailed link opens a page
+// that, signed in, confirms it with a button (a GET changes nothing: mail
+// scanners open links); signed out, it asks to sign in first, and tells a
+// reader who never signed up how to take the account over.
+
+func (p *Pages) confirmEmailPage(c *gin.Context) {
+	token := c.Query("token")
+	data := map[string]any{"Title": "Confirm your e-mail address", "Token": token,
+		"SignIn": dashPrefix + "/login?next=" + url.QueryEscape(dashPrefix+"/confirm-email?token="+url.QueryEscape(token))}
+	if p.sessionToken(c) != "" {
+		var m dMerchant
+		_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &m)
+		switch {
+		case err == nil:
+			data["Account"] = m
+		case err.sessionEnded():
+			p.clearSession(c)
+		default:
+			p.dashError(c, err)
+			return
+		}
+	}
+	p.renderDash(c, http.StatusOK, "dash_confirm.html", data)
+}
+
+func (p *Pages) confirmEmailForm(c *gin.Context) {
+	token := c.PostForm("token")
+	if p.sessionToken(c) == "" {
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/confirm-email?token="+url.QueryEscape(token))
+		return
+	}
+	var m dMerchant
+	_, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/email-confirmation/confirm", json: map[string]string{"token": token}}, &m)
+	if err == nil || err.Status == http.StatusConflict {
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/test/settings?done=email.confirmed")
+		return
+	}
+	if err.sessionEnded() {
+		p.clearSession(c)
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/confirm-email?token="+url.QueryEscape(token))
+		return
+	}
+	data := map[string]any{"Title": "Confirm your e-mail address", "Token": token, "Error": err.Message}
+	var cur dMerchant
+	if _, e := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &cur); e == nil {
+		data["Account"] = cur
+	}
+	p.renderDash(c, err.Status, "dash_confirm.html", data)
 }

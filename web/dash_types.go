@@ -14,8 +14,9 @@ import (
 
 type dMerchant struct {
 	ID           string `json:"id"`
-	Email        string `json:"email"`
-	BusinessName string `json:"businessName"`
+	Email          string `json:"email"`
+	EmailConfirmed bool   `json:"emailConfirmed"`
+	BusinessName   string `json:"businessName"`
 	Wallets      struct{ EVM, Solana string }
 	LogoURL      string   `json:"logoUrl"`
 	EmbedOrigins []string `json:"embedOrigins"`

@@ -37,6 +37,7 @@ import (
 // dash_layout.html and dash_parts.html at start-up.
 var dashViews = []string{
 	"dash_login.html", "dash_signup.html", "dash_welcome.html", "dash_error.html", "dash_forgot.html", "dash_reset.html",
+	"dash_confirm.html",
 	"dash_payments.html", "dash_payment.html", "dash_links.html", "dash_link.html",
 	"dash_webhooks.html", "dash_developers.html", "dash_business.html", "dash_settings.html",
 	"dash_customers.html", "dash_customer.html", "dash_exceptions.html", "dash_subscriptions.html", "dash_subscription.html",
@@ -70,6 +71,8 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	d.POST("/forgot", p.forgotForm)
 	d.GET("/reset", p.resetPage)
 	d.POST("/reset", p.resetForm)
+	d.GET("/confirm-email", p.confirmEmailPage)
+	d.POST("/confirm-email", p.confirmEmailForm)
 
 	m := d.Group("/:mode", p.requireMerchant)
 	m.GET("", func(c *gin.Context) { back(c, "/payments", "", "") })
@@ -111,6 +114,7 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.POST("/settings/wallet-proof", p.walletProofForm)
 	m.POST("/settings/wallet-proof/withdraw", p.walletProofWithdrawForm)
 	m.POST("/settings/password", p.passwordForm)
+	m.POST("/settings/email-confirmation", p.emailConfirmationForm)
 	m.POST("/settings/logout-others", p.logoutOthersForm)
 	m.POST("/settings/sessions/:id/logout", p.signOutSessionForm)
 }
@@ -484,6 +488,7 @@ func (p *Pages) renderDash(c *gin.Context, status int, view string, data map[str
 			}
 		}
 		data["Section"] = section
+		data["Unconfirmed"] = p.ConfirmsEmail && !m.(dMerchant).EmailConfirmed
 	}
 	if _, ok := data["Notice"]; !ok {
 		data["Notice"] = notice(c)
@@ -541,7 +546,10 @@ var notices = map[string]string{
 	"refund.created":   "Refund created: send its transfer from your wallet; it is found on chain, or enter its transaction hash below.",
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"refund.recorded":  "Transfer recorded: it was confirmed on chain, and the refund succeeded with it.",
-	"settings.saved":   "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
+	"email.confirmed":  "E-mail address confirmed: you can apply for live mode (Business).",
+	"confirmation.sent": "A new confirmation link is on its way to your e-mail address; open it while signed in, within 48 hours. " +
+		"Earlier links no longer work.",
+	"settings.saved": "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
 	"password.changed":       "Password changed: use the new one from now on. Every other session of your account is signed out.",
 	"sessions.signedout":     "Every other session of your account is signed out; this one stays signed in.",
 	"session.signedout":      "That session is signed out.",

@@ -62,6 +62,10 @@ type Pages struct {
 	// page, not JSON). Without it anyone could open sessions, submit and
 	// cancel through the forms without bound.
 	Limiter *ratelimit.Limiter
+	// ConfirmsEmail: the server e-mails address confirmation links (the
+	// API has a mailer); the dashboard then asks an unconfirmed account to
+	// confirm its address.
+	ConfirmsEmail bool
 
 	tmpl     map[string]*template.Template
 	dashTmpl map[string]*template.Template
