@@ -13,14 +13,14 @@ import (
 // Amounts stay the exact decimal text the API printed.
 
 type dMerchant struct {
-	ID           string `json:"id"`
+	ID             string `json:"id"`
 	Email          string `json:"email"`
 	EmailConfirmed bool   `json:"emailConfirmed"`
 	BusinessName   string `json:"businessName"`
-	Wallets      struct{ EVM, Solana string }
-	LogoURL      string   `json:"logoUrl"`
-	EmbedOrigins []string `json:"embedOrigins"`
-	KYBStatus    string   `json:"kybStatus"`
+	Wallets        struct{ EVM, Solana string }
+	LogoURL        string   `json:"logoUrl"`
+	EmbedOrigins   []string `json:"embedOrigins"`
+	KYBStatus      string   `json:"kybStatus"`
 	// RefundsEnabled says in which modes the merchant may create refunds
 	// (an operator's decision).
 	RefundsEnabled struct{ Test, Live bool } `json:"refundsEnabled"`
