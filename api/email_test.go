@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"net/url"
 	"regexp"
 	"testing"
 	"time"
@@ -19,15 +18,7 @@ var confirmLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/confir
 // confirmToken is the token of the link in a confirmation e-mail.
 func confirmToken(t *testing.T, msg notify.Message) string {
 	t.Helper()
-	m := confirmLink.FindStringSubmatch(msg.Body)
-	if m == nil {
-		t.Fatalf("no confirmation link in %q", msg.Body)
-	}
-	tok, err := url.QueryUnescape(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return linkToken(t, confirmLink, msg)
 }
 
 // waitConfirm waits for the n-th confirmation e-mail.

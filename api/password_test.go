@@ -47,9 +47,15 @@ var resetLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/reset\?t
 // resetToken is the token of the link in a reset e-mail.
 func resetToken(t *testing.T, msg notify.Message) string {
 	t.Helper()
-	m := resetLink.FindStringSubmatch(msg.Body)
+	return linkToken(t, resetLink, msg)
+}
+
+// linkToken is the token of the link link finds in msg.
+func linkToken(t *testing.T, link *regexp.Regexp, msg notify.Message) string {
+	t.Helper()
+	m := link.FindStringSubmatch(msg.Body)
 	if m == nil {
-		t.Fatalf("no reset link in %q", msg.Body)
+		t.Fatalf("no link %s in %q", link, msg.Body)
 	}
 	tok, err := url.QueryUnescape(m[1])
 	if err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +41,7 @@ func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 	desk.WaitText("#confirm-banner", email)
 	desk.Navigate(base + "/dashboard/test/business")
 	desk.WaitVisible("#kyb-unconfirmed")
-	var forms int
-	desk.Eval(`document.querySelectorAll("#kyb-form").length`, &forms)
-	if forms != 0 {
+	if count(desk, "#kyb-form") != 0 {
 		t.Fatal("the KYB form is offered before the address is confirmed")
 	}
 	desk.Screenshot("dash-confirm-banner")
@@ -75,9 +74,7 @@ func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 	phone.WaitText(".notice", "E-mail address confirmed")
 	desk.Navigate(base + "/dashboard/test/business")
 	desk.WaitVisible("#kyb-form")
-	var banners int
-	desk.Eval(`document.querySelectorAll("#confirm-banner").length`, &banners)
-	if banners != 0 {
+	if count(desk, "#confirm-banner") != 0 {
 		t.Fatal("the note stays after the address is confirmed")
 	}
 
@@ -111,9 +108,7 @@ func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 	if wallet != "" {
 		t.Fatalf("the stranger's wallet %q is still the account's", wallet)
 	}
-	banners = -1
-	owner.Eval(`document.querySelectorAll("#confirm-banner").length`, &banners)
-	if banners != 0 {
+	if count(owner, "#confirm-banner") != 0 {
 		t.Fatal("the reset did not confirm the address")
 	}
 	stranger.Navigate(base + "/dashboard/test/settings")
@@ -125,4 +120,11 @@ func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 			}
 		}
 	}
+}
+
+// count is how many elements sel matches on the tab's page.
+func count(tab *browser.Tab, sel string) int {
+	n := -1
+	tab.Eval(`document.querySelectorAll(`+strconv.Quote(sel)+`).length`, &n)
+	return n
 }

@@ -22,25 +22,10 @@ import (
 // latest link e-mailed works), unless the merchant was sent perHour links in
 // the past hour already: then it stores nothing and returns false.
 func (s *Store) CreateEmailConfirmation(ctx context.Context, merchantID, email, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
-	created := false
-	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
-		now := s.Now()
-		var recent int64
-		if err := tx.Model(&EmailConfirmation{}).Where("merchant_id = ? AND created_at > ?", merchantID, now.Add(-time.Hour)).
-			Count(&recent).Error; err != nil {
-			return err
-		}
-		if recent >= int64(perHour) {
-			return nil
-		}
-		if err := endConfirmations(tx, merchantID, now); err != nil {
-			return err
-		}
-		created = true
+	return s.createLatestLink(ctx, &EmailConfirmation{}, merchantID, perHour, func(tx *gorm.DB, now time.Time) error {
 		return tx.Create(&EmailConfirmation{ID: NewID(), MerchantID: merchantID, Email: email, TokenHash: tokenHash,
 			ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
 	})
-	return created && err == nil, err
 }
 
 // EmailConfirmationByHash finds an unused, unexpired confirmation link by
@@ -98,7 +83,7 @@ func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID str
 
 // endConfirmations marks the merchant's unused confirmation links used.
 func endConfirmations(tx *gorm.DB, merchantID string, now time.Time) error {
-	return tx.Model(&EmailConfirmation{}).Where("merchant_id = ? AND used_at IS NULL", merchantID).Update("used_at", now).Error
+	return endLinks(tx, &EmailConfirmation{}, merchantID, now)
 }
 
 // Reclaimed is what a password reset took back from an account whose

@@ -89,7 +89,13 @@ func revokeSessions(tx *gorm.DB, merchantID, keep string, now time.Time) (int64,
 
 // endResets marks the merchant's unused reset links used.
 func endResets(tx *gorm.DB, merchantID string, now time.Time) error {
-	return tx.Model(&PasswordReset{}).Where("merchant_id = ? AND used_at IS NULL", merchantID).Update("used_at", now).Error
+	return endLinks(tx, &PasswordReset{}, merchantID, now)
+}
+
+// endLinks marks the merchant's unused e-mailed links of model's kind
+// (PasswordReset, EmailConfirmation) used.
+func endLinks(tx *gorm.DB, model any, merchantID string, now time.Time) error {
+	return tx.Model(model).Where("merchant_id = ? AND used_at IS NULL", merchantID).Update("used_at", now).Error
 }
 
 // CreatePasswordReset stores a reset link for the merchant, valid for ttl,
@@ -98,22 +104,31 @@ func endResets(tx *gorm.DB, merchantID string, now time.Time) error {
 // it stores nothing and returns false (a stranger cannot fill a merchant's
 // mailbox).
 func (s *Store) CreatePasswordReset(ctx context.Context, merchantID, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
+	return s.createLatestLink(ctx, &PasswordReset{}, merchantID, perHour, func(tx *gorm.DB, now time.Time) error {
+		return tx.Create(&PasswordReset{ID: NewID(), MerchantID: merchantID, TokenHash: tokenHash, ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
+	})
+}
+
+// createLatestLink stores, with create, an e-mailed link of model's kind
+// for the merchant and ends its earlier unused ones, unless perHour of them
+// were made in the past hour: then it stores nothing and returns false.
+func (s *Store) createLatestLink(ctx context.Context, model any, merchantID string, perHour int, create func(tx *gorm.DB, now time.Time) error) (bool, error) {
 	created := false
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		now := s.Now()
 		var recent int64
-		if err := tx.Model(&PasswordReset{}).Where("merchant_id = ? AND created_at > ?", merchantID, now.Add(-time.Hour)).
+		if err := tx.Model(model).Where("merchant_id = ? AND created_at > ?", merchantID, now.Add(-time.Hour)).
 			Count(&recent).Error; err != nil {
 			return err
 		}
 		if recent >= int64(perHour) {
 			return nil
 		}
-		if err := endResets(tx, merchantID, now); err != nil {
+		if err := endLinks(tx, model, merchantID, now); err != nil {
 			return err
 		}
 		created = true
-		return tx.Create(&PasswordReset{ID: NewID(), MerchantID: merchantID, TokenHash: tokenHash, ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
+		return create(tx, now)
 	})
 	return created && err == nil, err
 }
