@@ -27,6 +27,13 @@ type Principal struct {
 // Scope is the merchant and mode a key-authenticated request is confined to.
 func (p Principal) Scope() models.Scope { return models.Scope{MerchantID: p.MerchantID, Mode: p.Mode} }
 
+// admitted notes on the request's context the credential it was admitted
+// with: the store's checked writes see whether it still holds when they
+// write (models.WithCredential).
+func admitted(c *gin.Context, cred models.Credential) {
+	c.Request = c.Request.WithContext(models.WithCredential(c.Request.Context(), cred))
+}
+
 func principal(c *gin.Context) Principal {
 	p, _ := c.Get(principalKey)
 	return p.(Principal)
@@ -136,6 +143,7 @@ func (s *Server) requireKey(c *gin.Context) {
 		}
 	}
 	c.Set(principalKey, Principal{MerchantID: key.MerchantID, Mode: key.KeyType, KeyID: key.ID})
+	admitted(c, models.Credential{KeyID: key.ID})
 	c.Next()
 }
 
@@ -169,6 +177,7 @@ func (s *Server) sessionAsKey(c *gin.Context, token string) {
 		}
 	}
 	c.Set(principalKey, Principal{MerchantID: sess.MerchantID, Mode: mode, SessionID: sess.ID})
+	admitted(c, models.Credential{SessionID: sess.ID})
 	c.Next()
 }
 
@@ -212,6 +221,7 @@ func (s *Server) requireSession(c *gin.Context) {
 		return
 	}
 	c.Set(principalKey, Principal{MerchantID: sess.MerchantID, SessionID: sess.ID})
+	admitted(c, models.Credential{SessionID: sess.ID})
 	c.Next()
 }
 

@@ -91,7 +91,12 @@ func (s *Store) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate)
 	}
 	if len(fields) > 0 {
 		fields["updated_at"] = s.Now()
-		if err := s.ctx(ctx).Model(&Merchant{}).Where("id = ?", id).Updates(fields).Error; err != nil {
+		if err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := s.lockMerchant(tx, id); err != nil {
+				return err
+			}
+			return tx.Model(&Merchant{}).Where("id = ?", id).Updates(fields).Error
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -125,6 +130,9 @@ func (s *Store) ReplaceAPIKey(ctx context.Context, merchantID string, k NewKey) 
 	key := &APIKey{ID: NewID(), MerchantID: merchantID, KeyType: k.Type, KeyHash: k.Hash,
 		KeyPrefix: k.Prefix, KeySuffix: k.Suffix, CreatedAt: now}
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.lockMerchant(tx, merchantID); err != nil {
+			return err
+		}
 		if err := tx.Model(&APIKey{}).
 			Where("merchant_id = ? AND key_type = ? AND revoked_at IS NULL", merchantID, k.Type).
 			Update("revoked_at", now).Error; err != nil {

@@ -22,9 +22,8 @@ func (s *Store) RecordWalletProof(ctx context.Context, p *WalletProof, max int) 
 	err = s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		// Under the merchant's row lock: two proofs at once count each
 		// other (PostgreSQL; SQLite writes one transaction at a time).
-		var m Merchant
-		if err := s.forUpdate(tx).Select("id").Where("id = ?", p.MerchantID).Take(&m).Error; err != nil {
-			return notFound(err)
+		if err := s.lockMerchant(tx, p.MerchantID); err != nil {
+			return err
 		}
 		var n int64
 		if err := tx.Model(&WalletProof{}).Where("merchant_id = ? AND address <> ?", p.MerchantID, p.Address).

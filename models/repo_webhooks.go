@@ -358,9 +358,17 @@ func (s *Store) RegisterWebhookEndpoint(ctx context.Context, ep *WebhookEndpoint
 // lockMerchant serialises a merchant's checked writes (its endpoint list,
 // its payouts): PostgreSQL locks the merchant's row, FOR UPDATE; SQLite
 // has one writer.
+//
+// After the lock it checks that the credential the request was admitted
+// with (WithCredential on tx's context, when set) still holds: a write
+// that was admitted before a password reset took the account back
+// (ResetPassword's reclaim, under the same lock) must not land after it.
 func (s *Store) lockMerchant(tx *gorm.DB, merchantID string) error {
 	var m Merchant
-	return notFound(s.forUpdate(tx).Select("id").Where("id = ?", merchantID).Take(&m).Error)
+	if err := s.forUpdate(tx).Select("id").Where("id = ?", merchantID).Take(&m).Error; err != nil {
+		return notFound(err)
+	}
+	return s.credentialHolds(tx, merchantID)
 }
 
 // endpointURLFree is a 409 when another endpoint of the merchant's mode

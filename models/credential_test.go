@@ -1,0 +1,137 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paygate/paygate/apperr"
+	"github.com/paygate/paygate/models"
+	"github.com/paygate/paygate/models/storetest"
+)
+
+// TestWritesAfterTheCredentialEnded: a request admitted with a session or
+// a key whose write comes after a password reset took the account back
+// (the session ended, the key revoked) writes nothing: no key, wallet,
+// webhook endpoint or wallet proof of a stranger's lands after the
+// reclaim. While the credential holds, the same writes land.
+func TestWritesAfterTheCredentialEnded(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := &models.Merchant{Email: "held@example.com", PasswordHash: "x", BusinessName: "Shop"}
+		sess := &models.DashboardSession{TokenHash: "sess-held", ExpiresAt: time.Now().Add(time.Hour)}
+		key, err := st.CreateMerchant(ctx, m, sess, models.NewKey{Hash: "key-held", Prefix: "p", Suffix: "s", Type: models.ModeTest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asSession := models.WithCredential(ctx, models.Credential{SessionID: sess.ID})
+		asKey := models.WithCredential(ctx, models.Credential{KeyID: key.ID})
+		writes := map[string]func(context.Context) error{
+			"api key": func(ctx context.Context) error {
+				_, err := st.ReplaceAPIKey(ctx, m.ID, models.NewKey{Hash: "key-" + models.NewID(), Prefix: "p", Suffix: "s", Type: models.ModeTest})
+				return err
+			},
+			"wallet": func(ctx context.Context) error {
+				w := "0x52908400098527886E0F7030069857D2E4169EE7"
+				_, err := st.UpdateMerchant(ctx, m.ID, models.MerchantUpdate{WalletEVM: &w})
+				return err
+			},
+			"endpoint": func(ctx context.Context) error {
+				return st.RegisterWebhookEndpoint(ctx, &models.WebhookEndpoint{MerchantID: m.ID, Mode: models.ModeTest,
+					URL: "https://hooks.example.com/" + models.NewID(), Events: models.StringList{"checkout.completed"},
+					Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, 10)
+			},
+			"wallet proof": func(ctx context.Context) error {
+				_, err := st.RecordWalletProof(ctx, &models.WalletProof{MerchantID: m.ID, Family: "evm",
+					Address: "0x" + models.NewID()[:8] + "00000000000000000000000000000000", Message: "m", Signature: "s", ProvedAt: time.Now()}, 10)
+				return err
+			},
+		}
+		if err := writes["wallet"](asKey); err != nil {
+			t.Fatalf("a write while the key holds: %v", err)
+		}
+		for name, write := range writes {
+			if err := write(asSession); err != nil {
+				t.Fatalf("%s while the session holds: %v", name, err)
+			}
+		}
+		if ok, err := st.CreatePasswordReset(ctx, m.ID, "reset-held", time.Hour, 5); err != nil || !ok {
+			t.Fatalf("reset link: %v %v", ok, err)
+		}
+		r, err := st.PasswordResetByHash(ctx, "reset-held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, took, err := st.ResetPassword(ctx, r.ID, "owner"); err != nil || !took.Any() {
+			t.Fatalf("reset: %+v %v", took, err)
+		}
+		for name, write := range writes {
+			for _, ctx := range []context.Context{asSession, asKey} {
+				if err := write(ctx); !errors.Is(err, models.ErrCredentialEnded) {
+					t.Fatalf("%s after the credential ended: %v", name, err)
+				}
+			}
+		}
+		if keys, err := st.APIKeys(ctx, m.ID); err != nil || len(keys) != 0 {
+			t.Fatalf("keys after the reclaim: %+v %v", keys, err)
+		}
+		if eps, err := st.WebhookEndpoints(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}); err != nil || len(eps) != 0 {
+			t.Fatalf("endpoints after the reclaim: %+v %v", eps, err)
+		}
+		if proofs, err := st.WalletProofs(ctx, m.ID); err != nil || len(proofs) != 0 {
+			t.Fatalf("proofs after the reclaim: %+v %v", proofs, err)
+		}
+		if got, _ := st.Merchant(ctx, m.ID); got.WalletEVM != "" || got.EmailConfirmedAt == nil {
+			t.Fatalf("merchant after the reclaim: %+v", got)
+		}
+		// A write with no credential noted (the operator's, a worker's) is
+		// not held to one.
+		if err := writes["wallet"](ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestConfirmAndResetAtOnce: an address confirmation and a password reset
+// of the same account at once both take the merchant's row before the
+// links' rows (PostgreSQL would otherwise find them deadlocked, a 500):
+// each ends done, or not found when the other confirmed first.
+func TestConfirmAndResetAtOnce(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		for i := range 15 {
+			id := models.NewID()
+			m := &models.Merchant{Email: id + "@example.com", PasswordHash: "x", BusinessName: "Shop"}
+			if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s-" + id, ExpiresAt: time.Now().Add(time.Hour)},
+				models.NewKey{Hash: "k-" + id, Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.CreateEmailConfirmation(ctx, m.ID, m.Email, "c-"+id, time.Hour, 5); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.CreatePasswordReset(ctx, m.ID, "r-"+id, time.Hour, 5); err != nil {
+				t.Fatal(err)
+			}
+			c, err := st.EmailConfirmationByHash(ctx, "c-"+id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := st.PasswordResetByHash(ctx, "r-"+id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := make(chan error, 2)
+			go func() { _, err := st.ConfirmEmail(ctx, m.ID, c.ID); errs <- err }()
+			go func() { _, _, err := st.ResetPassword(ctx, r.ID, "new"); errs <- err }()
+			for range 2 {
+				if err := <-errs; err != nil && !errors.Is(err, apperr.ErrNotFound) {
+					t.Fatalf("round %d: %v", i, err)
+				}
+			}
+			if got, _ := st.Merchant(ctx, m.ID); got.EmailConfirmedAt == nil || got.PasswordHash != "new" {
+				t.Fatalf("round %d: %+v", i, got)
+			}
+		}
+	})
+}
