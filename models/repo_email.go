@@ -55,6 +55,11 @@ func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID str
 		if err := tx.Where("id = ? AND merchant_id = ?", confirmationID, merchantID).Take(&c).Error; err != nil {
 			return notFound(err)
 		}
+		// The merchant's row lock before the links' rows, in
+		// ResetPassword's order.
+		if err := s.lockMerchant(tx, merchantID); err != nil {
+			return err
+		}
 		res := tx.Model(&EmailConfirmation{}).Where("id = ? AND used_at IS NULL AND expires_at > ?", c.ID, now).Update("used_at", now)
 		if res.Error != nil {
 			return res.Error
@@ -96,7 +101,7 @@ type Reclaimed struct {
 	// WalletsCleared: a default receiving wallet or an embedding origin
 	// was set and is no more.
 	WalletsCleared bool
-	// KYBWithdrawn: an application not approved was withdrawn.
+	// KYBWithdrawn: a pending application was withdrawn.
 	KYBWithdrawn bool
 }
 
@@ -109,8 +114,9 @@ func (r Reclaimed) Any() bool {
 // reaches its owner's money or data from outside once they hold it: its
 // API keys, its webhook endpoints (their pending deliveries fail), its
 // default receiving wallets and their proofs, the origins that may frame
-// its pages, and a KYB application not approved. Test-mode records (links,
-// customers, sessions) stay: they move no money.
+// its pages, and a pending KYB application (a rejected one stays, with the
+// operator's note: the mailbox's owner may be who was rejected). Test-mode
+// records (links, customers, sessions) stay: they move no money.
 func reclaim(tx *gorm.DB, m *Merchant, now time.Time) (Reclaimed, error) {
 	var r Reclaimed
 	res := tx.Model(&APIKey{}).Where("merchant_id = ? AND revoked_at IS NULL", m.ID).Update("revoked_at", now)
@@ -145,8 +151,8 @@ func reclaim(tx *gorm.DB, m *Merchant, now time.Time) (Reclaimed, error) {
 			return r, err
 		}
 	}
-	if m.KYBStatus == KYBPending || m.KYBStatus == KYBRejected {
-		if err := tx.Where("merchant_id = ? AND status <> ?", m.ID, KYBApproved).Delete(&KYBApplication{}).Error; err != nil {
+	if m.KYBStatus == KYBPending {
+		if err := tx.Where("merchant_id = ? AND status = ?", m.ID, KYBPending).Delete(&KYBApplication{}).Error; err != nil {
 			return r, err
 		}
 		if err := tx.Model(&Merchant{}).Where("id = ?", m.ID).Updates(map[string]any{"kyb_status": KYBNone, "updated_at": now}).Error; err != nil {

@@ -152,7 +152,8 @@ func (s *Store) RehashPasswordReset(ctx context.Context, id, oldHash, newHash st
 // other reset links, all or nothing. The link proves its user reads the
 // account's mail: an unconfirmed address is confirmed by it, and what the
 // account was given before is taken back (reclaim; returned), since whoever
-// signed up with the address may not be its owner. A link used, ended or
+// signed up with the address may not be its owner, unless an operator
+// approved the account's KYB application. A link used, ended or
 // expired meanwhile is not found (apperr.ErrNotFound) and changes nothing.
 func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Merchant, Reclaimed, error) {
 	var m Merchant
@@ -163,6 +164,13 @@ func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Me
 		if err := tx.Where("id = ?", resetID).Take(&r).Error; err != nil {
 			return notFound(err)
 		}
+		// The merchant's row lock first (PostgreSQL), as every write of the
+		// account's links and credentials takes it: a confirmation, or a
+		// write the account's holder sent just before, is seen or waits.
+		var before Merchant
+		if err := s.forUpdate(tx).Where("id = ?", r.MerchantID).Take(&before).Error; err != nil {
+			return err
+		}
 		res := tx.Model(&PasswordReset{}).Where("id = ? AND used_at IS NULL AND expires_at > ?", resetID, now).Update("used_at", now)
 		if res.Error != nil {
 			return res.Error
@@ -170,17 +178,17 @@ func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Me
 		if res.RowsAffected != 1 {
 			return apperr.NotFound()
 		}
-		// Under the merchant's row lock (PostgreSQL): a confirmation at the
-		// same moment is seen, or waits for this one.
-		var before Merchant
-		if err := s.forUpdate(tx).Where("id = ?", r.MerchantID).Take(&before).Error; err != nil {
-			return err
-		}
 		fields := map[string]any{"password_hash": newHash, "updated_at": now}
 		if before.EmailConfirmedAt == nil {
-			var err error
-			if took, err = reclaim(tx, &before, now); err != nil {
-				return err
+			// An account an operator approved is taken as the address's
+			// (as the migration took those approved before confirmations):
+			// its live keys, endpoints and wallets are not pulled from
+			// under its payments.
+			if before.KYBStatus != KYBApproved {
+				var err error
+				if took, err = reclaim(tx, &before, now); err != nil {
+					return err
+				}
 			}
 			fields["email_confirmed_at"] = now
 		}
