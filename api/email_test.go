@@ -218,5 +218,39 @@ func TestPasswordResetReclaimsAnUnconfirmedAccount(t *testing.T) {
 		if h.do("GET", "/api/merchant", bs, nil).str("data", "wallets", "evm") == "" {
 			t.Fatal("a confirmed account's wallets were cleared")
 		}
+
+		// An account an operator approved (before confirmations) is the
+		// address's: its reset confirms it and takes nothing (its live key
+		// and wallets go on taking payments). A rejected application, and
+		// the operator's note, stay.
+		resetOf := func(email string, n int) resp {
+			expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": email}), 202, "")
+			r := h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": resetToken(t, box.waitFor(t, n)),
+				"newPassword": "yet another password"})
+			expect(t, r, 200, "")
+			return r
+		}
+		live := h.withLive(h.signup())
+		took, _ = resetOf(live.Email, 3).data()["reclaimed"].(map[string]any)
+		if took["apiKeysRevoked"] != 0.0 || took["walletsCleared"] != false {
+			t.Fatalf("an approved account's reset took %v", took)
+		}
+		expect(t, h.do("GET", "/api/payment-links", live.LiveKey, nil), 200, "")
+		rejected := h.signup()
+		if err := st.SubmitKYB(ctx, &models.KYBApplication{MerchantID: rejected.ID, BusinessName: "Shop", BusinessType: "llc",
+			Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ReviewKYB(ctx, rejected.ID, false, "registration unreadable", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
+			t.Fatal(err)
+		}
+		took, _ = resetOf(rejected.Email, 4).data()["reclaimed"].(map[string]any)
+		if took["apiKeysRevoked"] != 1.0 || took["kybWithdrawn"] != false {
+			t.Fatalf("a rejected account's reset took %v", took)
+		}
+		rs := signIn(t, h, rejected.Email, "yet another password")
+		if k := h.do("GET", "/api/kyb", rs, nil); k.str("data", "status") != "rejected" || k.str("data", "reviewNote") != "registration unreadable" {
+			t.Fatalf("the rejected application after the reset: %s", k.Raw)
+		}
 	})
 }

@@ -354,6 +354,12 @@ func runKYB(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("merchant %s: %w", merchantID, err)
 	}
+	if approve && m.EmailConfirmedAt == nil && a.resetMailer() != nil {
+		// An application is read as coming from the account's address;
+		// until its holder proves it, anyone may have typed it.
+		return fmt.Errorf("merchant %s: its e-mail address %s is not confirmed yet; the merchant confirms it from the dashboard "+
+			"(the application stays pending; reject it if it should not wait)", merchantID, m.Email)
+	}
 	n := kybNotice(m.BusinessName, approve, note)
 	app, err := a.store.ReviewKYB(ctx, merchantID, approve, note, n)
 	if err != nil {

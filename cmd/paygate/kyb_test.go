@@ -19,8 +19,12 @@ func TestKYBReviewCommand(t *testing.T) {
 	t.Setenv("SMTP_HOST", "")
 	st := embeddedStore(t, dir)
 	ctx := context.Background()
-	mk := func(email string) string {
+	mk := func(email string, confirmed bool) string {
 		m := &models.Merchant{Email: email, PasswordHash: "x", BusinessName: "Shop"}
+		if confirmed {
+			at := time.Now()
+			m.EmailConfirmedAt = &at
+		}
 		if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s" + email}, models.NewKey{Hash: "k" + email, Type: models.ModeTest}); err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +34,15 @@ func TestKYBReviewCommand(t *testing.T) {
 		}
 		return m.ID
 	}
-	approved, rejected := mk("a@example.com"), mk("b@example.com")
+	approved, rejected, unconfirmed := mk("a@example.com", true), mk("b@example.com", true), mk("c@example.com", false)
+	// An account whose address is not confirmed is not approved (this
+	// server e-mails, to the log: it confirms addresses).
+	if err := run(ctx, []string{"kyb", "approve", unconfirmed}); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Fatalf("an unconfirmed account approved: %v", err)
+	}
+	if m, _ := st.Merchant(ctx, unconfirmed); m.KYBStatus != models.KYBPending {
+		t.Fatalf("the refused approval left %s", m.KYBStatus)
+	}
 	if err := run(ctx, []string{"kyb", "approve", approved}); err != nil {
 		t.Fatal(err)
 	}
