@@ -129,6 +129,9 @@ func (p *Pages) settlementForm(c *gin.Context) {
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/settlements", idempotency: form["idem"],
 		json: map[string]string{"amount": form["amount"], "token": "USDC", "network": form["network"],
 			"destinationWallet": form["destinationWallet"], "txHash": form["txHash"]}}, nil); err != nil {
+		idem := form["idem"]
+		renewKeyOnReuse(err, &idem)
+		form["idem"] = idem
 		p.renderBusiness(c, err.Status, nil, nil, form, err)
 		return
 	}

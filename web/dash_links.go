@@ -59,6 +59,7 @@ func (p *Pages) linkCreateForm(c *gin.Context) {
 	var l dLink
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/payment-links", query: modeQuery(c, nil), json: body,
 		idempotency: f.Idem}, &l); err != nil {
+		renewKeyOnReuse(err, &f.Idem)
 		p.renderLinks(c, err.Status, f, err)
 		return
 	}

@@ -86,6 +86,7 @@ func (p *Pages) webhookCreateForm(c *gin.Context) {
 	var ep dEndpoint
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/webhooks", idempotency: f.Idem,
 		json: map[string]any{"url": f.URL, "events": events, "mode": c.Param("mode")}}, &ep); err != nil {
+		renewKeyOnReuse(err, &f.Idem)
 		p.renderWebhooks(c, err.Status, webhookView{form: f, formErr: err})
 		return
 	}

@@ -236,6 +236,21 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Message }
 
+// renewKeyOnReuse: a form's idempotency key answered 422 (the form was
+// sent before with other values, and that request was done: the merchant
+// went Back and changed it) is replaced by a new one, so that sending the
+// form again makes the new request instead of failing the same way; the
+// message says what happened.
+func renewKeyOnReuse(err *apiError, key *string) {
+	if err == nil || err.Code != "IDEMPOTENCY_KEY_REUSED" {
+		return
+	}
+	*key = newIdempotencyKey()
+	err.Message = "This form was sent before with other values, and that request was done (see the list). " +
+		"This one was not: send it again to make it as a new one."
+	err.Hint = ""
+}
+
 // sessionEnded reports whether the API refused the session itself (expired,
 // signed out, revoked). The address block of failed authentications is a
 // 401 too, with Retry-After; the session is still valid then.

@@ -1223,3 +1223,32 @@ func TestDashboardSubscriptions(t *testing.T) {
 		t.Fatalf("B acted on A's subscription: %d", r.status)
 	}
 }
+
+// TestDashboardFormSentAgainWithOtherValues: a form sent, then changed
+// after going Back and sent again with its first idempotency key, is
+// refused (422) once, with a new key in the form it shows: sending that
+// makes the new request (before, every retry failed the same way until
+// the page was reloaded).
+func TestDashboardFormSentAgainWithOtherValues(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	idem, _ := a.get("/dashboard/test/links").doc.Find("#link-form input[name=idem]").Attr("value")
+	send := func(key, name string) dpage {
+		return a.post("/dashboard/test/links", url.Values{"idem": {key}, "name": {name}, "amount": {"5"}, "networks": {"base_sepolia"}})
+	}
+	if first := send(idem, "Mug"); first.status != http.StatusSeeOther {
+		t.Fatalf("first %d", first.status)
+	}
+	again := send(idem, "Cup")
+	renewed, _ := again.doc.Find("#link-form input[name=idem]").Attr("value")
+	if again.status != http.StatusUnprocessableEntity || renewed == "" || renewed == idem ||
+		!strings.Contains(again.text("#new-link .error"), "send it again to make it as a new one") {
+		t.Fatalf("sent again: %d key %q→%q %q", again.status, idem, renewed, again.text("#new-link .error"))
+	}
+	if ok := send(renewed, "Cup"); ok.status != http.StatusSeeOther {
+		t.Fatalf("with the new key: %d %q", ok.status, ok.text("main"))
+	}
+	if names := a.get("/dashboard/test/links").text("#links tbody"); !strings.Contains(names, "Mug") || !strings.Contains(names, "Cup") {
+		t.Fatalf("links %q", names)
+	}
+}
