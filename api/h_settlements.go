@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/paygate/paygate/chain"
@@ -47,7 +48,7 @@ func (s *Server) createSettlement(c *gin.Context) {
 	amount := v.amount("amount", req.Amount, true, money.Scale)
 	v.oneOf("token", req.Token, true, "USDC")
 	var network, dest, hash string
-	if m, ok := chain.ModeOf(req.Network); ok && m == chain.ModeTest {
+	if m, ok := chain.ModeOf(strings.TrimSpace(req.Network)); ok && m == chain.ModeTest {
 		v.Add("network", "settlements are not allowed on testnet networks")
 	} else {
 		network = v.network("network", req.Network, models.ModeLive)

@@ -483,6 +483,19 @@ func TestSettlements(t *testing.T) {
 		if len(r.list()) != 1 || r.list()[0].(map[string]any)["available"] != 40.0 {
 			t.Fatalf("balance %s", r.Raw)
 		}
+		// A payout is a transfer out: not to the account's own receiving
+		// wallet, not the payment it received; a padded testnet name is
+		// told as a testnet.
+		own := map[string]any{"amount": "1", "token": "USDC", "network": "base", "destinationWallet": evmA, "txHash": "0x" + strings.Repeat("f", 64)}
+		expectField(t, h.do("POST", "/api/settlements", m.Session, own), "destinationWallet")
+		received := map[string]any{"amount": "1", "token": "USDC", "network": "base", "destinationWallet": evmB, "txHash": hash64}
+		if r := h.do("POST", "/api/settlements", m.Session, received); r.Status != 409 || !strings.Contains(r.str("message"), "a payment the account received") {
+			t.Fatalf("a payout with the received payment's hash: %s", r.Raw)
+		}
+		padded := map[string]any{"amount": "1", "token": "USDC", "network": " base_sepolia ", "destinationWallet": evmB, "txHash": "0x" + strings.Repeat("f", 64)}
+		if r := h.do("POST", "/api/settlements", m.Session, padded); r.Status != 400 || !strings.Contains(r.str("message"), "not allowed on testnet") {
+			t.Fatalf("a padded testnet: %s", r.Raw)
+		}
 
 		// A payout's hash is the merchant's own: another merchant who
 		// records it first neither blocks this one's record nor learns

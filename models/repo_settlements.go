@@ -112,6 +112,9 @@ func (s *Store) CreateSettlement(ctx context.Context, st *Settlement) error {
 		if err := s.lockMerchant(tx, st.MerchantID); err != nil {
 			return err
 		}
+		if err := payoutIsItsOwn(tx, st); err != nil {
+			return err
+		}
 		bals, err := s.balances(tx, st.MerchantID)
 		if err != nil {
 			return err
@@ -134,6 +137,36 @@ func (s *Store) CreateSettlement(ctx context.Context, st *Settlement) error {
 		}
 		return nil
 	})
+}
+
+// payoutIsItsOwn refuses a payout that is not a transfer out of the
+// merchant's funds: one to its own default receiving wallet (it moves
+// nothing, and the transfer could then be recorded as a payment too), or
+// whose hash is a payment it received or a refund it sent on that network
+// (the books would count one transfer twice).
+func payoutIsItsOwn(tx *gorm.DB, st *Settlement) error {
+	var m Merchant
+	if err := tx.Select("wallet_evm", "wallet_solana").Where("id = ?", st.MerchantID).Take(&m).Error; err != nil {
+		return notFound(err)
+	}
+	if st.DestinationWallet != "" && (st.DestinationWallet == m.WalletEVM || st.DestinationWallet == m.WalletSolana) {
+		return apperr.Invalid("destinationWallet", "is the account's receiving wallet: a payout to it moves nothing")
+	}
+	for _, model := range []any{&Transaction{}, &Refund{}} {
+		var n int64
+		if err := tx.Model(model).Where("merchant_id = ? AND network = ? AND tx_hash = ?", st.MerchantID, st.Network, st.TxHash).
+			Count(&n).Error; err != nil {
+			return err
+		}
+		if n > 0 {
+			what := "a payment the account received"
+			if _, ok := model.(*Refund); ok {
+				what = "a refund the account sent"
+			}
+			return apperr.Conflict("this txHash is " + what + " on " + st.Network + ", not a payout")
+		}
+	}
+	return nil
 }
 
 // Settlements lists the merchant's payouts, newest first.
