@@ -145,3 +145,41 @@ func TestCancelDoesNotOverwriteAPaidCheckout(t *testing.T) {
 		t.Errorf("paid checkout stored as %q", now.Status)
 	}
 }
+
+// TestCancelWithAPaymentOnItsWay: a hosted checkout one of whose sessions
+// holds a broadcast transfer is not cancelled (409, nothing changed): the
+// transfer completes the checkout when it confirms, so a "cancelled"
+// answered meanwhile would be read as final while the customer's money
+// lands. Once that session fails, the cancel goes through.
+func TestCancelWithAPaymentOnItsWay(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "cancel-moving@x.io")
+		sc := models.Scope{MerchantID: m.ID, Mode: models.ModeTest}
+		hc, l := newHostedCheckout(t, st, m, "Moving")
+		ref := fmt.Sprintf("0x%064x", time.Now().UnixNano())
+		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia",
+			ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
+			CheckoutID: &hc.ID, ExpiresAt: time.Now().Add(30 * time.Minute)}
+		if err := st.CreateCheckoutSession(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecordSessionTransition(ctx, models.Transition{SessionID: cs.ID, EntryID: models.NewID(),
+			Status: models.StatusBroadcast, Source: "client", TxHash: "0x" + strings.Repeat("a", 64), At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CancelHostedCheckout(ctx, sc, hc.ID); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "being confirmed") {
+			t.Fatalf("cancel with a payment on its way: %v", err)
+		}
+		if now, _ := st.HostedCheckoutOf(ctx, sc, hc.ID); now.Status != models.HostedOpen {
+			t.Fatalf("the refused cancel left %q", now.Status)
+		}
+		if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Source: "chain", At: time.Now(),
+			Status: models.StatusFailed, Reason: "TX_REVERTED", Message: "reverted"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.CancelHostedCheckout(ctx, sc, hc.ID); err != nil || got.Status != models.HostedCancelled {
+			t.Fatalf("cancel after the payment failed: %+v %v", got, err)
+		}
+	})
+}

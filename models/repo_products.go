@@ -134,6 +134,19 @@ func (s *Store) CancelHostedCheckout(ctx context.Context, sc Scope, id string) (
 		if hc.Status != HostedOpen {
 			return apperr.Conflict("the checkout is " + hc.Status)
 		}
+		// A payment already on its way completes the checkout when it
+		// confirms, whatever this says: a cancel answered "cancelled" then
+		// would be read as final (goods not shipped, a second checkout
+		// sent) while the customer's money lands.
+		var moving int64
+		if err := tx.Model(&CheckoutSession{}).Where("checkout_id = ? AND status NOT IN ? AND (tx_hash IS NOT NULL OR status IN ?)",
+			hc.ID, terminalStatuses, []string{StatusBroadcast, StatusConfirming}).Count(&moving).Error; err != nil {
+			return err
+		}
+		if moving > 0 {
+			return apperr.WithHint(apperr.ErrConflict, "a payment of this checkout is being confirmed on chain; it cannot be cancelled",
+				"it completes or fails within minutes (checkout.completed or checkout.failed); cancel then if it failed")
+		}
 		now := s.Now()
 		// Guarded by the status read: a session completing the checkout
 		// between that read and this write (PostgreSQL: it holds the row
