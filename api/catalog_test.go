@@ -110,5 +110,11 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 		if got := h.do("GET", "/api/v1/checkouts", m.TestKey, nil); len(got.list()) != 2 {
 			t.Fatalf("checkouts %s", got.Raw)
 		}
+		// A null amount beside a product is no amount (clients send unset
+		// fields so).
+		cup := h.do("POST", "/api/v1/products", m.TestKey, map[string]any{"name": "Cup", "price": "4.00"})
+		expect(t, cup, 201, "")
+		expect(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": cup.str("data", "id"), "amount": nil,
+			"network": "base_sepolia"}), 201, "")
 	})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -329,7 +330,8 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 			if desc == "" {
 				desc = prod.Description
 			}
-			if len(req.Amount) > 0 || req.Name != "" {
+			// A null amount is no amount (clients send unset fields so).
+			if (len(req.Amount) > 0 && string(bytes.TrimSpace(req.Amount)) != "null") || req.Name != "" {
 				v.Add("productId", "give a product or an amount and name, not both")
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/auth"
+	"github.com/paygate/paygate/money"
 )
 
 // TaxProvider computes the tax on a subtotal for a customer's country.
@@ -102,6 +103,12 @@ func (s *Service) quote(ctx context.Context, linkID, network, country string, su
 			return Quote{}, "", apperr.New(apperr.ErrTimeout, "tax calculation timed out")
 		}
 		return Quote{}, "", fmt.Errorf("tax provider: %w", a.err)
+	}
+	if total := money.FromCents(subtotalCents + a.tax); total > money.MaxPayment {
+		// The price is within bounds, its tax takes the total past what a
+		// payment may be (a session could not be opened for it).
+		return Quote{}, "", apperr.Invalid("linkId", fmt.Sprintf("with tax the total due is %s, above the most a payment may be (%s)",
+			total, money.MaxPayment))
 	}
 	q := Quote{LinkID: linkID, Network: network, Country: country, SubtotalCents: subtotalCents, TaxCents: a.tax,
 		TotalCents: subtotalCents + a.tax, CalculationID: "calc_" + strings.ReplaceAll(uuid.NewString(), "-", ""),

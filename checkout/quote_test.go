@@ -2,10 +2,12 @@ package checkout
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/auth"
 )
 
@@ -84,5 +86,20 @@ func TestQuoteTimeoutIs504(t *testing.T) {
 	_, _, err := s.quote(ctx, "l", "base_sepolia", "DE", 100)
 	if err == nil || !strings.Contains(err.Error(), "tax calculation timed out") {
 		t.Fatalf("want a timeout, got %v", err)
+	}
+}
+
+// TestQuoteTotalWithinAPayment: a price within bounds whose tax takes the
+// total past the most a payment may be is refused on the quote (400 on
+// linkId): no session could be opened for it. At the bound it is quoted.
+func TestQuoteTotalWithinAPayment(t *testing.T) {
+	s := &Service{Hasher: auth.NewHasher(strings.Repeat("s", 32)), Tax: DefaultRates()}
+	top := int64(99_999_999_999) // 999,999,999.99
+	if _, _, err := s.quote(context.Background(), "l", "base_sepolia", "DE", top); !errors.Is(err, apperr.ErrBadRequest) ||
+		!strings.Contains(err.Error(), "above the most a payment may be") {
+		t.Fatalf("a total past the bound: %v", err)
+	}
+	if q, _, err := s.quote(context.Background(), "l", "base_sepolia", "US", top); err != nil || q.TotalCents != top {
+		t.Fatalf("a total at the bound: %+v %v", q, err)
 	}
 }
