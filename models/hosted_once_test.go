@@ -183,3 +183,28 @@ func TestCancelWithAPaymentOnItsWay(t *testing.T) {
 		}
 	})
 }
+
+// TestNoSessionAfterTheCancel: a hosted checkout cancelled after the
+// session's creator read it open (the service reads it, then inserts)
+// takes no session: the insert reads it again under its row lock. Before,
+// the session opened, payable until the repairer's next pass.
+func TestNoSessionAfterTheCancel(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "after-cancel@x.io")
+		hc, l := newHostedCheckout(t, st, m, "Late")
+		if _, err := st.CancelHostedCheckout(ctx, models.Scope{MerchantID: m.ID, Mode: models.ModeTest}, hc.ID); err != nil {
+			t.Fatal(err)
+		}
+		ref := fmt.Sprintf("0x%064x", time.Now().UnixNano())
+		cs := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia",
+			ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", PaymentReference: &ref,
+			CheckoutID: &hc.ID, ExpiresAt: time.Now().Add(30 * time.Minute)}
+		if err := st.CreateCheckoutSession(ctx, cs); !errors.Is(err, apperr.ErrBadRequest) || !strings.Contains(err.Error(), "cancelled") {
+			t.Fatalf("a session of a cancelled checkout: %v", err)
+		}
+		if open, err := st.OpenSessionsOfLink(ctx, l.ID); err != nil || len(open) != 0 {
+			t.Fatalf("sessions of the link: %+v %v", open, err)
+		}
+	})
+}

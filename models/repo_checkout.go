@@ -39,6 +39,20 @@ func (s *Store) CreateCheckoutSession(ctx context.Context, cs *CheckoutSession) 
 	cs.ID, cs.CreatedAt, cs.UpdatedAt, cs.Status = NewID(), now, now, StatusCreated
 	entry := CheckoutSessionEvent{ID: NewID(), SessionID: cs.ID, Status: StatusCreated, Source: "server", CreatedAt: now}
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if cs.CheckoutID != nil {
+			// A hosted checkout's session is opened only while the checkout
+			// is open, read under its row lock (PostgreSQL; SQLite has one
+			// writer): a cancel committed since the caller read it is seen,
+			// and one running now sees this session once it commits.
+			var hc HostedCheckout
+			if err := s.forUpdate(tx).Select("id", "status", "expires_at").Where("id = ?", *cs.CheckoutID).Take(&hc).Error; err != nil {
+				return notFound(err)
+			}
+			s.expireHosted(&hc)
+			if hc.Status != HostedOpen {
+				return apperr.Invalid("linkId", "the checkout is "+hc.Status)
+			}
+		}
 		if err := tx.Create(cs).Error; err != nil {
 			return err
 		}
