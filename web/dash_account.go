@@ -104,11 +104,12 @@ func (p *Pages) renderBusiness(c *gin.Context, status int, kybForm map[string]st
 func (p *Pages) kybForm(c *gin.Context) {
 	form := map[string]string{}
 	body := map[string]string{}
+	// Every field is sent, on an update too: one emptied is cleared (an
+	// optional one), or refused with the API's message (a required one);
+	// left out, it silently kept its old value under "updated".
 	for _, f := range kybFieldNames {
 		form[f] = strings.TrimSpace(c.PostForm(f))
-		if form[f] != "" || c.PostForm("update") == "" {
-			body[f] = form[f]
-		}
+		body[f] = form[f]
 	}
 	method, done := http.MethodPost, "kyb.submitted"
 	if c.PostForm("update") != "" {

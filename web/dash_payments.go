@@ -42,18 +42,24 @@ func untilDay(s string) string {
 }
 
 // pages builds the pager's links: the next page keeps the filters and
-// continues after the last row; the first page drops the cursor.
+// continues after the last row; the first page drops the cursor. A list
+// shown as a form's answer pages from its section's own page (the form's
+// URL takes only POST).
 func pages(c *gin.Context, hasMore bool, lastID string) map[string]string {
 	q := c.Request.URL.Query()
 	q.Del("done")
+	path := c.Request.URL.Path
+	if c.Request.Method != http.MethodGet {
+		path = returnTo(c)
+	}
 	out := map[string]string{}
 	if q.Get("after") != "" {
 		q.Del("after")
-		out["First"] = c.Request.URL.Path + "?" + q.Encode()
+		out["First"] = path + "?" + q.Encode()
 	}
 	if hasMore && lastID != "" {
 		q.Set("after", lastID)
-		out["Next"] = c.Request.URL.Path + "?" + q.Encode()
+		out["Next"] = path + "?" + q.Encode()
 	}
 	return out
 }
@@ -276,6 +282,7 @@ func (p *Pages) paymentRefundForm(c *gin.Context) {
 	var r dRefund
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/v1/refunds", query: modeQuery(c, nil), json: body,
 		idempotency: f.Idem}, &r); err != nil {
+		renewKeyOnReuse(err, &f.Idem)
 		f.Error = err
 		p.renderPaymentWith(c, err.Status, nil, f)
 		return

@@ -67,11 +67,20 @@ func (p *Pages) renderWebhooks(c *gin.Context, status int, v webhookView) {
 	if v.form.Idem == "" {
 		v.form.Idem = newIdempotencyKey()
 	}
+	// Each endpoint's rotate form carries its own key: the form sent twice
+	// (a double click, the answer page reloaded) rotates once and shows
+	// the same new secret, instead of rotating again and ending, at once,
+	// the secret the receiver holds (the first rotation's new secret would
+	// become the "previous" one, shown to no one).
+	rotateKeys := map[string]string{}
+	for _, ep := range hooks.Endpoints {
+		rotateKeys[ep.ID] = newIdempotencyKey()
+	}
 	p.renderDash(c, status, "dash_webhooks.html", map[string]any{"Title": "Webhooks", "Endpoints": hooks.Endpoints,
 		"Deliveries": rows, "LogError": logErr, "Filter": f, "Filtered": f["event"]+f["status"]+f["endpoint"]+f["since"]+f["until"] != "",
 		"Pager": pager, "Events": api.WebhookEventTypes,
 		"LogEvents": append([]string{"webhook.test"}, api.WebhookEventTypes...), "Form": v.form, "FormError": v.formErr,
-		"NewSecret": v.secret, "ActionError": v.actionErr, "Overlaps": rotateOverlaps})
+		"NewSecret": v.secret, "ActionError": v.actionErr, "Overlaps": rotateOverlaps, "RotateKeys": rotateKeys})
 }
 
 func (p *Pages) webhookCreateForm(c *gin.Context) {
@@ -133,7 +142,8 @@ func (p *Pages) webhookRotateForm(c *gin.Context) {
 		return
 	}
 	p.endpointAction(c, apiCall{method: http.MethodPost, path: "/api/webhooks/" + c.Param("id") + "/rotate-secret", query: modeQuery(c, nil),
-		json: map[string]any{"previousSecretExpiresIn": overlap}}, "")
+		idempotency: c.PostForm("idem"),
+		json:        map[string]any{"previousSecretExpiresIn": overlap}}, "")
 }
 
 func (p *Pages) webhookActiveForm(c *gin.Context) {

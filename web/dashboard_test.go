@@ -794,6 +794,16 @@ func TestDashboardWebhooks(t *testing.T) {
 		strings.Contains(now.text(".endpoint .hint"), "previous secret") {
 		t.Fatalf("rotate without overlap: %d %q", now.status, now.text(".endpoint .hint"))
 	}
+	// The form sent twice (a double click, the answer reloaded) rotates
+	// once: the same new secret both times (before, the second rotated
+	// again, and the secret the receiver held stopped signing at once).
+	key, _ := list.doc.Find(".endpoint form[action$='/rotate'] input[name=idem]").Attr("value")
+	once := a.post(rotateAction, url.Values{"overlap": {"86400"}, "idem": {key}})
+	twice := a.post(rotateAction, url.Values{"overlap": {"86400"}, "idem": {key}})
+	if key == "" || once.status != 200 || twice.status != 200 || !strings.HasPrefix(once.text("#new-secret"), "whsec_") ||
+		twice.text("#new-secret") != once.text("#new-secret") {
+		t.Fatalf("rotate sent twice: %q %d %q / %d %q", key, once.status, once.text("#new-secret"), twice.status, twice.text("#new-secret"))
+	}
 	testAction, _ := list.doc.Find(".endpoint form[action$='/test']").Attr("action")
 	tested := a.follow(a.post(testAction, nil))
 	if !strings.Contains(tested.text(".notice"), "Test event sent") || !strings.Contains(tested.text("#log .delivery"), "webhook.test") {
@@ -873,9 +883,26 @@ func TestDashboardAccountPages(t *testing.T) {
 		sent.doc.Find("#kyb-form input[name=update]").Length() != 1 {
 		t.Fatalf("KYB: %q %q", sent.text(".notice"), sent.text("#kyb"))
 	}
-	fix := a.follow(a.post("/dashboard/test/business/kyb", url.Values{"update": {"1"}, "website": {"https://shop.example"}}))
+	// The form sends every field: one emptied is cleared (an optional
+	// one; before, it kept its value under "updated").
+	upd := url.Values{"update": {"1"}}
+	for k, v := range kyb {
+		upd[k] = v
+	}
+	upd.Set("website", "https://shop.example")
+	upd.Set("registrationNumber", "HRB 123")
+	fix := a.follow(a.post("/dashboard/test/business/kyb", upd))
 	if v, _ := fix.doc.Find("#website").Attr("value"); v != "https://shop.example" || !strings.Contains(fix.text(".notice"), "updated") {
 		t.Fatalf("KYB update: %q %q", v, fix.text(".notice"))
+	}
+	upd.Set("registrationNumber", "")
+	cleared := a.follow(a.post("/dashboard/test/business/kyb", upd))
+	if v, _ := cleared.doc.Find("#registrationNumber").Attr("value"); v != "" || !strings.Contains(cleared.text(".notice"), "updated") {
+		t.Fatalf("KYB field cleared: %q %q", v, cleared.text(".notice"))
+	}
+	upd.Set("contactName", "")
+	if bad := a.post("/dashboard/test/business/kyb", upd); bad.status != 400 || !strings.Contains(bad.text("#kyb .error"), "contactName:") {
+		t.Fatalf("a required field emptied: %d %q", bad.status, bad.text("#kyb .error"))
 	}
 	if p := a.post("/dashboard/test/business/settlements", url.Values{"amount": {"1"}, "network": {"base_sepolia"},
 		"destinationWallet": {evmB}, "txHash": {"0x" + strings.Repeat("1", 64)}}); p.status != 400 ||
@@ -1250,5 +1277,30 @@ func TestDashboardFormSentAgainWithOtherValues(t *testing.T) {
 	}
 	if names := a.get("/dashboard/test/links").text("#links tbody"); !strings.Contains(names, "Mug") || !strings.Contains(names, "Cup") {
 		t.Fatalf("links %q", names)
+	}
+}
+
+// TestDashboardPagerAfterAForm: a list shown as a form's answer pages from
+// its own page: with more deliveries than a page, a refused rotation's
+// answer links "Next" to the webhooks page (it linked to the form's URL,
+// a 404 for a GET).
+func TestDashboardPagerAfterAForm(t *testing.T) {
+	d := newDash(t)
+	a := d.signup("Shop")
+	idem, _ := a.get("/dashboard/test/webhooks").doc.Find("#webhook-form input[name=idem]").Attr("value")
+	if created := a.post("/dashboard/test/webhooks", url.Values{"idem": {idem}, "url": {"http://127.0.0.1:9/hook"},
+		"events": {"checkout.completed"}}); created.status != 201 {
+		t.Fatalf("create %d", created.status)
+	}
+	for range 51 {
+		if _, err := d.st.EmitEvent(context.Background(), a.id, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+			Key: "k" + models.NewID(), Data: map[string]any{"livemode": false}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotateAction, _ := a.get("/dashboard/test/webhooks").doc.Find(".endpoint form[action$='/rotate']").Attr("action")
+	refused := a.post(rotateAction, url.Values{"overlap": {"a day"}})
+	if next, _ := refused.doc.Find(".pager a.next").Attr("href"); refused.status != 400 || !strings.HasPrefix(next, "/dashboard/test/webhooks?") {
+		t.Fatalf("the pager of a form's answer: %d %q", refused.status, next)
 	}
 }
