@@ -60,13 +60,18 @@ func TestEmailConfirmation(t *testing.T) {
 		}
 		m := merchant{ID: r.str("data", "merchant", "id"), Email: "owner@shop.example", Session: r.str("data", "sessionToken")}
 		other := h.signup()
-		mail := box.waitConfirm(t, 2)
+		box.waitConfirm(t, 2)
 		if box.confirms.Count() != 2 || box.Count() != 0 {
 			t.Fatalf("%d confirmation and %d other e-mails", box.confirms.Count(), box.Count())
 		}
+		// Sent after the answers, by two goroutines: in either order.
 		first, _ := box.confirms.Wait(1, time.Second)
-		if first.To != m.Email || mail.To != other.Email {
-			t.Fatalf("sent to %q and %q", first.To, mail.To)
+		next, _ := box.confirms.Wait(2, time.Second)
+		if first.To != m.Email {
+			first, next = next, first
+		}
+		if first.To != m.Email || next.To != other.Email {
+			t.Fatalf("sent to %q and %q", first.To, next.To)
 		}
 		token := confirmToken(t, first)
 

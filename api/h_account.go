@@ -229,7 +229,13 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	sess := s.newDashboardSession(c, m.ID, token)
-	if err := s.Store.CreateDashboardSession(c.Request.Context(), sess); err != nil {
+	if err := s.Store.SignIn(c.Request.Context(), sess, m.PasswordHash); err != nil {
+		if errors.Is(err, models.ErrPasswordChanged) {
+			// A reset (or a change) committed while the password was
+			// checked: the old password opens no session after it.
+			s.loginFailed(c, email)
+			return
+		}
 		fail(c, err)
 		return
 	}

@@ -405,9 +405,10 @@ func (s *Server) getHostedCheckout(c *gin.Context) {
 }
 
 // cancelHostedCheckout cancels an open checkout: its link takes no new
-// session and its sessions without a broadcast are cancelled (one whose
-// transfer is already broadcast finishes through verification: the
-// customer's money has moved).
+// session and its open sessions are cancelled. While one of its sessions
+// holds a broadcast transfer the cancel is a 409 (the transfer would
+// complete the checkout); one broadcast while the cancel runs still
+// finishes through verification: the customer's money has moved.
 func (s *Server) cancelHostedCheckout(c *gin.Context) {
 	id, err := pathID(c.Param("id"))
 	if err != nil {

@@ -100,7 +100,11 @@ func (s *Server) submitKYB(c *gin.Context) {
 		Country: get("country"), Website: get("website"), ContactName: get("contact_name"), ContactEmail: get("contact_email"),
 		ContactRole: get("contact_role"), ProductDescription: get("product_description"),
 		ExpectedMonthlyVolume: get("expected_monthly_volume"), PrimaryUseCase: get("primary_use_case")}
-	if err := s.Store.SubmitKYB(c.Request.Context(), app); err != nil {
+	submit := s.Store.SubmitKYB
+	if s.confirmationsOn() {
+		submit = s.Store.SubmitConfirmedKYB
+	}
+	if err := submit(c.Request.Context(), app); err != nil {
 		fail(c, err)
 		return
 	}

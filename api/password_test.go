@@ -15,10 +15,9 @@ import (
 	"github.com/paygate/paygate/notify"
 )
 
-// mailbox keeps the e-mails the server sends; waitFor waits for the n-th
-// (they are sent after the answer).
-// mailbox keeps the e-mails a server sends: the confirmation links apart
-// (confirms), every other one in the Outbox.
+// mailbox keeps the e-mails a server sends (after the answer): the
+// confirmation links apart (confirms), every other one in the Outbox, whose
+// n-th waitFor waits for.
 type mailbox struct {
 	notify.Outbox
 	confirms notify.Outbox

@@ -314,7 +314,10 @@ func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.H
 
 // ownSessionRoutes are the session routes not kept under an
 // Idempotency-Key (Handle).
-var ownSessionRoutes = map[string]bool{"/api/auth/logout": true, "/api/auth/logout-others": true, "/api/auth/password": true}
+var ownSessionRoutes = map[string]bool{"/api/auth/logout": true, "/api/auth/logout-others": true, "/api/auth/password": true,
+	// The address is confirmed by the session and the link together: a
+	// stored answer would tell another session what it did not prove.
+	"/api/auth/email-confirmation": true, "/api/auth/email-confirmation/confirm": true}
 
 const requestIDKey = "requestId"
 

@@ -27,6 +27,7 @@ func TestWritesAfterTheCredentialEnded(t *testing.T) {
 		}
 		asSession := models.WithCredential(ctx, models.Credential{SessionID: sess.ID})
 		asKey := models.WithCredential(ctx, models.Credential{KeyID: key.ID})
+		checked := m.PasswordHash
 		writes := map[string]func(context.Context) error{
 			"api key": func(ctx context.Context) error {
 				_, err := st.ReplaceAPIKey(ctx, m.ID, models.NewKey{Hash: "key-" + models.NewID(), Prefix: "p", Suffix: "s", Type: models.ModeTest})
@@ -56,6 +57,24 @@ func TestWritesAfterTheCredentialEnded(t *testing.T) {
 				t.Fatalf("%s while the session holds: %v", name, err)
 			}
 		}
+		// The "api key" write replaced the key: the reset is to revoke the
+		// current one.
+		keys, err := st.APIKeys(ctx, m.ID)
+		if err != nil || len(keys) != 1 || keys[0].ID == key.ID {
+			t.Fatalf("keys before the reset: %+v %v", keys, err)
+		}
+		asKey = models.WithCredential(ctx, models.Credential{KeyID: keys[0].ID})
+		if err := writes["wallet"](asKey); err != nil {
+			t.Fatalf("a write while the current key holds: %v", err)
+		}
+		// No KYB application before the address is confirmed.
+		kyb := func(ctx context.Context) error {
+			return st.SubmitConfirmedKYB(ctx, &models.KYBApplication{MerchantID: m.ID, BusinessName: "Shop", BusinessType: "llc",
+				Country: "US", ContactName: "A", ContactEmail: "a@example.com"})
+		}
+		if err := kyb(asSession); !errors.Is(err, models.ErrEmailUnconfirmed) {
+			t.Fatalf("KYB of an unconfirmed account: %v", err)
+		}
 		if ok, err := st.CreatePasswordReset(ctx, m.ID, "reset-held", time.Hour, 5); err != nil || !ok {
 			t.Fatalf("reset link: %v %v", ok, err)
 		}
@@ -66,12 +85,25 @@ func TestWritesAfterTheCredentialEnded(t *testing.T) {
 		if _, took, err := st.ResetPassword(ctx, r.ID, "owner"); err != nil || !took.Any() {
 			t.Fatalf("reset: %+v %v", took, err)
 		}
+		writes["kyb"] = kyb
 		for name, write := range writes {
 			for _, ctx := range []context.Context{asSession, asKey} {
 				if err := write(ctx); !errors.Is(err, models.ErrCredentialEnded) {
 					t.Fatalf("%s after the credential ended: %v", name, err)
 				}
 			}
+		}
+		if _, err := st.KYB(ctx, m.ID); !errors.Is(err, apperr.ErrNotFound) {
+			t.Fatalf("a KYB application after the reclaim: %v", err)
+		}
+		// A sign-in whose (old) password was checked before the reset
+		// committed opens no session after it.
+		late := &models.DashboardSession{MerchantID: m.ID, TokenHash: "sess-late", ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.SignIn(ctx, late, checked); !errors.Is(err, models.ErrPasswordChanged) {
+			t.Fatalf("a sign-in with the password from before the reset: %v", err)
+		}
+		if open, err := st.OpenDashboardSessions(ctx, m.ID); err != nil || len(open) != 0 {
+			t.Fatalf("sessions after the reset: %+v %v", open, err)
 		}
 		if keys, err := st.APIKeys(ctx, m.ID); err != nil || len(keys) != 0 {
 			t.Fatalf("keys after the reclaim: %+v %v", keys, err)
@@ -131,6 +163,45 @@ func TestConfirmAndResetAtOnce(t *testing.T) {
 			}
 			if got, _ := st.Merchant(ctx, m.ID); got.EmailConfirmedAt == nil || got.PasswordHash != "new" {
 				t.Fatalf("round %d: %+v", i, got)
+			}
+		}
+	})
+}
+
+// TestReviewAndResetAtOnce: an operator's KYB decision and a reset taking
+// the account back (it withdraws the pending application) at once both take
+// the merchant's row first: PostgreSQL found them deadlocked.
+func TestReviewAndResetAtOnce(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		for i := range 15 {
+			id := models.NewID()
+			m := &models.Merchant{Email: id + "@example.com", PasswordHash: "x", BusinessName: "Shop"}
+			if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s-" + id, ExpiresAt: time.Now().Add(time.Hour)},
+				models.NewKey{Hash: "k-" + id, Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SubmitKYB(ctx, &models.KYBApplication{MerchantID: m.ID, BusinessName: "Shop", BusinessType: "llc",
+				Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.CreatePasswordReset(ctx, m.ID, "r-"+id, time.Hour, 5); err != nil {
+				t.Fatal(err)
+			}
+			r, err := st.PasswordResetByHash(ctx, "r-"+id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := make(chan error, 2)
+			go func() {
+				_, err := st.ReviewKYB(ctx, m.ID, false, "no", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"})
+				errs <- err
+			}()
+			go func() { _, _, err := st.ResetPassword(ctx, r.ID, "new"); errs <- err }()
+			for range 2 {
+				if err := <-errs; err != nil && !errors.Is(err, apperr.ErrNotFound) {
+					t.Fatalf("round %d: %v", i, err)
+				}
 			}
 		}
 	})

@@ -10,9 +10,37 @@ import (
 
 // SubmitKYB stores the merchant's one application; a second is a conflict.
 func (s *Store) SubmitKYB(ctx context.Context, app *KYBApplication) error {
+	return s.submitKYB(ctx, app, false)
+}
+
+// ErrEmailUnconfirmed refuses what needs the account's address confirmed.
+var ErrEmailUnconfirmed = apperr.Forbidden("confirm the account's e-mail address first")
+
+// SubmitConfirmedKYB is SubmitKYB for an account whose address must be
+// confirmed (a server that confirms addresses): checked under the
+// merchant's row lock, with the request's credential, so that an
+// application admitted before a reset took the account back is not filed
+// after it (ErrEmailUnconfirmed, or ErrCredentialEnded).
+func (s *Store) SubmitConfirmedKYB(ctx context.Context, app *KYBApplication) error {
+	return s.submitKYB(ctx, app, true)
+}
+
+func (s *Store) submitKYB(ctx context.Context, app *KYBApplication, confirmed bool) error {
 	now := s.Now()
 	app.ID, app.Status, app.SubmittedAt, app.UpdatedAt = NewID(), KYBPending, now, now
 	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.lockMerchant(tx, app.MerchantID); err != nil {
+			return err
+		}
+		if confirmed {
+			var m Merchant
+			if err := tx.Select("email_confirmed_at").Where("id = ?", app.MerchantID).Take(&m).Error; err != nil {
+				return notFound(err)
+			}
+			if m.EmailConfirmedAt == nil {
+				return ErrEmailUnconfirmed
+			}
+		}
 		if err := tx.Create(app).Error; err != nil {
 			if isUniqueViolation(err) {
 				return apperr.Conflict("a KYB application was already submitted")
@@ -35,6 +63,9 @@ func (s *Store) KYB(ctx context.Context, merchantID string) (*KYBApplication, er
 // names to values. A reviewed application is a conflict.
 func (s *Store) UpdateKYB(ctx context.Context, merchantID string, fields map[string]any) (*KYBApplication, error) {
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.lockMerchant(tx, merchantID); err != nil {
+			return err
+		}
 		var app KYBApplication
 		if err := tx.Where("merchant_id = ?", merchantID).Take(&app).Error; err != nil {
 			return notFound(err)
@@ -70,6 +101,11 @@ func (s *Store) ReviewKYB(ctx context.Context, merchantID string, approve bool, 
 	}
 	now := s.Now()
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		// The merchant's row first, in ResetPassword's order (it withdraws
+		// a pending application under that lock).
+		if err := s.lockMerchant(tx, merchantID); err != nil {
+			return err
+		}
 		var app KYBApplication
 		if err := tx.Where("merchant_id = ?", merchantID).Take(&app).Error; err != nil {
 			return notFound(err)

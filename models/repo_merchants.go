@@ -109,6 +109,25 @@ func (s *Store) CreateDashboardSession(ctx context.Context, sess *DashboardSessi
 	return s.ctx(ctx).Create(sess).Error
 }
 
+// SignIn stores a new signed-in session for a password checked against
+// checkedHash, under the merchant's row lock: if the password changed
+// since (a reset taking the account back, committed while the password was
+// checked), nothing is stored and the answer is ErrPasswordChanged; the old
+// password opens no session after the reset signed every session out.
+func (s *Store) SignIn(ctx context.Context, sess *DashboardSession, checkedHash string) error {
+	sess.ID, sess.CreatedAt = NewID(), s.Now()
+	return s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
+		var m Merchant
+		if err := s.forUpdate(tx).Select("id", "password_hash").Where("id = ?", sess.MerchantID).Take(&m).Error; err != nil {
+			return notFound(err)
+		}
+		if m.PasswordHash != checkedHash {
+			return ErrPasswordChanged
+		}
+		return tx.Create(sess).Error
+	})
+}
+
 // DashboardSessionByHash finds an unrevoked, unexpired session by token hash.
 func (s *Store) DashboardSessionByHash(ctx context.Context, hash string) (*DashboardSession, error) {
 	var sess DashboardSession

@@ -164,9 +164,10 @@ func (s *Store) ResetPassword(ctx context.Context, resetID, newHash string) (*Me
 		if err := tx.Where("id = ?", resetID).Take(&r).Error; err != nil {
 			return notFound(err)
 		}
-		// The merchant's row lock first (PostgreSQL), as every write of the
-		// account's links and credentials takes it: a confirmation, or a
-		// write the account's holder sent just before, is seen or waits.
+		// The merchant's row lock first (PostgreSQL), as the checked
+		// writes (lockMerchant), a confirmation, a sign-in (SignIn) and a
+		// KYB decision take it: each is seen, or waits and then finds its
+		// credential or password ended.
 		var before Merchant
 		if err := s.forUpdate(tx).Where("id = ?", r.MerchantID).Take(&before).Error; err != nil {
 			return err
