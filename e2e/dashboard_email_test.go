@@ -70,6 +70,7 @@ func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 	desk.Navigate(first)
 	desk.Click("#confirm-form button[type=submit]")
 	desk.WaitText(".error", "not a valid confirmation link")
+	desk.WaitVisible("#confirm-new-link")
 	phone.Click("#confirm-form button[type=submit]")
 	phone.WaitText(".notice", "E-mail address confirmed")
 	desk.Navigate(base + "/dashboard/test/business")
