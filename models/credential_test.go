@@ -133,23 +133,11 @@ func TestConfirmAndResetAtOnce(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		for i := range 15 {
-			id := models.NewID()
-			m := &models.Merchant{Email: id + "@example.com", PasswordHash: "x", BusinessName: "Shop"}
-			if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s-" + id, ExpiresAt: time.Now().Add(time.Hour)},
-				models.NewKey{Hash: "k-" + id, Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+			m, r := unconfirmedWithReset(t, st)
+			if _, err := st.CreateEmailConfirmation(ctx, m.ID, m.Email, "c-"+m.ID, time.Hour, 5); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.CreateEmailConfirmation(ctx, m.ID, m.Email, "c-"+id, time.Hour, 5); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.CreatePasswordReset(ctx, m.ID, "r-"+id, time.Hour, 5); err != nil {
-				t.Fatal(err)
-			}
-			c, err := st.EmailConfirmationByHash(ctx, "c-"+id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := st.PasswordResetByHash(ctx, "r-"+id)
+			c, err := st.EmailConfirmationByHash(ctx, "c-"+m.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,21 +163,9 @@ func TestReviewAndResetAtOnce(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
 		ctx := context.Background()
 		for i := range 15 {
-			id := models.NewID()
-			m := &models.Merchant{Email: id + "@example.com", PasswordHash: "x", BusinessName: "Shop"}
-			if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s-" + id, ExpiresAt: time.Now().Add(time.Hour)},
-				models.NewKey{Hash: "k-" + id, Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
-				t.Fatal(err)
-			}
+			m, r := unconfirmedWithReset(t, st)
 			if err := st.SubmitKYB(ctx, &models.KYBApplication{MerchantID: m.ID, BusinessName: "Shop", BusinessType: "llc",
 				Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.CreatePasswordReset(ctx, m.ID, "r-"+id, time.Hour, 5); err != nil {
-				t.Fatal(err)
-			}
-			r, err := st.PasswordResetByHash(ctx, "r-"+id)
-			if err != nil {
 				t.Fatal(err)
 			}
 			errs := make(chan error, 2)
@@ -205,4 +181,25 @@ func TestReviewAndResetAtOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+// unconfirmedWithReset is a new merchant whose address is not confirmed,
+// with a signed-in session and a reset link.
+func unconfirmedWithReset(t *testing.T, st *models.Store) (*models.Merchant, *models.PasswordReset) {
+	t.Helper()
+	ctx := context.Background()
+	id := models.NewID()
+	m := &models.Merchant{Email: id + "@example.com", PasswordHash: "x", BusinessName: "Shop"}
+	if _, err := st.CreateMerchant(ctx, m, &models.DashboardSession{TokenHash: "s-" + id, ExpiresAt: time.Now().Add(time.Hour)},
+		models.NewKey{Hash: "k-" + id, Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreatePasswordReset(ctx, m.ID, "r-"+id, time.Hour, 5); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.PasswordResetByHash(ctx, "r-"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, r
 }
