@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/paygate/paygate/apperr"
 	"github.com/paygate/paygate/models"
 )
 
@@ -81,18 +80,6 @@ func (s *Server) submitKYB(c *gin.Context) {
 	if err := v.err(); err != nil {
 		fail(c, err)
 		return
-	}
-	if s.confirmationsOn() {
-		m, err := s.Store.Merchant(c.Request.Context(), principal(c).MerchantID)
-		if err != nil {
-			fail(c, err)
-			return
-		}
-		if m.EmailConfirmedAt == nil {
-			fail(c, apperr.WithHint(apperr.ErrForbidden, "confirm the account's e-mail address before submitting the KYB application",
-				"open the link e-mailed to "+m.Email+" while signed in, or ask for a new one (POST /api/auth/email-confirmation)"))
-			return
-		}
 	}
 	get := func(k string) string { s, _ := f[k].(string); return s }
 	app := &models.KYBApplication{MerchantID: principal(c).MerchantID,

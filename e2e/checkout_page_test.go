@@ -24,12 +24,7 @@ type pageStack struct {
 
 func newPageStack(t *testing.T, lifetime time.Duration) *pageStack {
 	t.Helper()
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{watch: true, pages: true, lifetime: lifetime})
 	key, _ := s.merchant()
 	link := s.call("POST", "/api/payment-links", key, map[string]any{"name": "Ethiopia Yirgacheffe, 250 g",

@@ -19,12 +19,7 @@ import (
 // password (every session ends, the link works once) and signs in with it.
 // Screenshots dash-security, dash-forgot and dash-reset.
 func TestDashboardPasswordInBrowser(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	box := &notify.Outbox{}
 	_, hs := pagesServerMailing(t, box)
 	base := hs.URL

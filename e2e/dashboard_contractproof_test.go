@@ -25,12 +25,7 @@ import (
 // Sepolia" chosen, the API asks the wallet on the dev chain and the page
 // says where the proof holds. Screenshot dash-wallet-proven-contract.
 func TestDashboardContractWalletProofInBrowser(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	ctx := context.Background()
 	dev, err := devchain.Start(ctx, devchain.Config{Port: devchain.AnyPort, BlockInterval: 50 * time.Millisecond, Network: "base_sepolia"})
 	if err != nil {

@@ -24,12 +24,7 @@ var confirmLinkRe = regexp.MustCompile(`http://\S+/dashboard/confirm-email\?toke
 // Screenshots dash-confirm-banner, dash-confirm-signin, dash-confirm and
 // dash-reclaimed.
 func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	box := &notify.Outbox{}
 	_, hs := pagesServerMailing(t, box)
 	base := hs.URL

@@ -343,12 +343,7 @@ func TestDashboardInBrowser(t *testing.T) {
 // payments made through the store (the page shows 50 at a time): first
 // load, a search and the last page, with their weight.
 func TestDashboardThousandPayments(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	st, hs := pagesServer(t)
 
 	b := browser.Start(t, browser.Timeout(4*time.Minute))
@@ -421,6 +416,18 @@ func TestDashboardThousandPayments(t *testing.T) {
 	}
 	tab.Screenshot("dash-payments-1000")
 	tab.AssertNoConsoleErrors()
+}
+
+// needBrowser skips a browser test where chromium is not installed, and
+// fails it under CI=true.
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if !browser.Available() {
+		if ciMode() {
+			t.Fatal("chromium is not installed: make chromium")
+		}
+		t.Skip("chromium is not installed: make chromium")
+	}
 }
 
 // pagesServer is the API with the pages over a SQLite store, without

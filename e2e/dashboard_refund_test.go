@@ -25,12 +25,7 @@ import (
 // nothing is left, and the form is gone. Screenshots: dash-refund-pending,
 // dash-refunds.
 func TestDashboardRefundInBrowser(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{pages: true})
 	email, password := "refunds@roastery.example", "correct horse battery staple"
@@ -153,12 +148,7 @@ func attr(tab *browser.Tab, sel, name string) string {
 // page says so, and the refund shows succeeded. Screenshot:
 // dash-refund-late.
 func TestDashboardExpiredRefundPaidLateInBrowser(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	ctx := context.Background()
 	s, dc := devChainStack(t, 250*time.Millisecond, stackOptions{pages: true, refundWindow: 2 * time.Second})
 	email, password := "late@roastery.example", "correct horse battery staple"

@@ -28,12 +28,7 @@ import (
 // listed and is withdrawn from the page (then it is free).
 // Screenshots dash-wallet-proof and dash-wallet-proven.
 func TestDashboardWalletProofInBrowser(t *testing.T) {
-	if !browser.Available() {
-		if ciMode() {
-			t.Fatal("chromium is not installed: make chromium")
-		}
-		t.Skip("chromium is not installed: make chromium")
-	}
+	needBrowser(t)
 	ctx := context.Background()
 	st, hs := pagesServer(t)
 

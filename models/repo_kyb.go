@@ -14,7 +14,8 @@ func (s *Store) SubmitKYB(ctx context.Context, app *KYBApplication) error {
 }
 
 // ErrEmailUnconfirmed refuses what needs the account's address confirmed.
-var ErrEmailUnconfirmed = apperr.Forbidden("confirm the account's e-mail address first")
+var ErrEmailUnconfirmed = apperr.WithHint(apperr.ErrForbidden, "confirm the account's e-mail address before submitting the KYB application",
+	"open the link e-mailed to the account's address while signed in, or ask for a new one (POST /api/auth/email-confirmation)")
 
 // SubmitConfirmedKYB is SubmitKYB for an account whose address must be
 // confirmed (a server that confirms addresses): checked under the

@@ -153,11 +153,14 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 	}
 	var root []func(e *gin.Engine)
 	var pageNotFound func(*gin.Context) bool
+	// The reset and confirmation e-mails' sender; with the dashboard's
+	// address the server confirms addresses (api.Server.confirmationsOn).
+	mailer := a.resetMailer()
 	if svc != nil {
 		public := os.Getenv("PAYGATE_PUBLIC_URL")
 		pages, err := web.New(web.Pages{Checkout: svc, Store: a.store, Log: a.log, FrameAncestors: os.Getenv("CHECKOUT_FRAME_ANCESTORS"),
 			PublicURL: public, SecureCookies: strings.HasPrefix(public, "https://"), Limiter: limiter,
-			ConfirmsEmail: a.resetMailer() != nil && a.cfg.PublicBaseURL != ""})
+			ConfirmsEmail: mailer != nil && a.cfg.PublicBaseURL != ""})
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +176,7 @@ func (a *app) apiServer(svc *checkout.Service, refunds *refund.Service) (*api.Se
 		Root:           root,
 		PageNotFound:   pageNotFound,
 		PublicURL:      os.Getenv("PAYGATE_PUBLIC_URL"),
-		Mailer:         a.resetMailer(),
+		Mailer:         mailer,
 		ResetBaseURL:   a.cfg.PublicBaseURL,
 		WebhookPolicy:  webhook.Policy{AllowLoopbackHTTP: a.cfg.WebhookAllowLoopback},
 		Deliveries:     deliveries,
