@@ -255,6 +255,15 @@ const cancelInFlightRestVersion = "cancel-in-flight-voids-the-rest"
 // pay with, was canceled.
 const heldLastWindowVersion = "held-last-window-waits"
 
+// createdFirstVersion marks the workflows whose subscription.created is
+// recorded under the actions' lock: an action that reached the first
+// workflow task (a cancel or a pause sent right after the create) is
+// recorded after it. Before, the two records raced: subscription.created
+// could reach the receiver after subscription.canceled, or carry a status
+// other than the first (a receiver provisioning on it would provision a
+// canceled subscription), and an update arrive before any created.
+const createdFirstVersion = "created-before-actions"
+
 // SubscriptionState is the whole state of a subscription's workflow: the
 // input of every run, carried whole by continue-as-new.
 type SubscriptionState struct {
@@ -370,6 +379,15 @@ func SubscriptionWorkflow(ctx workflow.Context, st SubscriptionState) (Subscript
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{activities.ErrTypePaymentInFlight, activities.ErrTypeInvalidInput}},
 	})
+	// An action sent as the workflow starts (a PATCH right after the
+	// POST's 201) waits for the created record (createdFirstVersion): the
+	// lock is taken before the handlers are there to take it.
+	first := !s.st.Created && workflow.GetVersion(ctx, createdFirstVersion, workflow.DefaultVersion, 1) == 1
+	if first {
+		if err := s.mu.Lock(ctx); err != nil {
+			return SubscriptionResult{}, err
+		}
+	}
 	if err := s.registerHandlers(ctx); err != nil {
 		return SubscriptionResult{}, err
 	}
@@ -383,7 +401,11 @@ func SubscriptionWorkflow(ctx workflow.Context, st SubscriptionState) (Subscript
 	})
 	if !s.st.Created {
 		s.st.Created = true
-		if err := s.record(ctx, subEvent("subscription.created", nil)); err != nil {
+		err := s.record(ctx, subEvent("subscription.created", nil))
+		if first {
+			s.mu.Unlock()
+		}
+		if err != nil {
 			return SubscriptionResult{}, err
 		}
 	}

@@ -40,6 +40,7 @@ var subscriptionHistoryFiles = []string{
 	"testdata/subscription_unbillable_held.json",        // the first invoice's session refused twice (Unbillable): held (billingBlockedVersion), then opened; cancel_now
 	"testdata/subscription_held_last_window.json",       // the last reminder's session cancelled, its replacement refused past dunning's end: the end waits (heldLastWindowVersion), a session, canceled unpaid
 	"testdata/subscription_cancel_older_in_flight.json", // cancel while the grace session's transfer is confirmed: the current one voided, a hold (cancelInFlightRestVersion); it bounces: canceled
+	"testdata/subscription_action_at_start.json",        // cancel_now sent at once after the start, recorded after subscription.created (createdFirstVersion)
 }
 
 // TestSubscriptionReplay replays every saved history against the current
@@ -352,6 +353,14 @@ func TestSubscriptionRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[14])
+
+	// 16. cancel_now sent at once after the start: recorded after
+	// subscription.created (createdFirstVersion).
+	id = rec.start("sub_replay_action_at_start", long, time.Hour)
+	if st, err := rec.action(id, ActionCancelNow); err != nil || st.Status != models.SubCanceled {
+		t.Fatalf("cancel_now at the start: %+v %v", st, err)
+	}
+	save(id.id, rec.finish(id, CancelReasonRequested), subscriptionHistoryFiles[15])
 }
 
 // settle sends the settle update for exception excID.

@@ -2035,3 +2035,31 @@ func TestSubscriptionCancelWithAnOlderSessionInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscriptionActionAtTheStart: an action that reaches the workflow's
+// first task (a PATCH right after the POST's 201) is recorded after
+// subscription.created. Before, the two records raced: created reached the
+// store after canceled, carrying "canceled", or a pause's updated came
+// before any created (found by an audit helper).
+func TestSubscriptionActionAtTheStart(t *testing.T) {
+	for _, action := range []string{ActionCancelNow, ActionPause} {
+		t.Run(action, func(t *testing.T) {
+			h := newSubHarness(t, subStart, 14, billing.Month)
+			u := h.action(subStart, action)
+			h.action(subStart.Add(400*24*time.Hour), ActionCancelNow) // ends a paused one
+			h.runUntil(3, nil)
+			if u.err != nil || u.rejected != nil {
+				t.Fatalf("%s at the start: %v %v", action, u.err, u.rejected)
+			}
+			ev := h.store.emitted()
+			if len(ev) < 2 || ev[0].Type != "subscription.created" || ev[0].Record.Status != models.SubTrialing {
+				t.Fatalf("first record %+v", ev[0])
+			}
+			for _, e := range ev[1:] {
+				if e.Type == "subscription.created" {
+					t.Fatalf("a second created: %+v", e)
+				}
+			}
+		})
+	}
+}
