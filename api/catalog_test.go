@@ -94,6 +94,20 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 			expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia", "cancelUrl": bad}), "cancelUrl")
 		}
 		expectField(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base"}), "network")
+		// Live mode sends a paying customer back over https only; test mode
+		// takes a local shop's http. The ids' placeholders are kept as given.
+		live := h.withLive(h.signup())
+		liveReq := func(u string) map[string]any {
+			return map[string]any{"name": "Order", "amount": "3.00", "network": "base", "successUrl": u}
+		}
+		expectField(t, h.do("POST", "/api/v1/checkouts", live.LiveKey, liveReq("http://shop.example/thanks")), "successUrl")
+		r = h.do("POST", "/api/v1/checkouts", live.LiveKey, liveReq("https://shop.example/thanks?c={CHECKOUT_ID}&s={SESSION_ID}"))
+		expect(t, r, 201, "")
+		if r.data()["successUrl"] != "https://shop.example/thanks?c={CHECKOUT_ID}&s={SESSION_ID}" || r.data()["livemode"] != true {
+			t.Fatalf("live checkout %s", r.Raw)
+		}
+		expect(t, h.do("POST", "/api/v1/checkouts", m.TestKey, map[string]any{"productId": prod, "network": "base_sepolia",
+			"successUrl": "http://localhost:3000/thanks/{CHECKOUT_ID}"}), 201, "")
 
 		// A deactivated product sells no more.
 		expect(t, h.do("PATCH", "/api/v1/products/"+prod, m.TestKey, map[string]any{"active": false}), 200, "")
@@ -107,7 +121,7 @@ func TestProductsAndHostedCheckouts(t *testing.T) {
 		}
 		expect(t, h.do("POST", "/api/v1/checkouts/"+id+"/cancel", m.TestKey, nil), 409, "CONFLICT")
 		expectField(t, h.do("GET", "/api/checkout/links/"+hc["paymentLinkId"].(string), "", nil), "linkId")
-		if got := h.do("GET", "/api/v1/checkouts", m.TestKey, nil); len(got.list()) != 2 {
+		if got := h.do("GET", "/api/v1/checkouts", m.TestKey, nil); len(got.list()) != 3 {
 			t.Fatalf("checkouts %s", got.Raw)
 		}
 		// A null amount beside a product is no amount (clients send unset

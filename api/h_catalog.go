@@ -282,15 +282,22 @@ func (v *checker) metadata(field string, m map[string]string) map[string]string 
 }
 
 // returnURL accepts an absolute http(s) URL (where the page sends the
-// customer back).
-func (v *checker) returnURL(field, s string) string {
+// customer back), https only in live mode: a plain-http return of a
+// customer who paid is open to anyone on the way (the checkout's and the
+// session's ids ride in it), and no shop in production takes orders so.
+// {CHECKOUT_ID} and {SESSION_ID} in it are replaced when the page sends
+// the customer there.
+func (v *checker) returnURL(field, s string, mode models.Mode) string {
 	if s == "" {
 		return ""
 	}
 	u, err := url.Parse(s) // refuses control characters (a NUL among them)
-	if len(s) >= 2048 || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
-		!utf8.ValidString(s) || strings.ContainsAny(s, " \"<>") {
+	switch {
+	case len(s) >= 2048 || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		!utf8.ValidString(s) || strings.ContainsAny(s, " \"<>"):
 		v.Add(field, "must be an absolute http(s) URL under 2048 characters")
+	case mode == models.ModeLive && u.Scheme != "https":
+		v.Add(field, "must be an https URL in live mode")
 	}
 	return s
 }
@@ -343,8 +350,8 @@ func (s *Server) createHostedCheckout(c *gin.Context) {
 	hc.Metadata = v.metadata("metadata", req.Metadata)
 	hc.ExternalCustomerID = v.text("externalCustomerId", req.ExternalCustomerID, false, 255)
 	hc.CustomerEmail = v.email("customerEmail", req.CustomerEmail, false)
-	hc.SuccessURL = v.returnURL("successUrl", req.SuccessURL)
-	hc.CancelURL = v.returnURL("cancelUrl", req.CancelURL)
+	hc.SuccessURL = v.returnURL("successUrl", req.SuccessURL, p.Mode)
+	hc.CancelURL = v.returnURL("cancelUrl", req.CancelURL, p.Mode)
 	minutes := 24 * 60
 	if req.ExpiresInMinutes != nil {
 		minutes = *req.ExpiresInMinutes

@@ -174,10 +174,33 @@ func TestCancelWithAPaymentOnItsWay(t *testing.T) {
 		if now, _ := st.HostedCheckoutOf(ctx, sc, hc.ID); now.Status != models.HostedOpen {
 			t.Fatalf("the refused cancel left %q", now.Status)
 		}
+		// Past its expiry the checkout stays open while that payment is on
+		// its way (it completes the checkout when it confirms; "expired"
+		// would read as a lost order), and takes no new session.
+		st.SetClock(func() time.Time { return hc.ExpiresAt.Add(time.Minute) })
+		got, err := st.HostedCheckoutOf(ctx, sc, hc.ID)
+		if list, _, lerr := st.HostedCheckouts(ctx, sc, models.Page{Limit: 10}); err != nil || lerr != nil || got.Status != models.HostedOpen ||
+			len(list) != 1 || list[0].Status != models.HostedOpen {
+			t.Fatalf("past its expiry with a payment on its way: %+v %v, list %+v %v", got, err, list, lerr)
+		}
+		late := &models.CheckoutSession{MerchantID: m.ID, Mode: models.ModeTest, PaymentLinkID: l.ID, Network: "base_sepolia",
+			ExpectedAmount: money.FromCents(500), MerchantWalletAddress: "0xabc", TokenAddress: "0xdef", CheckoutID: &hc.ID,
+			ExpiresAt: hc.ExpiresAt.Add(time.Hour)}
+		if err := st.CreateCheckoutSession(ctx, late); !errors.Is(err, apperr.ErrBadRequest) || !strings.Contains(err.Error(), "expired") {
+			t.Fatalf("a session after the expiry: %v", err)
+		}
+		if _, err := st.CancelHostedCheckout(ctx, sc, hc.ID); !errors.Is(err, apperr.ErrConflict) || !strings.Contains(err.Error(), "being confirmed") {
+			t.Fatalf("cancel past the expiry with a payment on its way: %v", err)
+		}
 		if _, err := st.FinishSession(ctx, models.Outcome{SessionID: cs.ID, EntryID: models.NewID(), Source: "chain", At: time.Now(),
 			Status: models.StatusFailed, Reason: "TX_REVERTED", Message: "reverted"}); err != nil {
 			t.Fatal(err)
 		}
+		// The payment failed: the checkout is expired, as it would have been.
+		if got, _ := st.HostedCheckoutOf(ctx, sc, hc.ID); got.Status != models.HostedExpired {
+			t.Fatalf("after the payment failed past the expiry: %q", got.Status)
+		}
+		st.SetClock(time.Now)
 		if got, err := st.CancelHostedCheckout(ctx, sc, hc.ID); err != nil || got.Status != models.HostedCancelled {
 			t.Fatalf("cancel after the payment failed: %+v %v", got, err)
 		}

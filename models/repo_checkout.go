@@ -48,7 +48,9 @@ func (s *Store) CreateCheckoutSession(ctx context.Context, cs *CheckoutSession) 
 			if err := s.forUpdate(tx).Select("id", "status", "expires_at").Where("id = ?", *cs.CheckoutID).Take(&hc).Error; err != nil {
 				return notFound(err)
 			}
-			s.expireHosted(&hc)
+			if hc.Status == HostedOpen && !now.Before(hc.ExpiresAt) {
+				hc.Status = HostedExpired // no new session, whatever is on its way
+			}
 			if hc.Status != HostedOpen {
 				return apperr.Invalid("linkId", "the checkout is "+hc.Status)
 			}

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/paygate/paygate/apperr"
@@ -93,8 +94,11 @@ func (s *Store) HostedCheckoutOf(ctx context.Context, sc Scope, id string) (*Hos
 	if err := s.scoped(ctx, sc).Where("id = ?", id).Take(&hc).Error; err != nil {
 		return nil, notFound(err)
 	}
-	s.expireHosted(&hc)
-	return &hc, nil
+	rows := []HostedCheckout{hc}
+	if err := s.expireHosted(s.ctx(ctx), rows); err != nil {
+		return nil, err
+	}
+	return &rows[0], nil
 }
 
 // HostedCheckoutByID loads a hosted checkout of any merchant (pages).
@@ -103,23 +107,57 @@ func (s *Store) HostedCheckoutByID(ctx context.Context, id string) (*HostedCheck
 	if err := s.ctx(ctx).Where("id = ?", id).Take(&hc).Error; err != nil {
 		return nil, notFound(err)
 	}
-	s.expireHosted(&hc)
-	return &hc, nil
+	rows := []HostedCheckout{hc}
+	if err := s.expireHosted(s.ctx(ctx), rows); err != nil {
+		return nil, err
+	}
+	return &rows[0], nil
 }
 
-func (s *Store) expireHosted(hc *HostedCheckout) {
-	if hc.Status == HostedOpen && !s.Now().Before(hc.ExpiresAt) {
-		hc.Status = HostedExpired
+// expireHosted brings the rows' status up to date: an open checkout past
+// its expiry is expired, unless one of its sessions holds a transfer
+// broadcast before the end (it completes the checkout when it confirms:
+// answered "expired", a merchant would read the order as lost and the
+// customer's money would land on a closed order). It stays open, taking
+// no new session, until that payment completes it or fails.
+func (s *Store) expireHosted(db *gorm.DB, rows []HostedCheckout) error {
+	now := s.Now()
+	var due []string
+	for i := range rows {
+		if rows[i].Status == HostedOpen && !now.Before(rows[i].ExpiresAt) {
+			due = append(due, rows[i].ID)
+		}
 	}
+	if len(due) == 0 {
+		return nil
+	}
+	var moving []string
+	if err := db.Model(&CheckoutSession{}).Distinct("checkout_id").Where("checkout_id IN ?", due).
+		Where(movingPayment, terminalStatuses, []string{StatusBroadcast, StatusConfirming}).Pluck("checkout_id", &moving).Error; err != nil {
+		return err
+	}
+	for i := range rows {
+		if rows[i].Status == HostedOpen && !now.Before(rows[i].ExpiresAt) && !slices.Contains(moving, rows[i].ID) {
+			rows[i].Status = HostedExpired
+		}
+	}
+	return nil
 }
+
+// movingPayment selects a session holding a transfer on its way: a hash
+// recorded, or a broadcast or confirming status, and no outcome yet.
+const movingPayment = "status NOT IN ? AND (tx_hash IS NOT NULL OR status IN ?)"
 
 // HostedCheckouts lists a page of the scope's hosted checkouts, newest first.
 func (s *Store) HostedCheckouts(ctx context.Context, sc Scope, p Page) ([]HostedCheckout, bool, error) {
 	rows, more, err := fetchPage[HostedCheckout](s.scoped(ctx, sc), p)
-	for i := range rows {
-		s.expireHosted(&rows[i])
+	if err != nil {
+		return nil, false, err
 	}
-	return rows, more, err
+	if err := s.expireHosted(s.ctx(ctx), rows); err != nil {
+		return nil, false, err
+	}
+	return rows, more, nil
 }
 
 // CancelHostedCheckout cancels an open hosted checkout and closes its link;
@@ -130,8 +168,11 @@ func (s *Store) CancelHostedCheckout(ctx context.Context, sc Scope, id string) (
 		if err := tx.Where("id = ? AND merchant_id = ? AND mode = ?", id, sc.MerchantID, sc.Mode).Take(&hc).Error; err != nil {
 			return notFound(err)
 		}
-		s.expireHosted(&hc)
-		if hc.Status != HostedOpen {
+		rows := []HostedCheckout{hc}
+		if err := s.expireHosted(tx, rows); err != nil {
+			return err
+		}
+		if hc = rows[0]; hc.Status != HostedOpen {
 			return apperr.Conflict("the checkout is " + hc.Status)
 		}
 		// A payment already on its way completes the checkout when it
@@ -139,8 +180,8 @@ func (s *Store) CancelHostedCheckout(ctx context.Context, sc Scope, id string) (
 		// would be read as final (goods not shipped, a second checkout
 		// sent) while the customer's money lands.
 		var moving int64
-		if err := tx.Model(&CheckoutSession{}).Where("checkout_id = ? AND status NOT IN ? AND (tx_hash IS NOT NULL OR status IN ?)",
-			hc.ID, terminalStatuses, []string{StatusBroadcast, StatusConfirming}).Count(&moving).Error; err != nil {
+		if err := tx.Model(&CheckoutSession{}).Where("checkout_id = ?", hc.ID).
+			Where(movingPayment, terminalStatuses, []string{StatusBroadcast, StatusConfirming}).Count(&moving).Error; err != nil {
 			return err
 		}
 		if moving > 0 {

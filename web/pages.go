@@ -114,11 +114,47 @@ func (p *Pages) renderPay(c *gin.Context, status int, f payForm, problem string)
 	if f.Country == "" {
 		f.Country = countryFromLanguage(c.GetHeader("Accept-Language"))
 	}
-	p.render(c, status, "pay.html", map[string]any{
+	data := map[string]any{
 		"Link": info.Link, "Merchant": info.Merchant, "Networks": nets, "Countries": countriesByLang[p.language(c)], "Form": f,
 		"Problem": problem, "Inactive": inactive, "Test": info.Link.Mode == models.ModeTest,
 		"Title": info.Link.Name,
-	})
+	}
+	if info.Link.CheckoutID != nil {
+		// Unread (a store failure), the page is the link's alone.
+		if hc, err := p.Store.HostedCheckoutByID(c.Request.Context(), *info.Link.CheckoutID); err == nil {
+			p.hostedPay(c, data, hc, &f)
+		} else {
+			p.Log.WarnContext(c.Request.Context(), "web: hosted checkout not read", "err", err)
+		}
+	}
+	p.render(c, status, "pay.html", data)
+}
+
+// hostedPay adds a hosted checkout's parts to its pay page: the e-mail the
+// merchant gave, filled in on the first view; once it takes no session,
+// why (paid, expired, cancelled) and the way back to the shop.
+func (p *Pages) hostedPay(c *gin.Context, data map[string]any, hc *models.HostedCheckout, f *payForm) {
+	if c.Request.Method == http.MethodGet && f.Email == "" {
+		f.Email = hc.CustomerEmail
+		data["Form"] = *f
+	}
+	if !data["Inactive"].(bool) {
+		return
+	}
+	back, session := hc.CancelURL, ""
+	switch hc.Status {
+	case models.HostedComplete:
+		back = hc.SuccessURL
+		if hc.SessionID != nil {
+			session = *hc.SessionID
+		}
+		data["Closed"] = "pay.closed.complete"
+	case models.HostedCancelled:
+		data["Closed"] = "pay.closed.cancelled"
+	default: // expired, or open with a payment on its way past the end
+		data["Closed"] = "pay.closed.expired"
+	}
+	data["ReturnURL"] = returnURL(back, hc.ID, session)
 }
 
 // countryFromLanguage guesses the country from Accept-Language ("de-DE").
@@ -227,9 +263,12 @@ func (p *Pages) sessionView(c *gin.Context, cs *models.CheckoutSession) (map[str
 		// Released is the note of a transaction set aside (below).
 		"Released": "",
 	}
+	// "Start again" only while the link takes a new session (a hosted
+	// checkout's link ends with the checkout).
+	data["Again"] = link.Active && (link.ExpiresAt == nil || p.Store.Now().Before(*link.ExpiresAt))
 	if cs.CheckoutID != nil {
 		if hc, err := p.Store.HostedCheckoutByID(ctx, *cs.CheckoutID); err == nil {
-			data["SuccessURL"], data["CancelURL"] = hc.SuccessURL, hc.CancelURL
+			data["SuccessURL"], data["CancelURL"] = returnURL(hc.SuccessURL, hc.ID, cs.ID), returnURL(hc.CancelURL, hc.ID, cs.ID)
 		}
 	}
 	if cs.TxHash != nil {
@@ -264,6 +303,14 @@ func (p *Pages) sessionView(c *gin.Context, cs *models.CheckoutSession) (map[str
 		}
 	}
 	return data, nil
+}
+
+// returnURL is a hosted checkout's return URL with its placeholders filled
+// in: {CHECKOUT_ID} with the checkout's id and {SESSION_ID} with the
+// session's (empty where the customer opened none). Both are UUIDs, safe
+// anywhere in a URL.
+func returnURL(u, checkoutID, sessionID string) string {
+	return strings.NewReplacer("{CHECKOUT_ID}", checkoutID, "{SESSION_ID}", sessionID).Replace(u)
 }
 
 // payURI is what the QR code carries: an EIP-681 transfer of the token

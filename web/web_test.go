@@ -402,3 +402,95 @@ func TestEveryCountryOffered(t *testing.T) {
 		t.Fatalf("a customer from Argentina: %d", ok.status)
 	}
 }
+
+// TestHostedCheckoutPages: a hosted checkout's pay page fills in the
+// e-mail its merchant gave; the return URLs carry the checkout's and the
+// session's ids where the merchant put their placeholders; once the
+// checkout is expired, cancelled or paid, its page says which and leads back
+// to the shop, and a session's page offers no "Start again" (before: a
+// bare "not accepting payments", and a button to a page that took nothing).
+func TestHostedCheckoutPages(t *testing.T) {
+	s := newSite(t, func(p *web.Pages) { p.Checkout.Now = p.Store.Now }) // one clock
+	ctx := context.Background()
+	hc := &models.HostedCheckout{MerchantID: s.link.MerchantID, Mode: models.ModeTest, Name: "Order A-1", Amount: money.FromCents(1200),
+		Currency: "USD", CustomerEmail: "ann@example.com", SuccessURL: "https://shop.example/thanks?c={CHECKOUT_ID}&s={SESSION_ID}",
+		CancelURL: "https://shop.example/cart/{CHECKOUT_ID}", ExpiresAt: time.Now().Add(time.Hour)}
+	l := &models.PaymentLink{MerchantID: s.link.MerchantID, Mode: models.ModeTest, Name: "Order A-1", Amount: money.FromCents(1200),
+		Currency: "USD", Network: "base_sepolia", Networks: models.StringList{"base_sepolia"}, Token: "USDC",
+		WalletAddresses: models.StringMap{"base_sepolia": s.link.MerchantWalletAddress}, MerchantWalletAddress: s.link.MerchantWalletAddress}
+	if err := s.st.CreateHostedCheckout(ctx, hc, l); err != nil {
+		t.Fatal(err)
+	}
+	p := s.get("/pay/" + l.ID)
+	if p.status != 200 || !strings.Contains(p.body, `value="ann@example.com"`) {
+		t.Fatalf("pay page %d lacks the checkout's e-mail", p.status)
+	}
+	// The customer's own e-mail, sent with a problem, is shown as sent.
+	bad := s.post("/pay/"+l.ID, url.Values{"network": {"base_sepolia"}, "email": {"bob@example.com"}, "country": {"DE"}, "wallet": {"0x12"}})
+	if bad.status != 400 || !strings.Contains(bad.body, `value="bob@example.com"`) {
+		t.Fatalf("form with a problem: %d", bad.status)
+	}
+	ok := s.post("/pay/"+l.ID, url.Values{"network": {"base_sepolia"}, "name": {"Ann"}, "email": {"ann@example.com"}, "country": {"DE"},
+		"address": {"Berlin"}, "wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
+	if ok.status != http.StatusSeeOther {
+		t.Fatalf("form: %d", ok.status)
+	}
+	session := strings.TrimPrefix(ok.loc, "/checkout/")
+	at := time.Now()
+	if _, err := s.st.FinishSession(ctx, models.Outcome{SessionID: session, EntryID: models.NewID(), Source: "chain", At: at,
+		Status: models.StatusExpired}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.get(ok.loc)
+	if !strings.Contains(c.body, `href="/pay/`+l.ID+`"`) || !strings.Contains(c.body, `href="https://shop.example/cart/`+hc.ID+`"`) {
+		t.Fatalf("expired session of an open checkout: no way to start again or back to the shop")
+	}
+
+	// The checkout's own end: the pay page says so and leads back; the
+	// session's page has no "Start again".
+	s.st.SetClock(func() time.Time { return hc.ExpiresAt.Add(time.Second) })
+	defer s.st.SetClock(time.Now)
+	p = s.get("/pay/" + l.ID)
+	if !strings.Contains(p.body, "This checkout has expired.") || !strings.Contains(p.body, `href="https://shop.example/cart/`+hc.ID+`"`) ||
+		strings.Contains(p.body, `id="pay-form"`) {
+		t.Fatalf("pay page of an expired checkout:\n%s", p.body)
+	}
+	if c = s.get(ok.loc); strings.Contains(c.body, `href="/pay/`+l.ID+`"`) {
+		t.Fatal("an expired checkout's session offers to start again")
+	}
+	s.st.SetClock(time.Now)
+	if _, err := s.st.CancelHostedCheckout(ctx, models.Scope{MerchantID: hc.MerchantID, Mode: models.ModeTest}, hc.ID); err != nil {
+		t.Fatal(err)
+	}
+	if p = s.get("/pay/" + l.ID); !strings.Contains(p.body, "This checkout was cancelled by the shop.") {
+		t.Fatal("pay page of a cancelled checkout does not say so")
+	}
+
+	// Paid: the page leads to the success URL with both ids.
+	hc2 := *hc
+	hc2.ID, hc2.ExpiresAt = "", time.Now().Add(time.Hour)
+	l2 := *l
+	l2.ID = ""
+	if err := s.st.CreateHostedCheckout(ctx, &hc2, &l2); err != nil {
+		t.Fatal(err)
+	}
+	ok = s.post("/pay/"+l2.ID, url.Values{"network": {"base_sepolia"}, "name": {"Ann"}, "email": {"ann@example.com"}, "country": {"DE"},
+		"address": {"Berlin"}, "wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
+	paid := strings.TrimPrefix(ok.loc, "/checkout/")
+	hash := "0x" + strings.Repeat("ab", 32)
+	if err := s.st.RecordSessionTransition(ctx, models.Transition{SessionID: paid, EntryID: models.NewID(), Status: models.StatusBroadcast,
+		Source: "client", TxHash: hash, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.FinishSession(ctx, models.Outcome{SessionID: paid, EntryID: models.NewID(), Source: "chain", At: at,
+		Status: models.StatusComplete, ReceivedUnits: "12000000", Bound: true}); err != nil {
+		t.Fatal(err)
+	}
+	back := `href="https://shop.example/thanks?c=` + hc2.ID + `&amp;s=` + paid + `"`
+	if c = s.get(ok.loc); !strings.Contains(c.body, back) || strings.Contains(c.body, "{CHECKOUT_ID}") {
+		t.Fatalf("paid session's page lacks %s", back)
+	}
+	if p = s.get("/pay/" + l2.ID); !strings.Contains(p.body, "This checkout has been paid.") || !strings.Contains(p.body, back) {
+		t.Fatal("pay page of a paid checkout")
+	}
+}
