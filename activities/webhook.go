@@ -40,6 +40,10 @@ type DeliveryTarget struct {
 	// PreviousSecret is the secret a rotation replaced while its overlap
 	// lasts, "" otherwise: the attempt carries a signature under each.
 	PreviousSecret string
+	// Unsigned, when set, says why the attempt cannot be signed (the
+	// server's keys do not open the endpoint's secret): the attempt is
+	// recorded as failed with it, nothing sent.
+	Unsigned string
 	// Body is the exact JSON envelope ({event, data, webhookDeliveryId,
 	// timestamp}) as stored at creation: the same bytes on every attempt.
 	Body []byte
@@ -164,7 +168,12 @@ func (a *WebhookActivities) AttemptDelivery(ctx context.Context, in DeliveryAtte
 
 	at := a.now()
 	var res webhook.Result
-	if target.Active {
+	switch {
+	case target.Active && target.Unsigned != "":
+		activity.GetLogger(ctx).Error("webhook delivery not signed: restore the server's secret key, or rotate the endpoint's secret",
+			"deliveryId", in.DeliveryID, "err", target.Unsigned)
+		res = webhook.Result{Error: "not sent: " + target.Unsigned + "; the operator restores the key, or you rotate the endpoint's secret"}
+	case target.Active:
 		res = a.Sender.Send(ctx, webhook.Request{
 			URL:            target.URL,
 			Secret:         target.Secret,
@@ -174,7 +183,7 @@ func (a *WebhookActivities) AttemptDelivery(ctx context.Context, in DeliveryAtte
 			Body:           target.Body,
 			Live:           target.Live,
 		})
-	} else {
+	default:
 		res = webhook.Result{Error: "endpoint disabled"}
 	}
 	if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -205,6 +206,27 @@ func TestWebhookAttemptDeliveryInactiveEndpoint(t *testing.T) {
 	}
 	if rcv.hits.Load() != 0 {
 		t.Fatal("sent to a disabled endpoint")
+	}
+}
+
+// TestWebhookAttemptDeliveryUnsigned: an endpoint whose secret the
+// server's keys do not open is a failed attempt that says so, on the usual
+// schedule, nothing sent (before, a store error: retried an hour per
+// attempt, never recorded, and the reconciler began again for ever).
+func TestWebhookAttemptDeliveryUnsigned(t *testing.T) {
+	a, store, rcv := webhookSetup(t, http.StatusNoContent)
+	tgt := store.targets["dlv_1"]
+	tgt.Secret, tgt.Unsigned = "", "the endpoint's signing secret cannot be opened with this server's keys"
+	store.targets["dlv_1"] = tgt
+	res, err := runAttempt(t, a, DeliveryAttemptInput{DeliveryID: "dlv_1", Attempt: 2})
+	if err != nil || res.Delivered || res.Status != DeliveryStatusPending || !strings.Contains(res.Error, "cannot be opened") {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if recs := store.recorded("dlv_1"); len(recs) != 1 || !strings.Contains(recs[0].Error, "rotate the endpoint's secret") {
+		t.Fatalf("records %+v", recs)
+	}
+	if rcv.hits.Load() != 0 {
+		t.Fatal("sent unsigned")
 	}
 }
 

@@ -14,6 +14,12 @@ import (
 // ErrGone reports a delivery or endpoint that no longer exists.
 var ErrGone = errors.New("gone")
 
+// ErrSecretUnopened: an endpoint's signing secret cannot be opened with the
+// server's keys (PAYGATE_SECRET_KEY changed without the old one kept as
+// PAYGATE_SECRET_KEY_PREVIOUS, or none set). No retry mends it; the
+// operator restoring the key, or the merchant rotating the secret, does.
+var ErrSecretUnopened = errors.New("the endpoint's signing secret cannot be opened with this server's keys")
+
 // DeliveryTarget is what one delivery attempt sends where.
 type DeliveryTarget struct {
 	URL    string
@@ -21,7 +27,10 @@ type DeliveryTarget struct {
 	// PreviousSecret is the secret a rotation replaced, while its overlap
 	// lasts ("" otherwise): the attempt is signed under both.
 	PreviousSecret string
-	Body           []byte
+	// Unsigned, when set, says why the attempt cannot be signed (Secret is
+	// then empty): it is recorded as a failed attempt, nothing sent.
+	Unsigned string
+	Body     []byte
 	Active         bool
 	// Live is true for a live-mode endpoint (held to the strict dial policy).
 	Live bool
@@ -51,6 +60,13 @@ func (s *Store) DeliveryTarget(ctx context.Context, deliveryID string) (Delivery
 	}
 	ep := &row.WebhookEndpoint
 	secret, err := s.openSecret(ctx, ep)
+	if errors.Is(err, ErrSecretUnopened) {
+		// A failed attempt the merchant sees, on the usual schedule: as a
+		// store error it was retried an hour per attempt, never recorded,
+		// and the reconciler began the schedule again, for ever.
+		return DeliveryTarget{URL: ep.URL, Unsigned: ErrSecretUnopened.Error(), Body: row.DeliveryPayload, Active: ep.Active,
+			Live: ep.Mode == ModeLive}, nil
+	}
 	if err != nil {
 		return DeliveryTarget{}, err
 	}
@@ -112,19 +128,19 @@ func (s *Store) openSecret(ctx context.Context, ep *WebhookEndpoint) (string, er
 // not sealed under the current key.
 func (s *Store) openCurrentSecret(ep *WebhookEndpoint) (secret string, stale bool, err error) {
 	if s.secrets == nil {
-		return "", false, errNoKeyring
+		return "", false, fmt.Errorf("%w (%w)", ErrSecretUnopened, errNoKeyring)
 	}
 	switch {
 	case ep.SecretSealed != "":
 		secret, stale, err = s.secrets.Open(ep.SecretSealed, secretAAD(ep.ID))
 		if err != nil {
-			return "", false, fmt.Errorf("webhook endpoint %s: secret: %w", ep.ID, err)
+			return "", false, fmt.Errorf("%w (webhook endpoint %s: %w)", ErrSecretUnopened, ep.ID, err)
 		}
 		return secret, stale, nil
 	case ep.LegacySecret != "":
 		return ep.LegacySecret, true, nil
 	}
-	return "", false, fmt.Errorf("webhook endpoint %s: no secret stored", ep.ID)
+	return "", false, fmt.Errorf("%w (webhook endpoint %s: no secret stored)", ErrSecretUnopened, ep.ID)
 }
 
 // resealEndpoint writes secret sealed under the current key, provided the
@@ -440,11 +456,19 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, merchantID, id, secret 
 		now := s.Now()
 		fields := map[string]any{"secret_sealed": sealed, "secret": "", "updated_at": now,
 			"previous_secret_sealed": "", "previous_secret_until": nil}
+		replaced, _, err := "", false, error(nil)
 		if overlap > 0 {
-			replaced, _, err := s.openCurrentSecret(&ep)
-			if err != nil {
-				return err
-			}
+			replaced, _, err = s.openCurrentSecret(&ep)
+		}
+		// A secret the server's keys no longer open signs nothing: the
+		// rotation mends the endpoint, with no overlap to keep (it was a
+		// 500, and only a rotation without overlap mended it).
+		if errors.Is(err, ErrSecretUnopened) {
+			overlap = 0
+		} else if err != nil {
+			return err
+		}
+		if overlap > 0 {
 			kept, err := s.secrets.Seal(replaced, previousSecretAAD(id))
 			if err != nil {
 				return err

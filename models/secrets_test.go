@@ -393,3 +393,35 @@ func TestIdempotentAnswerKeyRotation(t *testing.T) {
 		}
 	})
 }
+
+// TestUnopenedSecretFailsItsAttempts: an endpoint whose secret the
+// server's keys do not open (PAYGATE_SECRET_KEY changed without the old one
+// kept) gives its deliveries a target that says so, to record as failed
+// attempts (before, a store error: never recorded, retried for ever); a
+// rotation with an overlap mends it, keeping no previous secret (before, a
+// 500: only a rotation without overlap did).
+func TestUnopenedSecretFailsItsAttempts(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		ctx := context.Background()
+		m := newMerchant(t, st, "unopened@example.com")
+		ep, _ := newEndpoint(t, st, m.ID)
+		ids, err := st.EmitEvent(ctx, m.ID, models.ModeTest, models.EventSpec{Type: "checkout.completed",
+			Key: "k:" + models.NewID(), Data: map[string]any{"livemode": false}})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("emit: %v %v", ids, err)
+		}
+		storetest.Exec(t, st, "UPDATE webhook_endpoints SET secret_sealed = 'v1.k0.garbage' WHERE id = ?", ep.ID)
+		tgt, err := st.DeliveryTarget(ctx, ids[0])
+		if err != nil || tgt.Secret != "" || !strings.Contains(tgt.Unsigned, "cannot be opened") || len(tgt.Body) == 0 {
+			t.Fatalf("target of an unopened secret: %+v %v", tgt, err)
+		}
+		next, _ := webhook.NewSecret()
+		rot, err := st.RotateWebhookSecret(ctx, m.ID, ep.ID, next, 24*time.Hour)
+		if err != nil || rot.Secret != next || rot.PreviousSecretUntil != nil {
+			t.Fatalf("rotation with an overlap: %+v %v", rot, err)
+		}
+		if tgt, err = st.DeliveryTarget(ctx, ids[0]); err != nil || tgt.Secret != next || tgt.Unsigned != "" || tgt.PreviousSecret != "" {
+			t.Fatalf("after the rotation: %+v %v", tgt, err)
+		}
+	})
+}
