@@ -31,7 +31,7 @@ type DeliveryTarget struct {
 	// then empty): it is recorded as a failed attempt, nothing sent.
 	Unsigned string
 	Body     []byte
-	Active         bool
+	Active   bool
 	// Live is true for a live-mode endpoint (held to the strict dial policy).
 	Live bool
 }
