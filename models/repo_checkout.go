@@ -120,6 +120,14 @@ func (s *Store) OpenSessionsOfLink(ctx context.Context, linkID string) ([]Checko
 	return rows, err
 }
 
+// OpenSessionsOfSubscription lists a subscription's invoice sessions that
+// have no outcome yet (a broadcast one among them), oldest first.
+func (s *Store) OpenSessionsOfSubscription(ctx context.Context, subscriptionID string) ([]CheckoutSession, error) {
+	var rows []CheckoutSession
+	err := s.ctx(ctx).Where("subscription_id = ? AND status NOT IN ?", subscriptionID, terminalStatuses).Order("id asc").Find(&rows).Error
+	return rows, err
+}
+
 // OverdueSessions lists open sessions that should have ended: without a
 // broadcast and expired before expiredBefore, or with a broadcast and not
 // moved since movedBefore (past the not-found window).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"github.com/paygate/paygate/periodic"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -296,7 +297,10 @@ func stateOf(sub *models.Subscription) workflows.SubscriptionState {
 // read model directly, with its subscription.canceled event (SPEC.md's
 // transitions let a cancel come from any status). An open invoice's
 // session is voided first; one with a payment being confirmed is a
-// conflict, as it is for the workflow.
+// conflict, as it is for the workflow. Every open session of the
+// subscription is voided, not only the latest: an older one of the invoice
+// (dunning opens one per window) stayed payable, and its payment was
+// recorded for a canceled subscription.
 func (s *Service) cancelStopped(ctx context.Context, sc models.Scope, id string) (workflows.SubscriptionState, error) {
 	sub, err := s.Store.Subscription(ctx, sc, id)
 	if err != nil {
@@ -305,13 +309,31 @@ func (s *Service) cancelStopped(ctx context.Context, sc models.Scope, id string)
 	if sub.Status == models.SubCanceled {
 		return stateOf(sub), nil
 	}
-	if s.Sessions != nil && sub.LatestSessionID != nil && *sub.LatestSessionID != "" &&
-		(sub.Status == models.SubRenewalPending || sub.Status == models.SubPastDue) {
-		if _, err := s.Sessions.VoidInvoiceSession(ctx, *sub.LatestSessionID); err != nil {
-			if errors.Is(err, apperr.ErrConflict) {
-				return workflows.SubscriptionState{}, apperr.Conflict("a payment of the renewal is being confirmed on chain; try again when it is decided")
-			}
+	if s.Sessions != nil {
+		open, err := s.Store.OpenSessionsOfSubscription(ctx, sub.ID)
+		if err != nil {
 			return workflows.SubscriptionState{}, err
+		}
+		inFlight := apperr.Conflict("a payment of the renewal is being confirmed on chain; try again when it is decided")
+		for _, cs := range open {
+			if cs.TxHash != nil || !slices.Contains(models.PreBroadcastStatuses, cs.Status) {
+				return workflows.SubscriptionState{}, inFlight // nothing voided: the answer stays whole
+			}
+		}
+		for _, cs := range open {
+			status, err := s.Sessions.VoidInvoiceSession(ctx, cs.ID)
+			switch {
+			case errors.Is(err, apperr.ErrConflict):
+				return workflows.SubscriptionState{}, inFlight
+			case err != nil:
+				return workflows.SubscriptionState{}, err
+			case status == models.StatusComplete:
+				// Paid between the list and the void: the customer's money
+				// is a transaction of the subscription; say so before any
+				// cancel is written over it.
+				return workflows.SubscriptionState{}, apperr.Conflict("a payment of the renewal completed just now (session " + cs.ID +
+					"); see its transaction, then cancel again (and refund it if the subscription is to end)")
+			}
 		}
 	}
 	now := s.now()
