@@ -31,6 +31,8 @@ type errorBody struct {
 	Message string `json:"message"`
 	Code    string `json:"code"`
 	Hint    string `json:"hint,omitempty"`
+	// RetryAfter is a 429's wait in seconds (SPEC.md).
+	RetryAfter *int64 `json:"retryAfter,omitempty"`
 }
 
 func respond(c *gin.Context, status int, data any) {

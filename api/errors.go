@@ -43,6 +43,7 @@ var mapping = []struct {
 	{apperr.ErrConflict, http.StatusConflict, CodeConflict},
 	{apperr.ErrTimeout, http.StatusGatewayTimeout, CodeTimeout},
 	{apperr.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
+	{apperr.ErrRateLimited, http.StatusTooManyRequests, CodeRateLimited},
 }
 
 // defaultRetryAfter is the Retry-After of a 503 whose error names none.
@@ -83,6 +84,14 @@ func fail(c *gin.Context, err error) {
 		if wait > 0 {
 			c.Header("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 		}
+	case http.StatusTooManyRequests:
+		// SPEC.md's 429: retryAfter in the body, and the header.
+		secs := int64(1)
+		if de != nil && de.RetryAfter > 0 {
+			secs = int64((de.RetryAfter + time.Second - 1) / time.Second)
+		}
+		c.Header("Retry-After", strconv.FormatInt(secs, 10))
+		body.RetryAfter = &secs
 	}
 	c.AbortWithStatusJSON(status, body)
 }

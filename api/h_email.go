@@ -99,8 +99,13 @@ func (s *Server) requestEmailConfirmation(c *gin.Context) {
 		return
 	}
 	if !sent {
-		fail(c, apperr.WithHint(apperr.ErrConflict, fmt.Sprintf("%d confirmation links were sent in the past hour, the most an hour", confirmsPerHour),
-			"open the latest one, or ask again later"))
+		at, err := s.Store.EmailConfirmationAllowedAt(c.Request.Context(), m.ID, confirmsPerHour)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		fail(c, apperr.TooMany(fmt.Sprintf("%d confirmation links were sent in the past hour, the most an hour; open the latest one, or ask again later",
+			confirmsPerHour), at.Sub(s.Store.Now())))
 		return
 	}
 	respondMessage(c, http.StatusAccepted, "a link to confirm "+m.Email+" is on its way; open it signed in, within 48 hours")

@@ -22,6 +22,9 @@ var (
 	// ErrUnavailable: a dependency (the workers behind a workflow Update)
 	// did not answer in time; the request may be retried.
 	ErrUnavailable = errors.New("service unavailable")
+	// ErrRateLimited: the caller did this too often (a count the service
+	// keeps, not the request limiter's); retry after RetryAfter.
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // Error is a domain error: a kind (one of the sentinels), a message safe to
@@ -62,6 +65,15 @@ func Unavailable(message string, retryAfter time.Duration) error {
 	secs := int64((retryAfter + time.Second - 1) / time.Second)
 	return &Error{Kind: ErrUnavailable, Message: message, RetryAfter: retryAfter,
 		Hint: "retry in " + strconv.FormatInt(secs, 10) + " seconds"}
+}
+
+// TooMany builds a 429 error: the caller may do it again after retryAfter
+// (at least a second).
+func TooMany(message string, retryAfter time.Duration) error {
+	if retryAfter < time.Second {
+		retryAfter = time.Second
+	}
+	return &Error{Kind: ErrRateLimited, Message: message, RetryAfter: retryAfter}
 }
 
 // NoRetry as an Error's RetryAfter: a 503 that retrying will not mend (a

@@ -162,3 +162,18 @@ func reclaim(tx *gorm.DB, m *Merchant, now time.Time) (Reclaimed, error) {
 	}
 	return r, nil
 }
+
+// EmailConfirmationAllowedAt is when the merchant may be sent another
+// confirmation link, perHour being the most an hour: an hour after the
+// oldest of the last perHour links (now, or earlier, when fewer were sent).
+func (s *Store) EmailConfirmationAllowedAt(ctx context.Context, merchantID string, perHour int) (time.Time, error) {
+	var at []time.Time
+	if err := s.ctx(ctx).Model(&EmailConfirmation{}).Where("merchant_id = ?", merchantID).Order("created_at desc").
+		Offset(perHour-1).Limit(1).Pluck("created_at", &at).Error; err != nil {
+		return time.Time{}, err
+	}
+	if len(at) == 0 {
+		return s.Now(), nil
+	}
+	return at[0].Add(time.Hour), nil
+}
