@@ -151,9 +151,25 @@ func (p *Pages) tooMany(c *gin.Context, status int, retryAfter int64) {
 	c.Abort()
 }
 
-// secure sets the security headers of every page.
+// maxFormBytes bounds a page form's body: the longest form (a KYB
+// application) is a few kilobytes. The logo form forwards its body to the
+// upload route, which has its own bound.
+const maxFormBytes = 64 << 10
+
+// secure sets the security headers of every page, and bounds a form's body
+// before anything reads it: gin's PostForm parses multipart bodies into 32
+// MiB of memory and the rest into temporary files, so a stranger's form
+// post of any size was read whole (found by an audit helper).
 func (p *Pages) secure(c *gin.Context) {
 	p.pageHeaders(c)
+	if c.Request.Method == http.MethodPost && c.Request.Body != nil && !strings.HasSuffix(c.FullPath(), "/settings/logo") {
+		if c.Request.ContentLength > maxFormBytes {
+			p.render(c, http.StatusRequestEntityTooLarge, "error.html", map[string]any{"Message": "error.tooLarge"})
+			c.Abort()
+			return
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBytes)
+	}
 	c.Next()
 }
 
