@@ -341,6 +341,7 @@ func (s *Server) patchMerchant(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	s.dropReplacedImage(c.Request.Context(), m.ID, m.ReplacedLogoURL)
 	respond(c, http.StatusOK, toMerchantJSON(m))
 }
 
@@ -363,10 +364,12 @@ func (s *Server) patchMerchantLogo(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if _, err := s.Store.UpdateMerchant(c.Request.Context(), principal(c).MerchantID, models.MerchantUpdate{LogoURL: &l}); err != nil {
+	m, err := s.Store.UpdateMerchant(c.Request.Context(), principal(c).MerchantID, models.MerchantUpdate{LogoURL: &l})
+	if err != nil {
 		fail(c, err)
 		return
 	}
+	s.dropReplacedImage(c.Request.Context(), m.ID, m.ReplacedLogoURL)
 	respondMessage(c, http.StatusOK, "logo updated")
 }
 

@@ -167,3 +167,62 @@ func TestUploadQuotaAcrossProcesses(t *testing.T) {
 		t.Fatalf("no Retry-After: %v", r.Header)
 	}
 }
+
+// TestReplacedLogoIsDeleted: a logo replaced (by either route) is deleted
+// once nothing shows it, so changing the logo never fills the quota; one a
+// product shows, or an image of a URL elsewhere, stays. Before, every old
+// logo stayed on disk, listed nowhere, and about ten changes locked the
+// merchant out of a new one (found by an audit helper).
+func TestReplacedLogoIsDeleted(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		a := h.signup()
+		logo := func() string {
+			t.Helper()
+			r := h.upload(a.Session, "logo.png", pngPixel)
+			expect(t, r, 201, "")
+			return r.str("data", "url")
+		}
+		served := func(u string) int {
+			t.Helper()
+			res, err := h.http.Client().Get(h.http.URL + u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			return res.StatusCode
+		}
+		first := logo()
+		expect(t, h.do("PATCH", "/api/merchant/logo", a.Session, map[string]any{"logoUrl": first}), 200, "")
+		for i := 0; i < api.MaxUploadsPerMerchant+5; i++ {
+			next := logo()
+			expect(t, h.do("PATCH", "/api/merchant/logo", a.Session, map[string]any{"logoUrl": next}), 200, "")
+			if served(first) != 404 {
+				t.Fatalf("change %d: the replaced logo %s is still served", i+1, first)
+			}
+			first = next
+		}
+		// Shown by a product too: kept when the logo moves on.
+		expect(t, h.do("POST", "/api/v1/products", a.TestKey, map[string]any{"name": "Mug", "price": "4.00", "imageUrl": first}), 201, "")
+		expect(t, h.do("PATCH", "/api/merchant", a.Session, map[string]any{"logoUrl": "https://shop.example/logo.png"}), 200, "")
+		if served(first) != 200 {
+			t.Fatal("an image a product shows was deleted with the logo")
+		}
+		// A range is not served (whole image, 200), so never a 416 outside
+		// the error envelope.
+		req, _ := http.NewRequest("GET", h.http.URL+first, nil)
+		req.Header.Set("Range", "bytes=999999-")
+		if res, err := h.http.Client().Do(req); err != nil || res.StatusCode != 200 {
+			t.Fatalf("a range past the end: %v %v", res, err)
+		} else {
+			res.Body.Close()
+		}
+		// Set twice to the same: nothing deleted.
+		again := logo()
+		for range 2 {
+			expect(t, h.do("PATCH", "/api/merchant", a.Session, map[string]any{"logoUrl": again}), 200, "")
+		}
+		if served(again) != 200 {
+			t.Fatal("the logo in use was deleted")
+		}
+	})
+}

@@ -89,18 +89,43 @@ func (s *Store) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate)
 	if u.EmbedOrigins != nil {
 		fields["embed_origins"] = StringList(*u.EmbedOrigins)
 	}
+	replaced := ""
 	if len(fields) > 0 {
 		fields["updated_at"] = s.Now()
 		if err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := s.lockMerchant(tx, id); err != nil {
 				return err
 			}
+			if u.LogoURL != nil {
+				var was []string
+				if err := tx.Model(&Merchant{}).Where("id = ?", id).Pluck("logo_url", &was).Error; err != nil {
+					return err
+				}
+				if len(was) == 1 && was[0] != *u.LogoURL {
+					replaced = was[0]
+				}
+			}
 			return tx.Model(&Merchant{}).Where("id = ?", id).Updates(fields).Error
 		}); err != nil {
 			return nil, err
 		}
 	}
-	return s.Merchant(ctx, id)
+	m, err := s.Merchant(ctx, id)
+	if err == nil {
+		m.ReplacedLogoURL = replaced
+	}
+	return m, err
+}
+
+// ImageInUse reports whether one of the merchant's products (any mode,
+// archived ones too) or its logo shows the image at url.
+func (s *Store) ImageInUse(ctx context.Context, merchantID, url string) (bool, error) {
+	var n int64
+	if err := s.ctx(ctx).Unscoped().Model(&Product{}).Where("merchant_id = ? AND image_url = ?", merchantID, url).Count(&n).Error; err != nil || n > 0 {
+		return n > 0, err
+	}
+	err := s.ctx(ctx).Model(&Merchant{}).Where("id = ? AND logo_url = ?", merchantID, url).Count(&n).Error
+	return n > 0, err
 }
 
 // CreateDashboardSession stores a new signed-in session.
