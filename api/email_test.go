@@ -254,7 +254,7 @@ func TestPasswordResetReclaimsAnUnconfirmedAccount(t *testing.T) {
 			Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.ReviewKYB(ctx, rejected.ID, false, "registration unreadable", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
+		if _, err := st.ReviewKYB(ctx, rejected.ID, false, "registration unreadable", "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
 			t.Fatal(err)
 		}
 		took, _ = resetOf(rejected.Email, 4).data()["reclaimed"].(map[string]any)

@@ -242,7 +242,7 @@ func (h *harness) withLive(m merchant) merchant {
 		Country: "US", ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.store.ReviewKYB(ctx, m.ID, true, "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
+	if _, err := h.store.ReviewKYB(ctx, m.ID, true, "", "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
 		h.t.Fatal(err)
 	}
 	r := h.do("POST", "/api/developer/keys", m.Session, map[string]any{"keyType": "live"})

@@ -170,7 +170,7 @@ func TestReviewAndResetAtOnce(t *testing.T) {
 			}
 			errs := make(chan error, 2)
 			go func() {
-				_, err := st.ReviewKYB(ctx, m.ID, false, "no", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"})
+				_, err := st.ReviewKYB(ctx, m.ID, false, "no", "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"})
 				errs <- err
 			}()
 			go func() { _, _, err := st.ResetPassword(ctx, r.ID, "new"); errs <- err }()

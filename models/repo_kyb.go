@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/paygate/paygate/apperr"
 	"gorm.io/gorm"
@@ -95,7 +96,12 @@ func (s *Store) UpdateKYB(ctx context.Context, merchantID string, fields map[str
 
 // ReviewKYB records an operator's decision on a pending application, updates
 // the merchant's status and stores the notification, in one transaction.
-func (s *Store) ReviewKYB(ctx context.Context, merchantID string, approve bool, note string, notice *Notification) (*KYBApplication, error) {
+//
+// revision, when given, is the application's Revision as the operator read
+// it: one edited since (the merchant may edit a pending application) is a
+// 409 and nothing is decided; an approval applied to whatever the
+// application said at that moment, not to what was reviewed.
+func (s *Store) ReviewKYB(ctx context.Context, merchantID string, approve bool, note, revision string, notice *Notification) (*KYBApplication, error) {
 	status := KYBRejected
 	if approve {
 		status = KYBApproved
@@ -113,6 +119,9 @@ func (s *Store) ReviewKYB(ctx context.Context, merchantID string, approve bool, 
 		}
 		if app.Status != KYBPending {
 			return apperr.Conflict(fmt.Sprintf("the application is already %s", app.Status))
+		}
+		if revision != "" && revision != app.Revision() {
+			return apperr.Conflict(fmt.Sprintf("the application was edited since revision %s (it is at %s now); read it again", revision, app.Revision()))
 		}
 		res := tx.Model(&KYBApplication{}).Where("id = ? AND status = ?", app.ID, KYBPending).
 			Updates(map[string]any{"status": status, "review_note": note, "reviewed_at": now, "updated_at": now})
@@ -145,4 +154,10 @@ func (s *Store) Notifications(ctx context.Context, merchantID string) ([]Notific
 	var out []Notification
 	err := s.ctx(ctx).Where("merchant_id = ?", merchantID).Order("id desc").Find(&out).Error
 	return out, err
+}
+
+// Revision names the application as it stands: it changes with every edit
+// (its update time, to the microsecond both stores keep).
+func (a *KYBApplication) Revision() string {
+	return strconv.FormatInt(a.UpdatedAt.UnixMicro(), 36)
 }

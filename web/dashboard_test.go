@@ -1070,7 +1070,7 @@ func TestDashboardLiveMode(t *testing.T) {
 		ContactName: "A", ContactEmail: "a@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.st.ReviewKYB(ctx, a.id, true, "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
+	if _, err := d.st.ReviewKYB(ctx, a.id, true, "", "", &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	if r := a.get("/dashboard/live"); r.status != http.StatusSeeOther || r.loc != "/dashboard/live/payments" {

@@ -341,13 +341,34 @@ func runMigrate(_ context.Context, args []string) error {
 	return nil
 }
 
+// kybUsage is how the kyb command is used.
+const kybUsage = "kyb needs show MERCHANT_ID, approve MERCHANT_ID --revision REVISION [NOTE] or reject MERCHANT_ID [NOTE]"
+
+// runKYB serves `paygate kyb show|approve|reject`: the operator reads the
+// application (show prints its revision) and decides on that revision: an
+// approval names it, so an application the merchant edited after it was
+// read is not approved (a 409-like refusal saying so).
 func runKYB(ctx context.Context, args []string) error {
-	if len(args) < 2 || (args[0] != "approve" && args[0] != "reject") {
-		return usageError("kyb needs approve|reject MERCHANT_ID [NOTE]")
+	if len(args) < 2 || (args[0] != "approve" && args[0] != "reject" && args[0] != "show") {
+		return usageError(kybUsage)
 	}
-	approve := args[0] == "approve"
-	merchantID := args[1]
-	note := strings.Join(args[2:], " ")
+	verb, merchantID, rest := args[0], args[1], args[2:]
+	revision := ""
+	if len(rest) > 0 && (rest[0] == "--revision" || strings.HasPrefix(rest[0], "--revision=")) {
+		if v, ok := strings.CutPrefix(rest[0], "--revision="); ok {
+			revision, rest = v, rest[1:]
+		} else if len(rest) > 1 {
+			revision, rest = rest[1], rest[2:]
+		}
+		if revision == "" {
+			return usageError(kybUsage)
+		}
+	}
+	if (verb == "show" && len(rest) > 0) || (verb == "approve" && revision == "") {
+		return usageError(kybUsage + " (approve names the revision `paygate kyb show` printed: an application edited since is not approved)")
+	}
+	approve := verb == "approve"
+	note := strings.Join(rest, " ")
 	a, err := newMigratedApp()
 	if err != nil {
 		return err
@@ -357,6 +378,14 @@ func runKYB(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("merchant %s: %w", merchantID, err)
 	}
+	if verb == "show" {
+		app, err := a.store.KYB(ctx, merchantID)
+		if err != nil {
+			return fmt.Errorf("KYB application of %s: %w", merchantID, err)
+		}
+		printKYB(m, app)
+		return nil
+	}
 	if approve && m.EmailConfirmedAt == nil && a.resetMailer() != nil {
 		// An application is read as coming from the account's address;
 		// until its holder proves it, anyone may have typed it.
@@ -364,7 +393,7 @@ func runKYB(ctx context.Context, args []string) error {
 			"(the application stays pending; reject it if it should not wait)", merchantID, m.Email)
 	}
 	n := kybNotice(m.BusinessName, approve, note)
-	app, err := a.store.ReviewKYB(ctx, merchantID, approve, note, n)
+	app, err := a.store.ReviewKYB(ctx, merchantID, approve, note, revision, n)
 	if err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
@@ -378,6 +407,27 @@ func runKYB(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("KYB application of %s (%s) is now %s\n", m.BusinessName, merchantID, app.Status)
 	return nil
+}
+
+// printKYB prints an application for its review, with its revision.
+func printKYB(m *models.Merchant, app *models.KYBApplication) {
+	confirmed := "not confirmed"
+	if m.EmailConfirmedAt != nil {
+		confirmed = "confirmed " + m.EmailConfirmedAt.UTC().Format(time.RFC3339)
+	}
+	fmt.Printf("merchant            %s (%s, e-mail %s)\n", m.ID, m.Email, confirmed)
+	for _, f := range [][2]string{{"status", app.Status}, {"business name", app.BusinessName}, {"business type", app.BusinessType},
+		{"registration number", app.RegistrationNumber}, {"country", app.Country}, {"website", app.Website},
+		{"contact name", app.ContactName}, {"contact e-mail", app.ContactEmail}, {"contact role", app.ContactRole},
+		{"products", app.ProductDescription}, {"monthly volume", app.ExpectedMonthlyVolume}, {"use case", app.PrimaryUseCase},
+		{"review note", app.ReviewNote}, {"submitted", app.SubmittedAt.UTC().Format(time.RFC3339)},
+		{"updated", app.UpdatedAt.UTC().Format(time.RFC3339)}} {
+		fmt.Printf("%-19s %q\n", f[0], f[1])
+	}
+	fmt.Printf("revision            %s\n", app.Revision())
+	if app.Status == models.KYBPending {
+		fmt.Printf("decide: paygate kyb approve %s --revision %s [NOTE]   or   paygate kyb reject %s NOTE\n", m.ID, app.Revision(), m.ID)
+	}
 }
 
 // runRefunds serves `paygate refunds enable|disable MERCHANT_ID`: the

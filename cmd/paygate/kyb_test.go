@@ -37,13 +37,41 @@ func TestKYBReviewCommand(t *testing.T) {
 	approved, rejected, unconfirmed := mk("a@example.com", true), mk("b@example.com", true), mk("c@example.com", false)
 	// An account whose address is not confirmed is not approved (this
 	// server e-mails, to the log: it confirms addresses).
-	if err := run(ctx, []string{"kyb", "approve", unconfirmed}); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+	rev := func(id string) string {
+		t.Helper()
+		app, err := st.KYB(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return app.Revision()
+	}
+	if err := run(ctx, []string{"kyb", "approve", unconfirmed, "--revision", rev(unconfirmed)}); err == nil || !strings.Contains(err.Error(), "not confirmed") {
 		t.Fatalf("an unconfirmed account approved: %v", err)
 	}
 	if m, _ := st.Merchant(ctx, unconfirmed); m.KYBStatus != models.KYBPending {
 		t.Fatalf("the refused approval left %s", m.KYBStatus)
 	}
-	if err := run(ctx, []string{"kyb", "approve", approved}); err != nil {
+	// An approval names the revision the operator read: without one it
+	// is refused, and one the merchant edited since is not approved.
+	var ue usageError
+	if err := run(ctx, []string{"kyb", "approve", approved}); err == nil || !asUsage(err, &ue) {
+		t.Fatalf("an approval without the revision: %v", err)
+	}
+	if err := run(ctx, []string{"kyb", "show", approved}); err != nil {
+		t.Fatal(err)
+	}
+	read := rev(approved)
+	time.Sleep(2 * time.Millisecond)
+	if _, err := st.UpdateKYB(ctx, approved, map[string]any{"country": "KP", "updated_at": time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"kyb", "approve", approved, "--revision", read}); err == nil || !strings.Contains(err.Error(), "edited since") {
+		t.Fatalf("an edited application approved: %v", err)
+	}
+	if m, _ := st.Merchant(ctx, approved); m.KYBStatus != models.KYBPending {
+		t.Fatalf("the refused approval left %s", m.KYBStatus)
+	}
+	if err := run(ctx, []string{"kyb", "approve", approved, "--revision=" + rev(approved)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(ctx, []string{"kyb", "reject", rejected, "registration", "number", "unreadable"}); err != nil {
@@ -67,10 +95,9 @@ func TestKYBReviewCommand(t *testing.T) {
 	if err := run(ctx, []string{"kyb", "reject", approved}); err == nil {
 		t.Fatal("a reviewed application was reviewed again")
 	}
-	if err := run(ctx, []string{"kyb", "approve", models.NewID()}); err == nil {
+	if err := run(ctx, []string{"kyb", "approve", models.NewID(), "--revision", "x"}); err == nil {
 		t.Fatal("unknown merchant accepted")
 	}
-	var ue usageError
 	if err := run(ctx, []string{"kyb", "maybe", approved}); err == nil || !asUsage(err, &ue) {
 		t.Fatalf("bad usage: %v", err)
 	}

@@ -6,7 +6,7 @@
 //	paygate worker                     the Temporal workers
 //	paygate migrate [status]           move the database schema forward
 //	paygate dev refund REFUND_ID       pay a refund from the dev chain's merchant wallet
-//	paygate kyb approve|reject ID      review a merchant's KYB application
+//	paygate kyb show|approve|reject ID review a merchant's KYB application
 //	paygate refunds enable|disable ID  switch a merchant's refunds (live mode needs it)
 //	paygate deliveries retry ID        make one immediate attempt of a webhook delivery
 //	paygate relayer status [NETWORK]   the relayer's transactions: pending, sent again, mined
