@@ -35,7 +35,9 @@ func TestReviewNamesTheRevision(t *testing.T) {
 		if _, err := st.UpdateKYB(ctx, m.ID, map[string]any{"business_name": "Other Business Ltd", "country": "KP"}); err != nil {
 			t.Fatal(err)
 		}
-		notice := func() *models.Notification { return &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"} }
+		notice := func() *models.Notification {
+			return &models.Notification{Kind: "kyb.reviewed", Subject: "s", Body: "b"}
+		}
 		if _, err := st.ReviewKYB(ctx, m.ID, true, "", read.Revision(), notice()); !errors.Is(err, apperr.ErrConflict) {
 			t.Fatalf("approval of the revision read before the edit: %v", err)
 		}
