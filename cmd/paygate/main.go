@@ -65,7 +65,8 @@ const usage = `usage:
   paygate worker healthcheck           exit 0 when the worker on WORKER_METRICS_ADDR is ready
   paygate migrate                      apply pending schema migrations
   paygate migrate status               list the migrations, applied or pending, without changing anything
-  paygate kyb approve MERCHANT_ID [NOTE]
+  paygate kyb show MERCHANT_ID         print a KYB application, with its revision
+  paygate kyb approve MERCHANT_ID --revision REVISION [NOTE]   approve the revision shown
   paygate kyb reject MERCHANT_ID [NOTE]
   paygate refunds enable MERCHANT_ID   turn refunds on (test and live mode; by default only test mode)
   paygate refunds disable MERCHANT_ID  turn refunds off in both modes
