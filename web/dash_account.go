@@ -1,6 +1,7 @@
 package web
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -77,10 +78,7 @@ func (p *Pages) renderBusiness(c *gin.Context, status int, kybForm map[string]st
 	if kybForm == nil {
 		kybForm = map[string]string{}
 		if kyb != nil {
-			kybForm = map[string]string{"businessName": app.BusinessName, "businessType": app.BusinessType,
-				"registrationNumber": app.RegistrationNumber, "country": app.Country, "website": app.Website, "contactName": app.ContactName,
-				"contactEmail": app.ContactEmail, "contactRole": app.ContactRole, "productDescription": app.ProductDescription,
-				"expectedMonthlyVolume": app.ExpectedMonthlyVolume, "primaryUseCase": app.PrimaryUseCase}
+			kybForm = app.fields()
 		} else {
 			m := c.MustGet(merchantKey).(dMerchant)
 			kybForm = map[string]string{"businessName": m.BusinessName, "contactEmail": m.Email}
@@ -116,10 +114,29 @@ func (p *Pages) kybForm(c *gin.Context) {
 		method, done = http.MethodPatch, "kyb.updated"
 	}
 	if _, err := p.api(c, apiCall{method: method, path: "/api/kyb", json: body}, nil); err != nil {
+		// The form sent twice (a double click, a reload): the first made
+		// the application, the second is a 409. An application pending with
+		// these very values is this form's own: say it was submitted.
+		var app dKYB
+		if method == http.MethodPost && err.Status == http.StatusConflict {
+			if _, gerr := p.api(c, apiCall{method: http.MethodGet, path: "/api/kyb"}, &app); gerr == nil && app.Status == "pending" &&
+				maps.Equal(app.fields(), form) {
+				back(c, "/business", done, "kyb")
+				return
+			}
+		}
 		p.renderBusiness(c, err.Status, form, err, nil, nil)
 		return
 	}
 	back(c, "/business", done, "kyb")
+}
+
+// fields is the application as its form's fields.
+func (a dKYB) fields() map[string]string {
+	return map[string]string{"businessName": a.BusinessName, "businessType": a.BusinessType,
+		"registrationNumber": a.RegistrationNumber, "country": a.Country, "website": a.Website, "contactName": a.ContactName,
+		"contactEmail": a.ContactEmail, "contactRole": a.ContactRole, "productDescription": a.ProductDescription,
+		"expectedMonthlyVolume": a.ExpectedMonthlyVolume, "primaryUseCase": a.PrimaryUseCase}
 }
 
 func (p *Pages) settlementForm(c *gin.Context) {

@@ -80,10 +80,26 @@ func (p *Pages) exceptionResolveForm(c *gin.Context) {
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/payment-exceptions/" + id + "/resolve", query: modeQuery(c, nil),
 		json: body}, nil); err != nil {
+		if p.exceptionAlready(c, id, err, "resolved") {
+			back(c, "/exceptions", "exception.resolved", "")
+			return
+		}
 		p.renderExceptions(c, err.Status, id, err)
 		return
 	}
 	back(c, "/exceptions", "exception.resolved", "")
+}
+
+// exceptionAlready reports whether an action's 409 is the form sent twice
+// (a double click): the exception is already what the action makes it,
+// so the notice of its success is shown, not the second answer's error.
+func (p *Pages) exceptionAlready(c *gin.Context, id string, err *apiError, status string) bool {
+	if err.Status != http.StatusConflict {
+		return false
+	}
+	var e dException
+	_, gerr := p.api(c, apiCall{method: http.MethodGet, path: "/api/payment-exceptions/" + id, query: modeQuery(c, nil)}, &e)
+	return gerr == nil && e.Status == status
 }
 
 func (p *Pages) exceptionDismissForm(c *gin.Context) {
@@ -97,6 +113,10 @@ func (p *Pages) exceptionDismissForm(c *gin.Context) {
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/payment-exceptions/" + id + "/dismiss", query: modeQuery(c, nil),
 		json: map[string]string{"note": strings.TrimSpace(c.PostForm("note"))}}, nil); err != nil {
+		if p.exceptionAlready(c, id, err, "dismissed") {
+			back(c, "/exceptions", "exception.dismissed", "")
+			return
+		}
 		p.renderExceptions(c, err.Status, id, err)
 		return
 	}

@@ -883,6 +883,20 @@ func TestDashboardAccountPages(t *testing.T) {
 		sent.doc.Find("#kyb-form input[name=update]").Length() != 1 {
 		t.Fatalf("KYB: %q %q", sent.text(".notice"), sent.text("#kyb"))
 	}
+	// Sent twice (a double click): the second shows the first's success,
+	// not its 409; with other values, the 409 stands.
+	if again := a.follow(a.post("/dashboard/test/business/kyb", kyb)); !strings.Contains(again.text(".notice"), "submitted") ||
+		again.text("#kyb .error") != "" {
+		t.Fatalf("KYB sent twice: %q %q", again.text(".notice"), again.text("#kyb .error"))
+	}
+	other := url.Values{}
+	for k, v := range kyb {
+		other[k] = v
+	}
+	other.Set("country", "AT")
+	if r := a.post("/dashboard/test/business/kyb", other); r.status != 409 || r.text("#kyb .error") == "" {
+		t.Fatalf("another application after the first: %d %q", r.status, r.text("#kyb .error"))
+	}
 	// The form sends every field: one emptied is cleared (an optional
 	// one; before, it kept its value under "updated").
 	upd := url.Values{"update": {"1"}}
@@ -1049,6 +1063,18 @@ func TestDashboardCustomersAndExceptions(t *testing.T) {
 	dis := a.follow(a.post("/dashboard/test/exceptions/"+e2+"/dismiss", url.Values{"note": {"test transfer"}}))
 	if !strings.Contains(dis.text(".notice"), "dismissed") || dis.doc.Find(".exception").Length() != 0 {
 		t.Fatalf("dismiss: %q", dis.text("main"))
+	}
+	// Each form sent twice (a double click) shows its success, not the
+	// second answer's 409; an action the exception's state contradicts
+	// still shows the 409.
+	if again := a.follow(a.post("/dashboard/test/exceptions/"+e1+"/resolve", url.Values{"customerEmail": {"carol@example.com"}})); !strings.Contains(again.text(".notice"), "resolved") {
+		t.Fatalf("resolve sent twice: %q", again.text("main"))
+	}
+	if again := a.follow(a.post("/dashboard/test/exceptions/"+e2+"/dismiss", url.Values{"note": {"test transfer"}})); !strings.Contains(again.text(".notice"), "dismissed") {
+		t.Fatalf("dismiss sent twice: %q", again.text("main"))
+	}
+	if r := a.post("/dashboard/test/exceptions/"+e1+"/dismiss", url.Values{}); r.status != 409 {
+		t.Fatalf("dismiss of a resolved exception: %d", r.status)
 	}
 	if all := a.get("/dashboard/test/exceptions?status="); all.doc.Find(".exception").Length() != 2 || !strings.Contains(all.text("main"), "phone order") {
 		t.Fatalf("all exceptions: %q", all.text("main"))
