@@ -188,11 +188,19 @@ func (s *Server) patchProduct(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	replaced := ""
+	if u.ImageURL != nil {
+		if was, err := s.Store.ProductOf(c.Request.Context(), p.Scope(), id); err == nil && was.ImageURL != *u.ImageURL {
+			replaced = was.ImageURL
+		}
+	}
 	prod, err := s.Store.UpdateProduct(c.Request.Context(), p.Scope(), id, u)
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	// The image it showed before, once nothing shows it (as a logo's).
+	s.dropReplacedImage(c.Request.Context(), p.MerchantID, replaced)
 	respond(c, http.StatusOK, toProductJSON(prod))
 }
 

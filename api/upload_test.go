@@ -216,6 +216,14 @@ func TestReplacedLogoIsDeleted(t *testing.T) {
 		} else {
 			res.Body.Close()
 		}
+		// A product's replaced image goes too, once nothing shows it.
+		prod := h.do("POST", "/api/v1/products", a.TestKey, map[string]any{"name": "Cup", "price": "3.00", "imageUrl": logo()})
+		expect(t, prod, 201, "")
+		cupImage := prod.str("data", "imageUrl")
+		expect(t, h.do("PATCH", "/api/v1/products/"+prod.str("data", "id"), a.TestKey, map[string]any{"imageUrl": logo()}), 200, "")
+		if served(cupImage) != 404 {
+			t.Fatal("a product's replaced image is still served")
+		}
 		// Set twice to the same: nothing deleted.
 		again := logo()
 		for range 2 {
