@@ -317,13 +317,16 @@ func (s *Service) cancelStopped(ctx context.Context, sc models.Scope, id string)
 		inFlight := apperr.Conflict("a payment of the renewal is being confirmed on chain; try again when it is decided")
 		for _, cs := range open {
 			if cs.TxHash != nil || !slices.Contains(models.PreBroadcastStatuses, cs.Status) {
-				return workflows.SubscriptionState{}, inFlight // nothing voided: the answer stays whole
+				return workflows.SubscriptionState{}, inFlight // nothing voided yet
 			}
 		}
 		for _, cs := range open {
 			status, err := s.Sessions.VoidInvoiceSession(ctx, cs.ID)
 			switch {
 			case errors.Is(err, apperr.ErrConflict):
+				// Broadcast since the check: the sessions voided before it
+				// stay voided (the merchant is ending the subscription), the
+				// subscription as it was until the payment is decided.
 				return workflows.SubscriptionState{}, inFlight
 			case err != nil:
 				return workflows.SubscriptionState{}, err

@@ -151,8 +151,16 @@ func (p *Pages) hostedPay(c *gin.Context, data map[string]any, hc *models.Hosted
 		data["Closed"] = "pay.closed.complete"
 	case models.HostedCancelled:
 		data["Closed"] = "pay.closed.cancelled"
-	default: // expired, or open with a payment on its way past the end
+	case models.HostedExpired:
 		data["Closed"] = "pay.closed.expired"
+	default:
+		// Open: past its end with a payment on its way (no way back to the
+		// cart: the customer's money may be that payment), or not payable
+		// here (no network left): the link's own words.
+		if !p.Store.Now().Before(hc.ExpiresAt) {
+			data["Closed"] = "pay.closed.confirming"
+		}
+		return
 	}
 	data["ReturnURL"] = returnURL(back, hc.ID, session)
 }

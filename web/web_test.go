@@ -494,3 +494,42 @@ func TestHostedCheckoutPages(t *testing.T) {
 		t.Fatal("pay page of a paid checkout")
 	}
 }
+
+// TestHostedCheckoutPageWhileAPaymentIsConfirmed: past its end with a
+// payment broadcast in time, the checkout is open (the API says so) and its
+// pay page says the payment is being confirmed, with no way back to the
+// cart; one not payable here (no network served) keeps the link's words.
+// Before, both said "This checkout has expired." and led back to the cart
+// (found by a review helper).
+func TestHostedCheckoutPageWhileAPaymentIsConfirmed(t *testing.T) {
+	s := newSite(t, func(p *web.Pages) { p.Checkout.Now = p.Store.Now })
+	ctx := context.Background()
+	create := func(network string) (*models.HostedCheckout, *models.PaymentLink) {
+		hc := &models.HostedCheckout{MerchantID: s.link.MerchantID, Mode: models.ModeTest, Name: "Order", Amount: money.FromCents(1200),
+			Currency: "USD", CancelURL: "https://shop.example/cart", ExpiresAt: time.Now().Add(time.Hour)}
+		l := &models.PaymentLink{MerchantID: s.link.MerchantID, Mode: models.ModeTest, Name: "Order", Amount: money.FromCents(1200),
+			Currency: "USD", Network: network, Networks: models.StringList{network}, Token: "USDC",
+			WalletAddresses: models.StringMap{network: s.link.MerchantWalletAddress}, MerchantWalletAddress: s.link.MerchantWalletAddress}
+		if err := s.st.CreateHostedCheckout(ctx, hc, l); err != nil {
+			t.Fatal(err)
+		}
+		return hc, l
+	}
+	_, elsewhere := create("not_served_here")
+	if p := s.get("/pay/" + elsewhere.ID); !strings.Contains(p.body, "not accepting payments") || strings.Contains(p.body, "shop.example/cart") {
+		t.Fatal("an open checkout not payable here is not told as the link's")
+	}
+	hc, l := create("base_sepolia")
+	ok := s.post("/pay/"+l.ID, url.Values{"network": {"base_sepolia"}, "name": {"Ann"}, "email": {"ann@example.com"}, "country": {"DE"},
+		"address": {"Berlin"}, "wallet": {"0x75B69029bA0F70f55bb3f688Be7BbeEf539c031b"}})
+	if err := s.st.RecordSessionTransition(ctx, models.Transition{SessionID: strings.TrimPrefix(ok.loc, "/checkout/"), EntryID: models.NewID(),
+		Status: models.StatusBroadcast, Source: "client", TxHash: "0x" + strings.Repeat("cd", 32), At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	s.st.SetClock(func() time.Time { return hc.ExpiresAt.Add(time.Minute) })
+	defer s.st.SetClock(time.Now)
+	p := s.get("/pay/" + l.ID)
+	if !strings.Contains(p.body, "is being confirmed on chain") || strings.Contains(p.body, "has expired") || strings.Contains(p.body, "shop.example/cart") {
+		t.Fatalf("pay page while a payment is confirmed past the end:\n%s", p.body)
+	}
+}
