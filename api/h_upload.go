@@ -169,7 +169,19 @@ func (s *Server) deleteUpload(c *gin.Context) {
 		fail(c, apperr.Forbidden("files outside your own directory cannot be deleted"))
 		return
 	}
-	err := os.Remove(filepath.Join(s.UploadDir, filepath.FromSlash(key)))
+	// An image the hosted pages show (the logo, a product's) is not
+	// deleted from under them: the page would show a broken image.
+	used, err := s.Store.ImageInUse(c.Request.Context(), m[1], "/uploads/"+key)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if used {
+		fail(c, apperr.WithHint(apperr.ErrConflict, "the file is shown as your logo or a product's image",
+			"set another logo or image first; the one replaced is deleted then"))
+		return
+	}
+	err = os.Remove(filepath.Join(s.UploadDir, filepath.FromSlash(key)))
 	if errors.Is(err, os.ErrNotExist) {
 		fail(c, apperr.NotFound())
 		return

@@ -89,6 +89,11 @@ func TestUploads(t *testing.T) {
 		expect(t, h.do("DELETE", "/api/upload/merchants/"+a.ID+"/../"+b.ID+"/x.png", a.Session, nil), 403, "FORBIDDEN")
 		expect(t, h.do("DELETE", "/api/upload/etc/passwd", a.Session, nil), 403, "FORBIDDEN")
 		expect(t, h.do("DELETE", "/api/upload/"+key, a.TestKey, nil), 401, "UNAUTHORIZED")
+		// The logo is not deleted from under the pages; a file nothing
+		// shows is.
+		expect(t, h.do("DELETE", "/api/upload/"+key, a.Session, nil), 409, "CONFLICT")
+		expect(t, h.do("PATCH", "/api/merchant", a.Session, map[string]any{"logoUrl": ""}), 200, "")
+		key = h.upload(a.Session, "loose.png", pngPixel).str("data", "key")
 		r = h.do("DELETE", "/api/upload/"+key, a.Session, nil)
 		expect(t, r, 200, "")
 		expect(t, h.do("DELETE", "/api/upload/"+key, a.Session, nil), 404, "NOT_FOUND")
@@ -224,6 +229,11 @@ func TestReplacedLogoIsDeleted(t *testing.T) {
 		if served(cupImage) != 404 {
 			t.Fatal("a product's replaced image is still served")
 		}
+		// The logo and a product's image are not deleted from under the
+		// pages (409); a file nothing shows is.
+		expect(t, h.do("DELETE", "/api/upload/"+strings.TrimPrefix(first, "/uploads/"), a.Session, nil), 409, "CONFLICT")
+		loose := logo()
+		expect(t, h.do("DELETE", "/api/upload/"+strings.TrimPrefix(loose, "/uploads/"), a.Session, nil), 200, "")
 		// Set twice to the same: nothing deleted.
 		again := logo()
 		for range 2 {

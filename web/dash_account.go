@@ -362,6 +362,11 @@ func (p *Pages) logoForm(c *gin.Context) {
 		return
 	}
 	if _, err := p.api(c, apiCall{method: http.MethodPatch, path: "/api/merchant/logo", json: map[string]string{"logoUrl": up.URL}}, nil); err != nil {
+		// The file uploaded for it is not the logo: it would hold a place
+		// of the upload quota, listed nowhere.
+		if key, ok := strings.CutPrefix(up.URL, "/uploads/"); ok {
+			_, _ = p.api(c, apiCall{method: http.MethodDelete, path: "/api/upload/" + key}, nil)
+		}
 		p.renderSettings(c, err.Status, form, nil, err)
 		return
 	}
