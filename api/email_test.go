@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/paygate/paygate/webhook"
 )
 
-var confirmLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/confirm-email\?token=(\S+)`)
+var confirmLink = regexp.MustCompile(`https://pay\.example\.com/dashboard/confirm-email\?(?:change=1&)?token=(\S+)`)
 
 // confirmToken is the token of the link in a confirmation e-mail.
 func confirmToken(t *testing.T, msg notify.Message) string {
@@ -264,6 +265,91 @@ func TestPasswordResetReclaimsAnUnconfirmedAccount(t *testing.T) {
 		rs := signIn(t, h, rejected.Email, "yet another password")
 		if k := h.do("GET", "/api/kyb", rs, nil); k.str("data", "status") != "rejected" || k.str("data", "reviewNote") != "registration unreadable" {
 			t.Fatalf("the rejected application after the reset: %s", k.Raw)
+		}
+	})
+}
+
+// TestEmailChange: the account's address changes, with the current
+// password, to an address proven by a link sent there and opened signed in;
+// the old address is told of the request and of the change; sign-in then
+// takes the new address only. A wrong password, the same address, one
+// another account uses (then, or by the time the link is opened) change
+// nothing.
+func TestEmailChange(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *models.Store) {
+		box := &mailbox{}
+		h := mailingHarness(t, st, box)
+		m := h.signup()
+		box.waitConfirm(t, 1)
+		change := func(email, password string) resp {
+			return h.do("POST", "/api/auth/email-change", m.Session, map[string]any{"newEmail": email, "currentPassword": password})
+		}
+		expectField(t, change("new@shop.example", "not the password"), "currentPassword")
+		expectField(t, change(strings.ToUpper(m.Email), "correct horse battery"), "newEmail")
+		expectField(t, change("nope", "correct horse battery"), "newEmail")
+		taken := h.signup()
+		expect(t, change(taken.Email, "correct horse battery"), 409, "CONFLICT")
+		expect(t, h.do("POST", "/api/auth/email-change", "", map[string]any{"newEmail": "x@shop.example", "currentPassword": "correct horse battery"}), 401, "UNAUTHORIZED")
+		if box.Count() != 0 {
+			t.Fatalf("%d e-mails for refused changes", box.Count())
+		}
+
+		// A reset link sent to the old address before the change ends with it.
+		expect(t, h.do("POST", "/api/auth/password-reset", "", map[string]any{"email": m.Email}), 202, "")
+		oldReset := resetToken(t, box.waitFor(t, 1))
+		expect(t, change("New@Shop.example", "correct horse battery"), 202, "")
+		// Two e-mails, in either order: the link to the new address, the
+		// notice to the old.
+		box.waitFor(t, 3)
+		var link notify.Message
+		for i := 2; i <= 3; i++ {
+			msg, _ := box.Wait(i, time.Second)
+			switch msg.To {
+			case "new@shop.example":
+				link = msg
+			case m.Email:
+				if !strings.Contains(msg.Body, "new@shop.example") {
+					t.Fatalf("the old address's notice: %q", msg.Body)
+				}
+			default:
+				t.Fatalf("an e-mail to %s", msg.To)
+			}
+		}
+		token := confirmToken(t, link)
+		// Nothing changed yet; the link needs the account's session.
+		if got := h.do("GET", "/api/merchant", m.Session, nil).str("data", "email"); got != m.Email {
+			t.Fatalf("the address changed before its link was opened: %s", got)
+		}
+		expect(t, h.do("POST", "/api/auth/email-confirmation/confirm", taken.Session, map[string]any{"token": token}), 400, "BAD_REQUEST")
+		r := h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": token})
+		expect(t, r, 200, "")
+		if r.str("data", "email") != "new@shop.example" || r.data()["emailConfirmed"] != true {
+			t.Fatalf("after the change: %s", r.Raw)
+		}
+		notice := box.waitFor(t, 4)
+		if notice.To != m.Email || !strings.Contains(notice.Body, "new@shop.example") {
+			t.Fatalf("the change's notice to the old address: %+v", notice)
+		}
+		expectField(t, h.do("POST", "/api/auth/password-reset/confirm", "", map[string]any{"token": oldReset, "newPassword": "the old reader's password"}), "token")
+		expect(t, h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": token}), 409, "CONFLICT")
+		expect(t, h.do("POST", "/api/auth/login", "", map[string]any{"email": m.Email, "password": "correct horse battery"}), 401, "UNAUTHORIZED")
+		expect(t, h.do("POST", "/api/auth/login", "", map[string]any{"email": "new@shop.example", "password": "correct horse battery"}), 200, "")
+
+		// An address taken between the request and the link: 409, nothing
+		// changed, the link still unused.
+		expect(t, change("later@shop.example", "correct horse battery"), 202, "")
+		box.waitFor(t, 6)
+		var late notify.Message
+		for i := 5; i <= 6; i++ {
+			if msg, _ := box.Wait(i, time.Second); msg.To == "later@shop.example" {
+				late = msg
+			}
+		}
+		expect(t, h.do("POST", "/api/auth/signup", "", map[string]any{"email": "later@shop.example", "password": "another fine password",
+			"businessName": "Other"}), 201, "")
+		expect(t, h.do("POST", "/api/auth/email-confirmation/confirm", m.Session, map[string]any{"token": confirmToken(t, late)}), 409, "CONFLICT")
+		if got := h.do("GET", "/api/merchant", m.Session, nil).str("data", "email"); got != "new@shop.example" {
+			t.Fatalf("a taken address became the account's: %s", got)
 		}
 	})
 }

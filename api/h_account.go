@@ -26,6 +26,7 @@ func (s *Server) registerAuth(g *gin.RouterGroup) {
 	s.Handle(g, http.MethodPost, "/auth/password-reset/confirm", AuthNone, s.confirmPasswordReset)
 	s.Handle(g, http.MethodPost, "/auth/email-confirmation", AuthSession, s.requestEmailConfirmation)
 	s.Handle(g, http.MethodPost, "/auth/email-confirmation/confirm", AuthSession, s.confirmEmail)
+	s.Handle(g, http.MethodPost, "/auth/email-change", AuthSession, s.requestEmailChange)
 }
 
 func (s *Server) registerMerchant(g *gin.RouterGroup) {

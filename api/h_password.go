@@ -105,6 +105,32 @@ func (s *Server) changePassword(c *gin.Context) {
 	respond(c, http.StatusOK, gin.H{"sessionsSignedOut": revoked})
 }
 
+// passwordHolds checks the account's current password as a password change
+// does (the account's turn, its failed-sign-in lockout, the hashing pool);
+// false: the answer is written.
+func (s *Server) passwordHolds(c *gin.Context, m *models.Merchant, field, password string) bool {
+	release, err := s.accountTurn(c, m.Email)
+	if err != nil {
+		fail(c, err)
+		return false
+	}
+	defer release()
+	if s.Accounts != nil && !s.Accounts.AllowAccount(c, m.Email) {
+		return false
+	}
+	var wrong bool
+	if werr := s.passwords.hash(c.Request.Context(), func() { wrong = auth.CheckPassword(m.PasswordHash, password) != nil }); werr != nil {
+		fail(c, werr)
+		return false
+	}
+	if wrong {
+		s.recordLoginFailure(c, m.Email)
+		fail(c, apperr.Invalid(field, "is not the account's password"))
+		return false
+	}
+	return true
+}
+
 // logoutOthers serves POST /api/auth/logout-others: every other session of
 // the account is signed out, the calling one stays.
 func (s *Server) logoutOthers(c *gin.Context) {

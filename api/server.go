@@ -317,7 +317,9 @@ func (s *Server) Handle(g *gin.RouterGroup, method, path string, a Auth, h gin.H
 var ownSessionRoutes = map[string]bool{"/api/auth/logout": true, "/api/auth/logout-others": true, "/api/auth/password": true,
 	// The address is confirmed by the session and the link together: a
 	// stored answer would tell another session what it did not prove.
-	"/api/auth/email-confirmation": true, "/api/auth/email-confirmation/confirm": true}
+	"/api/auth/email-confirmation": true, "/api/auth/email-confirmation/confirm": true,
+	// Checks the current password (as /api/auth/password).
+	"/api/auth/email-change": true}
 
 const requestIDKey = "requestId"
 

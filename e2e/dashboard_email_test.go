@@ -22,7 +22,8 @@ var confirmLinkRe = regexp.MustCompile(`http://\S+/dashboard/confirm-email\?toke
 // owner takes the account over by "Forgot your password": the page says
 // what was removed, the stranger is signed out and the wallet is gone.
 // Screenshots dash-confirm-banner, dash-confirm-signin, dash-confirm and
-// dash-reclaimed.
+// dash-reclaimed. The address is then changed from Settings (screenshot
+// dash-email-change).
 func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 	needBrowser(t)
 	box := &notify.Outbox{}
@@ -72,6 +73,32 @@ func TestDashboardEmailConfirmationInBrowser(t *testing.T) {
 	desk.WaitVisible("#kyb-form")
 	if count(desk, "#confirm-banner") != 0 {
 		t.Fatal("the note stays after the address is confirmed")
+	}
+
+	// The address changed from Settings: a link to the new address, opened
+	// signed in, makes the change; the old address is told.
+	const moved = "team@confirm.example"
+	desk.Navigate(base + "/dashboard/test/settings")
+	desk.SetValue("#newEmail", moved)
+	desk.SetValue("#emailPassword", pw)
+	desk.Click("#email-form button[type=submit]")
+	desk.WaitText(".notice", "A link is on its way to the new address")
+	changeMail := waitMail(t, box, "Confirm your new paygate e-mail", 1)
+	changeLink := regexp.MustCompile(`http://\S+/dashboard/confirm-email\?change=1&token=\S+`).FindString(changeMail.Body)
+	if changeMail.To != moved || changeLink == "" {
+		t.Fatalf("change e-mail to %q: %q", changeMail.To, changeMail.Body)
+	}
+	if told := waitMail(t, box, "Your paygate e-mail address is to change", 1); told.To != email {
+		t.Fatalf("the request's notice went to %q", told.To)
+	}
+	desk.Navigate(changeLink)
+	desk.WaitVisible("#confirm-change")
+	desk.Screenshot("dash-email-change")
+	desk.Click("#confirm-form button[type=submit]")
+	desk.WaitText(".notice", "E-mail address changed")
+	desk.WaitText("#current-email", moved)
+	if told := waitMail(t, box, "Your paygate e-mail address was changed", 1); told.To != email || !strings.Contains(told.Body, moved) {
+		t.Fatalf("the change's notice to %q: %q", told.To, told.Body)
 	}
 
 	// A stranger takes someone's address first and names a wallet.

@@ -39,6 +39,9 @@ type Merchant struct {
 	WalletEVM    string `gorm:"column:wallet_evm;size:128"`
 	WalletSolana string `gorm:"size:128"`
 	LogoURL      string `gorm:"size:2048"`
+	// PreviousEmail is the address a ConfirmEmail of a change replaced
+	// (not stored).
+	PreviousEmail string `gorm:"-" json:"-"`
 	// ReplacedLogoURL is the logo an UpdateMerchant replaced (not stored).
 	ReplacedLogoURL string `gorm:"-" json:"-"`
 	// EmbedOrigins may frame the merchant's hosted pages (CSP

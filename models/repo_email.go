@@ -67,23 +67,76 @@ func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID str
 		if res.RowsAffected != 1 {
 			return apperr.NotFound()
 		}
-		res = tx.Model(&Merchant{}).Where("id = ? AND email = ? AND email_confirmed_at IS NULL", merchantID, c.Email).
-			Updates(map[string]any{"email_confirmed_at": now, "updated_at": now})
-		if res.Error != nil {
-			return res.Error
+		var cur Merchant
+		if err := tx.Select("id", "email").Where("id = ?", merchantID).Take(&cur).Error; err != nil {
+			return err
 		}
-		if res.RowsAffected != 1 {
-			return apperr.NotFound()
+		if cur.Email != c.Email {
+			// A link sent to another address is a change of address
+			// (RequestEmailChange): opened by the account, it proves the new
+			// address, which becomes the account's, confirmed.
+			if err := changeEmail(tx, merchantID, c.Email, now); err != nil {
+				return err
+			}
+			m.PreviousEmail = cur.Email
+		} else {
+			res = tx.Model(&Merchant{}).Where("id = ? AND email = ? AND email_confirmed_at IS NULL", merchantID, c.Email).
+				Updates(map[string]any{"email_confirmed_at": now, "updated_at": now})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 {
+				return apperr.NotFound()
+			}
 		}
 		if err := endConfirmations(tx, merchantID, now); err != nil {
 			return err
 		}
-		return tx.Where("id = ?", merchantID).Take(&m).Error
+		previous := m.PreviousEmail
+		err := tx.Where("id = ?", merchantID).Take(&m).Error
+		m.PreviousEmail = previous
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// errEmailTaken: another account has the address.
+func errEmailTaken(email string) error {
+	return apperr.WithHint(apperr.ErrConflict, "another account uses "+email,
+		"an address belongs to one account; sign in to that one, or choose another address")
+}
+
+// changeEmail makes email the merchant's address, confirmed (inside the
+// merchant's row lock), unless another account has it.
+func changeEmail(tx *gorm.DB, merchantID, email string, now time.Time) error {
+	var taken int64
+	if err := tx.Model(&Merchant{}).Where("email = ? AND id <> ?", email, merchantID).Count(&taken).Error; err != nil {
+		return err
+	}
+	if taken > 0 {
+		return errEmailTaken(email)
+	}
+	err := tx.Model(&Merchant{}).Where("id = ?", merchantID).
+		Updates(map[string]any{"email": email, "email_confirmed_at": now, "updated_at": now}).Error
+	if isUniqueViolation(err) { // signed up with it since the count
+		return errEmailTaken(email)
+	}
+	if err != nil {
+		return err
+	}
+	// Reset links went to the old address: its reader must not take the
+	// account back with one (the owner may be leaving a lost mailbox).
+	return endLinks(tx, &PasswordReset{}, merchantID, now)
+}
+
+// EmailTaken reports whether an account other than merchantID has email.
+func (s *Store) EmailTaken(ctx context.Context, merchantID, email string) (bool, error) {
+	var n int64
+	err := s.ctx(ctx).Model(&Merchant{}).Where("email = ? AND id <> ?", email, merchantID).Count(&n).Error
+	return n > 0, err
 }
 
 // endConfirmations marks the merchant's unused confirmation links used.

@@ -417,6 +417,28 @@ func (p *Pages) signOutSessionForm(c *gin.Context) {
 
 // renderSettingsPassword renders the settings page with the refusal of the
 // password or sessions form.
+// emailChangeForm asks for a change of the account's address (POST
+// /api/auth/email-change): a link goes to the new address.
+func (p *Pages) emailChangeForm(c *gin.Context) {
+	newEmail := strings.TrimSpace(c.PostForm("newEmail"))
+	if _, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/email-change",
+		json: map[string]string{"newEmail": newEmail, "currentPassword": c.PostForm("currentPassword")}}, nil); err != nil {
+		if err.sessionEnded() {
+			p.clearSession(c)
+			c.Redirect(http.StatusSeeOther, dashPrefix+"/login?done=expired&next="+url.QueryEscape(returnTo(c)))
+			return
+		}
+		if err.RetryAfter != "" {
+			c.Header("Retry-After", err.RetryAfter)
+		}
+		data := p.settingsData(c, "", nil)
+		data["F"], data["EmailError"], data["NewEmail"] = savedSettings(c.MustGet(merchantKey).(dMerchant)), err, newEmail
+		p.renderDash(c, err.Status, "dash_settings.html", data)
+		return
+	}
+	back(c, "/settings", "email.change.sent", "email")
+}
+
 func (p *Pages) renderSettingsPassword(c *gin.Context, status int, e *apiError) {
 	if e.RetryAfter != "" {
 		c.Header("Retry-After", e.RetryAfter)

@@ -216,8 +216,14 @@ func (p *Pages) resetForm(c *gin.Context) {
 
 func (p *Pages) confirmEmailPage(c *gin.Context) {
 	token := c.Query("token")
-	data := map[string]any{"Title": "Confirm your e-mail address", "Token": token,
-		"SignIn": dashPrefix + "/login?next=" + url.QueryEscape(dashPrefix+"/confirm-email?token="+url.QueryEscape(token))}
+	// change=1 marks the link of an address change: it words the page
+	// only (the API decides what the token does).
+	change, back := c.Query("change") != "", dashPrefix+"/confirm-email?token="+url.QueryEscape(token)
+	if change {
+		back = dashPrefix + "/confirm-email?change=1&token=" + url.QueryEscape(token)
+	}
+	data := map[string]any{"Title": "Confirm your e-mail address", "Token": token, "Change": change,
+		"SignIn": dashPrefix + "/login?next=" + url.QueryEscape(back)}
 	if p.sessionToken(c) != "" {
 		var m dMerchant
 		_, err := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &m)
@@ -240,9 +246,14 @@ func (p *Pages) confirmEmailForm(c *gin.Context) {
 		c.Redirect(http.StatusSeeOther, dashPrefix+"/confirm-email?token="+url.QueryEscape(token))
 		return
 	}
-	var m dMerchant
+	var before, m dMerchant
+	_, _ = p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &before)
 	_, err := p.api(c, apiCall{method: http.MethodPost, path: "/api/auth/email-confirmation/confirm", json: map[string]string{"token": token}}, &m)
-	if err == nil || err.Status == http.StatusConflict {
+	switch {
+	case err == nil && before.Email != "" && m.Email != before.Email:
+		c.Redirect(http.StatusSeeOther, dashPrefix+"/test/settings?done=email.changed#email")
+		return
+	case err == nil || (err.Status == http.StatusConflict && strings.Contains(err.Message, "confirmed already")):
 		c.Redirect(http.StatusSeeOther, dashPrefix+"/test/settings?done=email.confirmed")
 		return
 	}
@@ -251,7 +262,7 @@ func (p *Pages) confirmEmailForm(c *gin.Context) {
 		c.Redirect(http.StatusSeeOther, dashPrefix+"/confirm-email?token="+url.QueryEscape(token))
 		return
 	}
-	data := map[string]any{"Title": "Confirm your e-mail address", "Token": token, "Error": err.Message}
+	data := map[string]any{"Title": "Confirm your e-mail address", "Token": token, "Error": err.Message, "Change": c.PostForm("change") != ""}
 	var cur dMerchant
 	if _, e := p.api(c, apiCall{method: http.MethodGet, path: "/api/merchant"}, &cur); e == nil {
 		data["Account"] = cur

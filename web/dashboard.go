@@ -111,6 +111,7 @@ func (p *Pages) registerDashboard(e *gin.Engine) {
 	m.GET("/settings", p.settingsPage)
 	m.POST("/settings", p.settingsForm)
 	m.POST("/settings/logo", p.logoForm)
+	m.POST("/settings/email", p.emailChangeForm)
 	m.POST("/settings/wallet-proof", p.walletProofForm)
 	m.POST("/settings/wallet-proof/withdraw", p.walletProofWithdrawForm)
 	m.POST("/settings/password", p.passwordForm)
@@ -562,6 +563,9 @@ var notices = map[string]string{
 	"refund.submitted": "Transaction hash attached: the refund succeeds once the transfer is confirmed on chain.",
 	"refund.recorded":  "Transfer recorded: it was confirmed on chain, and the refund succeeded with it.",
 	"email.confirmed":  "E-mail address confirmed: you can apply for live mode (Business).",
+	"email.changed":    "E-mail address changed: sign in with the new one from now on. The old one was told.",
+	"email.change.sent": "A link is on its way to the new address: open it while signed in, within 48 hours, to make the change. " +
+		"Until then nothing changes.",
 	"confirmation.sent": "A new confirmation link is on its way to your e-mail address; open it while signed in, within 48 hours. " +
 		"Earlier links no longer work.",
 	"settings.saved": "Settings saved.", "logo.saved": "Logo uploaded: your hosted pages show it.",
