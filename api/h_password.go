@@ -268,7 +268,13 @@ func (s *Server) requestPasswordReset(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	created, err := s.Store.CreatePasswordReset(ctx, m.ID, s.Hasher.Hash(token), resetTTL, resetsPerHour)
+	created, err := s.Store.CreatePasswordReset(ctx, m.ID, m.Email, s.Hasher.Hash(token), resetTTL, resetsPerHour)
+	if errors.Is(err, models.ErrAddressChanged) {
+		// The account left this address meanwhile: the address's reader
+		// gets no link (and the answer is the same as for no account).
+		respondMessage(c, http.StatusAccepted, resetAccepted)
+		return
+	}
 	if err != nil {
 		fail(c, err)
 		return

@@ -75,7 +75,7 @@ func TestWritesAfterTheCredentialEnded(t *testing.T) {
 		if err := kyb(asSession); !errors.Is(err, models.ErrEmailUnconfirmed) {
 			t.Fatalf("KYB of an unconfirmed account: %v", err)
 		}
-		if ok, err := st.CreatePasswordReset(ctx, m.ID, "reset-held", time.Hour, 5); err != nil || !ok {
+		if ok, err := st.CreatePasswordReset(ctx, m.ID, m.Email, "reset-held", time.Hour, 5); err != nil || !ok {
 			t.Fatalf("reset link: %v %v", ok, err)
 		}
 		r, err := st.PasswordResetByHash(ctx, "reset-held")
@@ -134,7 +134,7 @@ func TestConfirmAndResetAtOnce(t *testing.T) {
 		ctx := context.Background()
 		for i := range 15 {
 			m, r := unconfirmedWithReset(t, st)
-			if _, err := st.CreateEmailConfirmation(ctx, m.ID, m.Email, "c-"+m.ID, time.Hour, 5); err != nil {
+			if _, err := st.CreateEmailConfirmation(ctx, m.ID, m.Email, m.Email, "c-"+m.ID, time.Hour, 5); err != nil {
 				t.Fatal(err)
 			}
 			c, err := st.EmailConfirmationByHash(ctx, "c-"+m.ID)
@@ -194,7 +194,7 @@ func unconfirmedWithReset(t *testing.T, st *models.Store) (*models.Merchant, *mo
 		models.NewKey{Hash: "k-" + id, Prefix: "p", Suffix: "s", Type: models.ModeTest}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreatePasswordReset(ctx, m.ID, "r-"+id, time.Hour, 5); err != nil {
+	if _, err := st.CreatePasswordReset(ctx, m.ID, m.Email, "r-"+id, time.Hour, 5); err != nil {
 		t.Fatal(err)
 	}
 	r, err := st.PasswordResetByHash(ctx, "r-"+id)

@@ -43,7 +43,7 @@ func TestPasswordWritesRace(t *testing.T) {
 			t.Fatalf("%d changes won (%v)", won, errs)
 		}
 
-		if ok, err := st.CreatePasswordReset(ctx, m.ID, "reset-hash", time.Hour, 5); err != nil || !ok {
+		if ok, err := st.CreatePasswordReset(ctx, m.ID, m.Email, "reset-hash", time.Hour, 5); err != nil || !ok {
 			t.Fatalf("create reset: %v %v", ok, err)
 		}
 		r, err := st.PasswordResetByHash(ctx, "reset-hash")

@@ -21,8 +21,13 @@ import (
 // address email, valid for ttl, and ends its earlier unused ones (only the
 // latest link e-mailed works), unless the merchant was sent perHour links in
 // the past hour already: then it stores nothing and returns false.
-func (s *Store) CreateEmailConfirmation(ctx context.Context, merchantID, email, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
-	return s.createLatestLink(ctx, &EmailConfirmation{}, merchantID, perHour, func(tx *gorm.DB, now time.Time) error {
+//
+// current is the account's address as the caller read it (ErrAddressChanged
+// if it is another by now): email itself for a confirmation, the address
+// being replaced for a change's link. A confirmation link read for the old
+// address and stored after a change would, opened, change it back.
+func (s *Store) CreateEmailConfirmation(ctx context.Context, merchantID, current, email, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
+	return s.createLatestLink(ctx, &EmailConfirmation{}, merchantID, current, perHour, func(tx *gorm.DB, now time.Time) error {
 		return tx.Create(&EmailConfirmation{ID: NewID(), MerchantID: merchantID, Email: email, TokenHash: tokenHash,
 			ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
 	})
@@ -33,6 +38,15 @@ func (s *Store) CreateEmailConfirmation(ctx context.Context, merchantID, email, 
 func (s *Store) EmailConfirmationByHash(ctx context.Context, hash string) (*EmailConfirmation, error) {
 	var c EmailConfirmation
 	err := s.ctx(ctx).Where("token_hash = ? AND used_at IS NULL AND expires_at > ?", hash, s.Now()).Take(&c).Error
+	return &c, notFound(err)
+}
+
+// EmailConfirmationEverByHash finds a confirmation link by its token's
+// hash, used, ended or expired too (to tell a link used twice from one
+// that never worked).
+func (s *Store) EmailConfirmationEverByHash(ctx context.Context, hash string) (*EmailConfirmation, error) {
+	var c EmailConfirmation
+	err := s.ctx(ctx).Where("token_hash = ?", hash).Take(&c).Error
 	return &c, notFound(err)
 }
 

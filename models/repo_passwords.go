@@ -103,19 +103,38 @@ func endLinks(tx *gorm.DB, model any, merchantID string, now time.Time) error {
 // unless the merchant was sent perHour links in the past hour already: then
 // it stores nothing and returns false (a stranger cannot fill a merchant's
 // mailbox).
-func (s *Store) CreatePasswordReset(ctx context.Context, merchantID, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
-	return s.createLatestLink(ctx, &PasswordReset{}, merchantID, perHour, func(tx *gorm.DB, now time.Time) error {
+//
+// sentTo is the address the link is e-mailed to, as the caller read it: if
+// the account's address is another by now (changed meanwhile), nothing is
+// stored and the answer is ErrAddressChanged (a link read for the old
+// address must not reach its reader after the change).
+func (s *Store) CreatePasswordReset(ctx context.Context, merchantID, sentTo, tokenHash string, ttl time.Duration, perHour int) (bool, error) {
+	return s.createLatestLink(ctx, &PasswordReset{}, merchantID, sentTo, perHour, func(tx *gorm.DB, now time.Time) error {
 		return tx.Create(&PasswordReset{ID: NewID(), MerchantID: merchantID, TokenHash: tokenHash, ExpiresAt: now.Add(ttl), CreatedAt: now}).Error
 	})
 }
 
+// ErrAddressChanged: the account's e-mail address is no longer the one a
+// link was to be sent to (a change was made meanwhile).
+var ErrAddressChanged = apperr.Conflict("the account's e-mail address changed meanwhile; ask again")
+
 // createLatestLink stores, with create, an e-mailed link of model's kind
 // for the merchant and ends its earlier unused ones, unless perHour of them
 // were made in the past hour: then it stores nothing and returns false.
-func (s *Store) createLatestLink(ctx context.Context, model any, merchantID string, perHour int, create func(tx *gorm.DB, now time.Time) error) (bool, error) {
+// With sentTo, the account's address must still be it (ErrAddressChanged);
+// it is read under the merchant's row lock, which an address change holds,
+// so a link is stored before a change (which ends it) or not at all.
+func (s *Store) createLatestLink(ctx context.Context, model any, merchantID, sentTo string, perHour int, create func(tx *gorm.DB, now time.Time) error) (bool, error) {
 	created := false
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		now := s.Now()
+		var cur Merchant
+		if err := s.forUpdate(tx).Select("id", "email").Where("id = ?", merchantID).Take(&cur).Error; err != nil {
+			return notFound(err)
+		}
+		if sentTo != "" && cur.Email != sentTo {
+			return ErrAddressChanged
+		}
 		var recent int64
 		if err := tx.Model(model).Where("merchant_id = ? AND created_at > ?", merchantID, now.Add(-time.Hour)).
 			Count(&recent).Error; err != nil {
