@@ -288,6 +288,10 @@ func TestEmailChange(t *testing.T) {
 		expectField(t, change("new@shop.example", "not the password"), "currentPassword")
 		expectField(t, change(strings.ToUpper(m.Email), "correct horse battery"), "newEmail")
 		expectField(t, change("nope", "correct horse battery"), "newEmail")
+		expectField(t, change("", "correct horse battery"), "newEmail")
+		expectField(t, change("new@shop.example", ""), "currentPassword")
+		expect(t, h.do("POST", "/api/auth/email-change", m.Session, nil), 400, "BAD_REQUEST")
+		expect(t, h.do("POST", "/api/auth/email-change", m.Session, "not json"), 400, "BAD_REQUEST")
 		// An address another account uses is answered as any other (a 409
 		// told anyone which addresses have accounts), and nothing is sent.
 		taken := h.signup()

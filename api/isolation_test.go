@@ -199,6 +199,9 @@ var ownAccountRoutes = map[string]bool{
 	// The caller's own address; a link of another account's confirms
 	// nothing (TestEmailConfirmation).
 	"POST /api/auth/email-confirmation": true, "POST /api/auth/email-confirmation/confirm": true,
+	// The caller's own address (another account's link changes nothing:
+	// TestEmailChange).
+	"POST /api/auth/email-change": true,
 	// The caller's own sessions (another account's: 404, TestSignedInSessions).
 	"GET /api/auth/sessions": true, "DELETE /api/auth/sessions/:id": true,
 	"GET /api/merchant": true, "PATCH /api/merchant": true, "PATCH /api/merchant/logo": true,

@@ -213,8 +213,10 @@ func sweepCases() map[string]sweepCase {
 		"POST /api/auth/password-reset": {body: func(f *sweepFixtures) map[string]any { return map[string]any{"email": f.a.Email} }},
 		"POST /api/auth/password-reset/confirm": {body: body(map[string]any{"token": "svc_reset_0123456789abcdefghijABCDEFGHIJ0123456789abc",
 			"newPassword": "a new long password"})},
-		"POST /api/auth/email-confirmation":           {skip: noInput + " (a valid one e-mails a link: TestEmailConfirmation)"},
-		"POST /api/auth/email-confirmation/confirm":   {body: body(map[string]any{"token": "svc_confirm_0123456789abcdefghijABCDEFGHIJ0123456789abc"})},
+		"POST /api/auth/email-confirmation":         {skip: noInput + " (a valid one e-mails a link: TestEmailConfirmation)"},
+		"POST /api/auth/email-confirmation/confirm": {body: body(map[string]any{"token": "svc_confirm_0123456789abcdefghijABCDEFGHIJ0123456789abc"})},
+		"POST /api/auth/email-change": {skip: "a wrong password counts toward the account's sign-in lockout (the sweep's own), and a valid one " +
+			"e-mails a link; TestEmailChange sends it no body, no JSON, missing, malformed and same addresses and a wrong password"},
 		"GET /api/merchant":                           {skip: noInput},
 		"PATCH /api/merchant":                         {body: body(map[string]any{"businessName": "Sweep"})},
 		"PATCH /api/merchant/logo":                    {body: body(map[string]any{"logoUrl": "https://cdn.example.com/logo.png"})},
