@@ -63,6 +63,7 @@ func (s *Store) RehashEmailConfirmation(ctx context.Context, id, oldHash, newHas
 // another account is not found (apperr.ErrNotFound) and changes nothing.
 func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID string) (*Merchant, error) {
 	var m Merchant
+	previous := ""
 	err := s.ctx(ctx).Transaction(func(tx *gorm.DB) error {
 		now := s.Now()
 		var c EmailConfirmation
@@ -92,7 +93,7 @@ func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID str
 			if err := changeEmail(tx, merchantID, c.Email, now); err != nil {
 				return err
 			}
-			m.PreviousEmail = cur.Email
+			previous = cur.Email
 		} else {
 			res = tx.Model(&Merchant{}).Where("id = ? AND email = ? AND email_confirmed_at IS NULL", merchantID, c.Email).
 				Updates(map[string]any{"email_confirmed_at": now, "updated_at": now})
@@ -106,14 +107,12 @@ func (s *Store) ConfirmEmail(ctx context.Context, merchantID, confirmationID str
 		if err := endConfirmations(tx, merchantID, now); err != nil {
 			return err
 		}
-		previous := m.PreviousEmail
-		err := tx.Where("id = ?", merchantID).Take(&m).Error
-		m.PreviousEmail = previous
-		return err
+		return tx.Where("id = ?", merchantID).Take(&m).Error
 	})
 	if err != nil {
 		return nil, err
 	}
+	m.PreviousEmail = previous
 	return &m, nil
 }
 
@@ -126,12 +125,11 @@ func errEmailTaken(email string) error {
 // changeEmail makes email the merchant's address, confirmed (inside the
 // merchant's row lock), unless another account has it.
 func changeEmail(tx *gorm.DB, merchantID, email string, now time.Time) error {
-	var taken int64
-	if err := tx.Model(&Merchant{}).Where("email = ? AND id <> ?", email, merchantID).Count(&taken).Error; err != nil {
+	if taken, err := emailTaken(tx, merchantID, email); err != nil || taken {
+		if err == nil {
+			err = errEmailTaken(email)
+		}
 		return err
-	}
-	if taken > 0 {
-		return errEmailTaken(email)
 	}
 	err := tx.Model(&Merchant{}).Where("id = ?", merchantID).
 		Updates(map[string]any{"email": email, "email_confirmed_at": now, "updated_at": now}).Error
@@ -148,8 +146,12 @@ func changeEmail(tx *gorm.DB, merchantID, email string, now time.Time) error {
 
 // EmailTaken reports whether an account other than merchantID has email.
 func (s *Store) EmailTaken(ctx context.Context, merchantID, email string) (bool, error) {
+	return emailTaken(s.ctx(ctx), merchantID, email)
+}
+
+func emailTaken(db *gorm.DB, merchantID, email string) (bool, error) {
 	var n int64
-	err := s.ctx(ctx).Model(&Merchant{}).Where("email = ? AND id <> ?", email, merchantID).Count(&n).Error
+	err := db.Model(&Merchant{}).Where("email = ? AND id <> ?", email, merchantID).Count(&n).Error
 	return n > 0, err
 }
 
